@@ -1,0 +1,127 @@
+//! The errors a caller can match on and act on.
+//!
+//! [`QuotaError`] rejects a quota whose numbers the limiter cannot represent
+//! exactly; [`AcquireError`] says why a request for permits was not granted
+//! and, where waiting would help, for how long.
+
+use core::fmt;
+use core::time::Duration;
+
+/// Why a [`Quota`](crate::Quota) could not be built.
+///
+/// Every variant names the number to change. No quota is ever silently
+/// clamped to something representable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QuotaError {
+    /// A rate of zero permits per interval admits nothing; use at least 1.
+    ZeroRate,
+    /// A period of zero would admit infinitely many permits.
+    ZeroPeriod,
+    /// A burst of zero would admit nothing; the smallest burst is 1.
+    ZeroBurst,
+    /// The rate asks for more than one permit per nanosecond, the resolution
+    /// of the limiter's clock.
+    RateTooHigh {
+        /// The permits asked for.
+        permits: u32,
+        /// The interval they were asked for.
+        per: Duration,
+    },
+    /// `period · burst` is longer than the [`MAX_SPAN`](crate::MAX_SPAN) the
+    /// state word can hold (2^60 ns, about 36.5 years).
+    SpanTooLong {
+        /// The emission interval `t`.
+        period: Duration,
+        /// The burst asked for.
+        burst: u32,
+    },
+    /// A parameter that must be a finite positive number was not (an adaptive
+    /// rate, a warm-up length, a share, a cold factor...).
+    InvalidParameter {
+        /// Which parameter.
+        name: &'static str,
+        /// What it must satisfy.
+        requirement: &'static str,
+    },
+}
+
+impl fmt::Display for QuotaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QuotaError::ZeroRate => {
+                f.write_str("a quota of zero permits admits nothing; ask for at least 1 permit")
+            }
+            QuotaError::ZeroPeriod => f.write_str(
+                "a period of zero would admit without limit; use a period of at least 1 ns",
+            ),
+            QuotaError::ZeroBurst => {
+                f.write_str("a burst of zero admits nothing; use a burst of at least 1")
+            }
+            QuotaError::RateTooHigh { permits, per } => write!(
+                f,
+                "{permits} permits per {per:?} is more than one permit per nanosecond; lower the rate or lengthen the interval"
+            ),
+            QuotaError::SpanTooLong { period, burst } => write!(
+                f,
+                "a period of {period:?} times a burst of {burst} exceeds the 2^60 ns (about 36.5 years) the limiter can represent; lower the burst or shorten the period"
+            ),
+            QuotaError::InvalidParameter { name, requirement } => {
+                write!(f, "invalid `{name}`: it must be {requirement}")
+            }
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for QuotaError {}
+
+/// Why permits were not granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AcquireError {
+    /// More permits were asked for at once than the burst: this can never
+    /// succeed under the current quota. Ask for at most `burst`, or raise it.
+    InsufficientCapacity {
+        /// The permits asked for.
+        requested: u32,
+        /// The burst of the quota in force.
+        burst: u32,
+    },
+    /// The request would exceed the quota now (or its slot lies past the
+    /// allowed wait). It would conform after `wait`; nothing was consumed.
+    RateLimited {
+        /// The exact time until the same request would conform, as of the
+        /// decision.
+        wait: Duration,
+    },
+    /// The clock reads (or the slot would lie) past the 2^60 ns, about
+    /// 36.5 years, that the state word can hold. A clock whose origin is near
+    /// the limiter's creation (as [`MonotonicClock`](crate::MonotonicClock)'s
+    /// is) never gets there.
+    TimeOutOfRange {
+        /// The clock reading, in nanoseconds since the clock's origin.
+        now: u64,
+    },
+}
+
+impl fmt::Display for AcquireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AcquireError::InsufficientCapacity { requested, burst } => write!(
+                f,
+                "{requested} permits requested but the burst is {burst}; request at most {burst} at once or raise the burst"
+            ),
+            AcquireError::RateLimited { wait } => {
+                write!(f, "rate limited; the request would conform in {wait:?}")
+            }
+            AcquireError::TimeOutOfRange { now } => write!(
+                f,
+                "the time {now} ns lies past the 2^60 ns the limiter can represent; use a clock whose origin is near the limiter's creation"
+            ),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for AcquireError {}

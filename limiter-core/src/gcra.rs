@@ -1,0 +1,221 @@
+//! The GCRA decision as pure functions of `(tat, now, request, quota)`.
+//!
+//! Names, used the same way in `docs/design.md`:
+//!
+//! * `t`: the emission interval, nanoseconds per permit;
+//! * `tau`: the tolerance, `t · (burst − 1)`;
+//! * `tat`: the theoretical arrival time, the instant (ns since the clock's
+//!   origin) at which the limiter would be empty again if nothing more came;
+//! * `burst_span = t · burst = tau + t`.
+//!
+//! A request for `n` permits at `now` moves `tat` to
+//! `tat' = max(tat, now) + n·t` and conforms iff `tat' ≤ now + burst_span`,
+//! that is `tat' − t ≤ now + tau` for its last permit. When it does not
+//! conform, it would at `now + wait` with `wait = tat' − (now + burst_span)`.
+//! A reservation accepts that wait if it is at most `max_wait`, and its slot
+//! is `now + wait`.
+//!
+//! Bounds: the caller guarantees `tat ≤ MAX_SPAN` and the quota guarantees
+//! `burst_span ≤ MAX_SPAN`, with `MAX_SPAN < 2^60`. Every sum below therefore
+//! stays under 2^62 and cannot overflow a `u64`; `now` beyond `MAX_SPAN` is
+//! refused before any arithmetic.
+//!
+//! Nothing here touches an atomic: the CAS loop lives in [`crate::state`], and
+//! these functions are tested on their own (and against a `u128` reference
+//! model in the property tests).
+
+use crate::quota::{MAX_SPAN, Quota};
+
+/// The quota parameters the decision needs, in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Params {
+    /// Emission interval `t`, at least 1.
+    pub(crate) t: u64,
+    /// Burst, at least 1, with `t · burst ≤ MAX_SPAN`.
+    pub(crate) burst: u32,
+}
+
+impl Params {
+    #[inline]
+    pub(crate) fn burst_span(self) -> u64 {
+        self.t * u64::from(self.burst)
+    }
+}
+
+impl From<Params> for Quota {
+    fn from(p: Params) -> Quota {
+        // Params are only ever made from a valid Quota.
+        Quota::from_valid(p.t, p.burst)
+    }
+}
+
+impl From<Quota> for Params {
+    fn from(q: Quota) -> Params {
+        Params {
+            t: q.period_nanos(),
+            burst: q.burst(),
+        }
+    }
+}
+
+/// A granted request: the new `tat` and the wait until its slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Grant {
+    /// `tat` after the request.
+    pub(crate) tat: u64,
+    /// Nanoseconds from `now` until the request conforms (0 = now).
+    pub(crate) wait: u64,
+}
+
+/// Why a request was refused. Mirrors [`crate::AcquireError`] in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// `n > burst`: never satisfiable under these parameters.
+    Insufficient,
+    /// Would conform after this many nanoseconds, more than allowed.
+    Wait(u64),
+    /// `now`, or the new `tat`, lies past `MAX_SPAN`.
+    OutOfRange,
+}
+
+/// Decides a request for `n` permits at `now` that may wait up to `max_wait`
+/// nanoseconds (`0` for a plain try). `n == 0` is granted and leaves `tat`
+/// unchanged.
+#[inline]
+pub(crate) fn reserve(
+    tat: u64,
+    now: u64,
+    n: u32,
+    max_wait: u64,
+    p: Params,
+) -> Result<Grant, Refusal> {
+    if n > p.burst {
+        return Err(Refusal::Insufficient);
+    }
+    if now > MAX_SPAN {
+        return Err(Refusal::OutOfRange);
+    }
+    if n == 0 {
+        return Ok(Grant { tat, wait: 0 });
+    }
+    // n ≤ burst, so cost ≤ burst_span ≤ MAX_SPAN; sums stay under 2^62.
+    let cost = u64::from(n) * p.t;
+    let new_tat = tat.max(now) + cost;
+    let wait = new_tat.saturating_sub(now + p.burst_span());
+    if wait > max_wait {
+        return Err(Refusal::Wait(wait));
+    }
+    if new_tat > MAX_SPAN {
+        return Err(Refusal::OutOfRange);
+    }
+    Ok(Grant { tat: new_tat, wait })
+}
+
+/// How many permits a plain try could take at `now`: the largest `n ≤ burst`
+/// with `max(tat, now) + n·t ≤ now + burst_span`.
+#[inline]
+pub(crate) fn available(tat: u64, now: u64, p: Params) -> u32 {
+    if now > MAX_SPAN {
+        return 0;
+    }
+    let room = (now + p.burst_span()).saturating_sub(tat.max(now));
+    // room ≤ burst_span, so the quotient is at most burst and fits a u32.
+    (room / p.t) as u32
+}
+
+/// The `tat` that keeps the fill level, in permits, when the quota changes
+/// from `old` to `new` at `now`: the debt `tat − now` is scaled by
+/// `t_new / t_old`, rounded up (towards more debt, so the change never
+/// admits extra). An idle limiter (`tat ≤ now`) keeps its `tat` and so stays
+/// full at the new burst. A debt scaled past `MAX_SPAN` is held at
+/// `MAX_SPAN`.
+pub(crate) fn rescale(tat: u64, now: u64, old: Params, new: Params) -> u64 {
+    if tat <= now {
+        return tat;
+    }
+    let debt = u128::from(tat - now);
+    let scaled = (debt * u128::from(new.t)).div_ceil(u128::from(old.t));
+    let scaled_tat = u128::from(now) + scaled;
+    u64::try_from(scaled_tat).map_or(MAX_SPAN, |v| v.min(MAX_SPAN))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: Params = Params { t: 100, burst: 3 };
+
+    #[test]
+    fn an_idle_limiter_grants_the_burst_then_paces() {
+        let mut tat = 0;
+        for _ in 0..3 {
+            tat = reserve(tat, 1_000, 1, 0, P).unwrap().tat;
+        }
+        assert_eq!(tat, 1_300);
+        assert_eq!(reserve(tat, 1_000, 1, 0, P), Err(Refusal::Wait(100)));
+        assert_eq!(reserve(tat, 1_100, 1, 0, P).unwrap().tat, 1_400);
+    }
+
+    #[test]
+    fn all_or_nothing_and_exact_waits() {
+        assert_eq!(reserve(0, 0, 3, 0, P).unwrap().tat, 300);
+        assert_eq!(reserve(100, 0, 3, 0, P), Err(Refusal::Wait(100)));
+        assert_eq!(reserve(0, 0, 4, u64::MAX, P), Err(Refusal::Insufficient));
+        assert_eq!(reserve(250, 0, 0, 0, P), Ok(Grant { tat: 250, wait: 0 }));
+    }
+
+    #[test]
+    fn reservations_claim_future_slots() {
+        let g = reserve(300, 0, 2, 1_000, P).unwrap();
+        assert_eq!(
+            g,
+            Grant {
+                tat: 500,
+                wait: 200
+            }
+        );
+        assert_eq!(reserve(500, 0, 2, 399, P), Err(Refusal::Wait(400)));
+    }
+
+    #[test]
+    fn a_backwards_clock_never_admits_more() {
+        // State reached at now = 1_000; the clock then reads 500.
+        let tat = reserve(0, 1_000, 3, 0, P).unwrap().tat;
+        assert_eq!(reserve(tat, 500, 1, 0, P), Err(Refusal::Wait(600)));
+        assert_eq!(available(tat, 500, P), 0);
+    }
+
+    #[test]
+    fn available_counts_whole_permits() {
+        assert_eq!(available(0, 0, P), 3);
+        assert_eq!(available(150, 0, P), 1);
+        assert_eq!(available(1_000, 0, P), 0);
+        assert_eq!(available(0, MAX_SPAN + 1, P), 0);
+    }
+
+    #[test]
+    fn out_of_range_times_are_refused() {
+        assert_eq!(reserve(0, MAX_SPAN + 1, 1, 0, P), Err(Refusal::OutOfRange));
+        assert_eq!(
+            reserve(MAX_SPAN - 50, MAX_SPAN - 400, 1, u64::MAX, P),
+            Err(Refusal::OutOfRange)
+        );
+    }
+
+    #[test]
+    fn rescale_keeps_the_fill_level_in_permits() {
+        let slow = Params { t: 200, burst: 3 };
+        assert_eq!(rescale(1_300, 1_000, P, slow), 1_600);
+        assert_eq!(rescale(1_300, 1_000, slow, P), 1_150);
+        assert_eq!(rescale(900, 1_000, P, slow), 900);
+        // Rounded up: 1 ns of debt at t = 3 becomes ceil(2/3) = 1 ns at t = 2.
+        assert_eq!(
+            rescale(11, 10, Params { t: 3, burst: 1 }, Params { t: 2, burst: 1 }),
+            11
+        );
+        assert_eq!(
+            rescale(MAX_SPAN, 0, P, Params { t: 1_000, burst: 1 }),
+            MAX_SPAN
+        );
+    }
+}

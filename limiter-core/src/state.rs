@@ -1,0 +1,122 @@
+//! The atomic state word and the CAS loop that every algorithm shares.
+//!
+//! An [`AtomicState`] is one `AtomicU64` alone on its cache line
+//! (`CachePadded`, so a hot limiter does not false-share with its
+//! neighbours). Its meaning belongs to the algorithm that owns it; this
+//! module only guarantees how it changes:
+//!
+//! 1. [`AtomicState::update`] loads the word once, asks a pure `decide`
+//!    function what to do with it, and, if `decide` wants a different word,
+//!    installs it with one `compare_exchange_weak`. When the CAS fails
+//!    (another thread got there first, or the weak CAS failed spuriously)
+//!    `decide` runs again on the value the failed CAS returned: no extra load,
+//!    and every decision is made on a value that was current at some instant.
+//! 2. A refusal, or a decision that keeps the word, writes nothing: no CAS, no
+//!    cache-line invalidation for the other threads.
+//! 3. Every write is a read-modify-write. That keeps a release made by any
+//!    earlier write (such as a new quota generation, see
+//!    [`crate::quota_slots`]) visible to every later acquiring reader, through
+//!    the release sequence.
+//!
+//! The loop is lock-free: a CAS fails only because another thread's
+//! succeeded. It is not wait-free; under contention a thread may retry, each
+//! retry costing one pure decision and one CAS.
+
+use crossbeam_utils::CachePadded;
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// One `AtomicU64` state word on its own cache line.
+#[derive(Debug)]
+pub(crate) struct AtomicState {
+    word: CachePadded<AtomicU64>,
+}
+
+impl AtomicState {
+    pub(crate) fn new(word: u64) -> AtomicState {
+        AtomicState {
+            word: CachePadded::new(AtomicU64::new(word)),
+        }
+    }
+
+    /// The current word.
+    #[inline]
+    pub(crate) fn load(&self) -> u64 {
+        // Acquire: the word may name data published with a release by the
+        // write that produced it (a quota generation); we may read that data.
+        self.word.load(Ordering::Acquire)
+    }
+
+    /// Runs `decide` on the current word until its outcome is installed.
+    ///
+    /// `decide(word)` returns `Ok((new_word, out))` to move the word to
+    /// `new_word` and return `out`, or `Err(e)` to refuse without writing.
+    /// When `new_word == word` nothing is written.
+    #[inline]
+    pub(crate) fn update<T, E>(
+        &self,
+        mut decide: impl FnMut(u64) -> Result<(u64, T), E>,
+    ) -> Result<T, E> {
+        let mut current = self.load();
+        loop {
+            let (next, out) = decide(current)?;
+            if next == current {
+                return Ok(out);
+            }
+            // AcqRel on success: acquire to read what the replaced word names,
+            // release so a word that publishes data (a new quota generation)
+            // does so; on x86 both are free. Acquire on failure: we decide
+            // again on the returned word and may read what it names.
+            match self.word.compare_exchange_weak(
+                current,
+                next,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(out),
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// Replaces `current` by `new` if the word still equals `current`.
+    /// Returns whether it did. Used to undo an exact earlier transition (a
+    /// cancelled reservation).
+    #[inline]
+    pub(crate) fn replace_if(&self, current: u64, new: u64) -> bool {
+        // AcqRel/Acquire: as in `update`. The strong CAS because a spurious
+        // failure here would be reported to the caller as "not refunded".
+        self.word
+            .compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn update_installs_the_decision() {
+        let s = AtomicState::new(5);
+        let out: Result<u64, ()> = s.update(|w| Ok((w + 1, w)));
+        assert_eq!(out, Ok(5));
+        assert_eq!(s.load(), 6);
+    }
+
+    #[test]
+    fn a_refusal_writes_nothing() {
+        let s = AtomicState::new(5);
+        let out: Result<(), &str> = s.update(|_| Err("no"));
+        assert_eq!(out, Err("no"));
+        assert_eq!(s.load(), 5);
+    }
+
+    #[test]
+    fn replace_if_only_replaces_the_expected_word() {
+        let s = AtomicState::new(5);
+        assert!(!s.replace_if(4, 9));
+        assert!(s.replace_if(5, 9));
+        assert_eq!(s.load(), 9);
+    }
+}
