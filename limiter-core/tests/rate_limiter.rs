@@ -1,0 +1,353 @@
+//! The public contract of `RateLimiter`, pinned with a manual clock and exact
+//! expectations.
+
+use std::time::Duration;
+
+use limiter_core::{AcquireError, ManualClock, Quota, RateLimiter};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn limiter(per_second: u32, burst: u32) -> (RateLimiter<ManualClock>, ManualClock) {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(per_second)
+        .unwrap()
+        .with_burst(burst)
+        .unwrap();
+    (RateLimiter::with_clock(quota, clock.clone()), clock)
+}
+
+fn rate_limited(wait: Duration) -> Result<(), AcquireError> {
+    Err(AcquireError::RateLimited { wait })
+}
+
+#[test]
+fn burst_at_one_instant_then_one_per_period() {
+    let (l, clock) = limiter(10, 3);
+    for _ in 0..3 {
+        assert_eq!(l.try_acquire(), Ok(()));
+    }
+    assert_eq!(l.try_acquire(), rate_limited(100 * MS));
+    clock.advance(99 * MS);
+    assert_eq!(l.try_acquire(), rate_limited(MS));
+    clock.advance(MS);
+    assert_eq!(l.try_acquire(), Ok(()));
+    assert_eq!(l.try_acquire(), rate_limited(100 * MS));
+    // A long idle refills exactly the burst, no more.
+    clock.advance(Duration::from_secs(3600));
+    assert_eq!((0..10).filter(|_| l.try_acquire().is_ok()).count(), 3);
+}
+
+#[test]
+fn try_acquire_n_is_all_or_nothing() {
+    let (l, clock) = limiter(10, 5);
+    assert_eq!(l.try_acquire_n(3), Ok(()));
+    assert_eq!(l.available(), 2);
+    assert_eq!(l.try_acquire_n(3), rate_limited(100 * MS));
+    assert_eq!(l.available(), 2, "a refused request takes nothing");
+    assert_eq!(l.try_acquire_n(2), Ok(()));
+    clock.advance(300 * MS);
+    assert_eq!(l.try_acquire_n(3), Ok(()));
+}
+
+#[test]
+fn more_than_the_burst_is_insufficient_capacity_and_zero_is_free() {
+    let (l, _clock) = limiter(10, 5);
+    assert_eq!(
+        l.try_acquire_n(6),
+        Err(AcquireError::InsufficientCapacity {
+            requested: 6,
+            burst: 5
+        })
+    );
+    assert_eq!(
+        l.reserve_n(6, Duration::MAX).unwrap_err(),
+        AcquireError::InsufficientCapacity {
+            requested: 6,
+            burst: 5
+        }
+    );
+    assert_eq!(l.try_acquire_n(0), Ok(()));
+    assert_eq!(l.available(), 5);
+    l.try_acquire_n(5).unwrap();
+    assert_eq!(
+        l.try_acquire_n(0),
+        Ok(()),
+        "zero permits conform even when empty"
+    );
+}
+
+#[test]
+fn a_denial_changes_nothing() {
+    let (l, clock) = limiter(10, 2);
+    l.try_acquire_n(2).unwrap();
+    for _ in 0..100 {
+        assert!(l.try_acquire().is_err());
+        assert!(l.reserve_n(1, 50 * MS).is_err());
+    }
+    clock.advance(100 * MS);
+    assert_eq!(
+        l.try_acquire(),
+        Ok(()),
+        "the denials pushed nothing into the future"
+    );
+}
+
+#[test]
+fn reservations_claim_consecutive_slots() {
+    let (l, clock) = limiter(10, 2);
+    let waits: Vec<_> = (0..5)
+        .map(|_| l.reserve_n(1, Duration::from_secs(1)).unwrap())
+        .collect();
+    let expect: [u32; 5] = [0, 0, 100, 200, 300];
+    for (r, ms) in waits.iter().zip(expect) {
+        assert_eq!(r.wait(), ms * MS);
+        assert_eq!(r.ready_at(), u64::from(ms) * 1_000_000);
+        assert_eq!(r.permits(), 1);
+    }
+    // A reservation that would need more than max_wait fails at once and
+    // consumes nothing.
+    assert_eq!(
+        l.reserve_n(2, 399 * MS).unwrap_err(),
+        AcquireError::RateLimited { wait: 500 * MS }
+    );
+    let r = l.reserve_n(2, 500 * MS).unwrap();
+    assert_eq!(r.wait(), 500 * MS);
+    // The pair occupies the slots of 600 ms and 700 ms (ready at 500 ms with
+    // the burst of 2); at 600 ms one more permit fits, then none.
+    clock.advance(600 * MS);
+    assert_eq!(l.try_acquire(), Ok(()));
+    assert_eq!(l.try_acquire(), rate_limited(100 * MS));
+}
+
+#[test]
+fn cancel_refunds_only_the_last_reservation() {
+    let (l, _clock) = limiter(10, 1);
+    let first = l.reserve_n(1, Duration::MAX).unwrap();
+    let second = l.reserve_n(1, Duration::MAX).unwrap();
+    assert_eq!(second.wait(), 100 * MS);
+    assert!(
+        !l.cancel(first),
+        "the second reservation depends on the first"
+    );
+    let third = l.reserve_n(1, Duration::MAX).unwrap();
+    assert_eq!(
+        third.wait(),
+        200 * MS,
+        "the failed cancel gave nothing back"
+    );
+    assert!(l.cancel(third));
+    let again = l.reserve_n(1, Duration::MAX).unwrap();
+    assert_eq!(
+        again.wait(),
+        200 * MS,
+        "the refunded slot is handed out again"
+    );
+    assert!(l.cancel(again));
+    assert!(l.cancel(second), "cancels unwind in reverse order");
+    assert_eq!(l.reserve_n(1, Duration::MAX).unwrap().wait(), 100 * MS);
+}
+
+#[test]
+fn cancel_of_nothing_or_after_a_quota_change_refunds_nothing() {
+    let (l, _clock) = limiter(10, 1);
+    let empty = l.reserve_n(0, Duration::ZERO).unwrap();
+    assert!(!l.cancel(empty));
+    let r = l.reserve_n(1, Duration::MAX).unwrap();
+    l.set_quota(Quota::per_second(10).unwrap());
+    assert!(!l.cancel(r));
+    assert_eq!(l.try_acquire(), rate_limited(100 * MS));
+}
+
+#[test]
+fn take_moves_a_manual_clock_to_the_slot() {
+    let (l, clock) = limiter(10, 2);
+    assert_eq!(l.take(), Duration::ZERO);
+    assert_eq!(l.take(), Duration::ZERO);
+    assert_eq!(l.take(), 100 * MS);
+    assert_eq!(clock.now_for_test(), 100_000_000);
+    assert_eq!(l.take_n(2), Ok(200 * MS));
+    assert_eq!(clock.now_for_test(), 300_000_000);
+    assert_eq!(
+        l.take_n(3),
+        Err(AcquireError::InsufficientCapacity {
+            requested: 3,
+            burst: 2
+        })
+    );
+}
+
+#[test]
+fn take_timeout_fails_at_once_consuming_nothing() {
+    let (l, clock) = limiter(10, 1);
+    l.take();
+    assert_eq!(
+        l.take_timeout(99 * MS),
+        Err(AcquireError::RateLimited { wait: 100 * MS })
+    );
+    assert_eq!(clock.now_for_test(), 0, "no sleeping on a timeout");
+    assert_eq!(l.take_timeout(100 * MS), Ok(100 * MS));
+    assert_eq!(clock.now_for_test(), 100_000_000);
+    assert_eq!(l.take_timeout(Duration::MAX), Ok(100 * MS));
+}
+
+#[test]
+fn set_quota_faster_keeps_the_fill_level_in_permits() {
+    let (l, clock) = limiter(10, 4);
+    l.try_acquire_n(4).unwrap(); // empty: owes 400 ms at 10/s
+    l.set_quota(Quota::per_second(100).unwrap().with_burst(4).unwrap());
+    assert_eq!(l.quota().period(), 10 * MS);
+    assert_eq!(
+        l.try_acquire(),
+        rate_limited(10 * MS),
+        "still empty, now in 10 ms steps"
+    );
+    clock.advance(20 * MS);
+    assert_eq!(l.available(), 2);
+}
+
+#[test]
+fn set_quota_slower_and_smaller_burst() {
+    let (l, clock) = limiter(10, 4);
+    l.try_acquire_n(2).unwrap(); // half full: owes 200 ms at 10/s
+    l.set_quota(Quota::per_second(1).unwrap().with_burst(4).unwrap());
+    assert_eq!(l.available(), 2, "half full stays half full");
+    l.set_quota(Quota::per_second(1).unwrap().with_burst(1).unwrap());
+    // Owes 2 s at 1/s with a burst of 1: the next permit conforms after 2 s.
+    assert_eq!(l.try_acquire(), rate_limited(Duration::from_secs(2)));
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(l.try_acquire(), Ok(()));
+    assert_eq!(l.quota().burst(), 1);
+}
+
+#[test]
+fn an_idle_limiter_stays_full_at_the_new_burst() {
+    let (l, _clock) = limiter(10, 2);
+    l.set_quota(Quota::per_second(10).unwrap().with_burst(7).unwrap());
+    assert_eq!(l.available(), 7);
+    assert_eq!(l.try_acquire_n(7), Ok(()));
+}
+
+#[test]
+fn reservations_keep_their_times_across_a_quota_change() {
+    let (l, _clock) = limiter(10, 1);
+    l.try_acquire().unwrap();
+    let r = l.reserve_n(1, Duration::MAX).unwrap();
+    l.set_quota(Quota::per_second(1).unwrap());
+    assert_eq!(r.ready_at(), 100_000_000);
+    // The 200 ms debt (2 permits at 10/s) is now 2 s (2 permits at 1/s): with
+    // a burst of 1 the next permit conforms when that debt is paid.
+    assert_eq!(l.try_acquire(), rate_limited(Duration::from_secs(2)));
+}
+
+#[test]
+fn one_nanosecond_periods_are_exact() {
+    let clock = ManualClock::new();
+    let q = Quota::with_period(Duration::from_nanos(1))
+        .unwrap()
+        .with_burst(u32::MAX)
+        .unwrap();
+    let l = RateLimiter::with_clock(q, clock.clone());
+    assert_eq!(l.try_acquire_n(u32::MAX), Ok(()));
+    assert_eq!(l.try_acquire(), rate_limited(Duration::from_nanos(1)));
+    clock.advance(Duration::from_nanos(5));
+    assert_eq!(l.available(), 5);
+}
+
+#[test]
+fn one_per_hour_with_a_huge_burst() {
+    let clock = ManualClock::new();
+    let q = Quota::per_hour(1).unwrap().with_burst(100_000).unwrap();
+    let l = RateLimiter::with_clock(q, clock.clone());
+    assert_eq!(l.available(), 100_000);
+    l.try_acquire_n(100_000).unwrap();
+    assert_eq!(l.try_acquire(), rate_limited(Duration::from_secs(3600)));
+    let r = l.reserve_n(100_000, Duration::MAX).unwrap();
+    assert_eq!(r.wait(), Duration::from_secs(3600 * 100_000));
+    assert_eq!(
+        l.reserve_n(1, Duration::MAX).unwrap().wait(),
+        Duration::from_secs(3600 * 100_001)
+    );
+}
+
+#[test]
+fn duration_max_waits_do_not_overflow() {
+    let (l, _clock) = limiter(1, 1);
+    for i in 0..1_000u64 {
+        assert_eq!(
+            l.reserve_n(1, Duration::MAX).unwrap().wait(),
+            Duration::from_secs(i)
+        );
+    }
+}
+
+#[test]
+fn slots_past_the_representable_range_are_refused() {
+    let clock = ManualClock::new();
+    let q = Quota::per_hour(1).unwrap().with_burst(300_000).unwrap();
+    let l = RateLimiter::with_clock(q, clock.clone());
+    l.reserve_n(300_000, Duration::MAX).unwrap();
+    // The next 300,000 hours would end past 2^60 ns.
+    assert!(matches!(
+        l.reserve_n(300_000, Duration::MAX),
+        Err(AcquireError::TimeOutOfRange { .. })
+    ));
+    clock.set(u64::MAX);
+    assert_eq!(
+        l.try_acquire(),
+        Err(AcquireError::TimeOutOfRange { now: u64::MAX })
+    );
+    assert_eq!(l.available(), 0);
+}
+
+#[test]
+fn a_clock_that_steps_back_admits_nothing_extra() {
+    let (l, clock) = limiter(10, 2);
+    clock.set(1_000_000_000);
+    l.try_acquire_n(2).unwrap();
+    clock.set(500_000_000);
+    assert_eq!(l.try_acquire(), rate_limited(600 * MS));
+    assert_eq!(l.available(), 0);
+    clock.set(1_000_000_000);
+    assert_eq!(l.try_acquire(), rate_limited(100 * MS));
+    clock.set(1_100_000_000);
+    assert_eq!(l.try_acquire(), Ok(()));
+}
+
+#[test]
+fn threads_at_a_frozen_time_admit_exactly_the_burst() {
+    let (l, _clock) = limiter(1, 1_000);
+    let admitted = std::sync::atomic::AtomicU32::new(0);
+    let threads = if cfg!(miri) { 2 } else { 4 };
+    let tries = if cfg!(miri) { 20 } else { 5_000 };
+    std::thread::scope(|s| {
+        for i in 0..threads {
+            let (l, admitted) = (&l, &admitted);
+            s.spawn(move || {
+                for _ in 0..tries {
+                    let n = 1 + (i % 3) as u32;
+                    if l.try_acquire_n(n).is_ok() {
+                        admitted.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    let admitted = admitted.into_inner();
+    if cfg!(miri) {
+        assert!(admitted <= 1_000);
+    } else {
+        // Requests of 1 never fail while room remains, so the burst is used up.
+        assert_eq!(admitted, 1_000);
+    }
+    assert_eq!(l.available(), 1_000 - admitted);
+}
+
+trait NowForTest {
+    fn now_for_test(&self) -> u64;
+}
+
+impl NowForTest for ManualClock {
+    fn now_for_test(&self) -> u64 {
+        limiter_core::Clock::now(self)
+    }
+}
