@@ -95,6 +95,15 @@ pub enum AcquireError {
         /// decision.
         wait: Duration,
     },
+    /// A priority class past the last was asked for.
+    UnknownClass {
+        /// The class asked for.
+        class: usize,
+        /// How many classes the limiter has (valid: `0..classes`).
+        classes: usize,
+        /// The permits asked for.
+        requested: u32,
+    },
     /// The clock reads (or the slot would lie) past the 2^60 ns, about
     /// 36.5 years, that the state word can hold. A clock whose origin is near
     /// the limiter's creation (as [`MonotonicClock`](crate::MonotonicClock)'s
@@ -115,6 +124,15 @@ impl fmt::Display for AcquireError {
             AcquireError::RateLimited { wait } => {
                 write!(f, "rate limited; the request would conform in {wait:?}")
             }
+            AcquireError::UnknownClass {
+                class,
+                classes,
+                requested,
+            } => write!(
+                f,
+                "{requested} permits asked for priority class {class}, but the limiter has classes 0 to {}; use one of those",
+                classes.saturating_sub(1)
+            ),
             AcquireError::TimeOutOfRange { now } => write!(
                 f,
                 "the time {now} ns lies past the 2^60 ns the limiter can represent; use a clock whose origin is near the limiter's creation"

@@ -80,8 +80,8 @@ pub(crate) enum Refusal {
 
 /// Decides a request for `n` permits at `now` that may wait up to `max_wait`
 /// nanoseconds (`0` for a plain try). `n == 0` is granted and leaves `tat`
-/// unchanged.
-#[inline]
+/// unchanged. (The limiter calls [`reserve_within`] with the whole burst.)
+#[cfg(test)]
 pub(crate) fn reserve(
     tat: u64,
     now: u64,
@@ -89,7 +89,24 @@ pub(crate) fn reserve(
     max_wait: u64,
     p: Params,
 ) -> Result<Grant, Refusal> {
-    if n > p.burst {
+    reserve_within(tat, now, n, max_wait, p, p.burst)
+}
+
+/// As [`reserve`], for a caller that may use only `usable ≤ burst` permits of
+/// the burst: the request conforms iff `max(tat, now) + n·t ≤ now + usable·t`,
+/// leaving `burst − usable` permits of headroom for others (the priority
+/// tiers). `n > usable` is never satisfiable.
+#[inline]
+pub(crate) fn reserve_within(
+    tat: u64,
+    now: u64,
+    n: u32,
+    max_wait: u64,
+    p: Params,
+    usable: u32,
+) -> Result<Grant, Refusal> {
+    debug_assert!(usable <= p.burst);
+    if n > usable {
         return Err(Refusal::Insufficient);
     }
     if now > MAX_SPAN {
@@ -98,10 +115,10 @@ pub(crate) fn reserve(
     if n == 0 {
         return Ok(Grant { tat, wait: 0 });
     }
-    // n ≤ burst, so cost ≤ burst_span ≤ MAX_SPAN; sums stay under 2^62.
+    // n ≤ usable ≤ burst, so cost ≤ burst_span ≤ MAX_SPAN; sums stay < 2^62.
     let cost = u64::from(n) * p.t;
     let new_tat = tat.max(now) + cost;
-    let wait = new_tat.saturating_sub(now + p.burst_span());
+    let wait = new_tat.saturating_sub(now + u64::from(usable) * p.t);
     if wait > max_wait {
         return Err(Refusal::Wait(wait));
     }
@@ -183,6 +200,18 @@ mod tests {
         let tat = reserve(0, 1_000, 3, 0, P).unwrap().tat;
         assert_eq!(reserve(tat, 500, 1, 0, P), Err(Refusal::Wait(600)));
         assert_eq!(available(tat, 500, P), 0);
+    }
+
+    #[test]
+    fn headroom_is_left_for_others() {
+        let p = Params { t: 100, burst: 10 };
+        assert_eq!(reserve_within(0, 0, 5, 0, p, 5).unwrap().tat, 500);
+        assert_eq!(reserve_within(500, 0, 1, 0, p, 5), Err(Refusal::Wait(100)));
+        assert_eq!(reserve_within(500, 0, 5, 0, p, 10).unwrap().tat, 1_000);
+        assert_eq!(
+            reserve_within(0, 0, 6, u64::MAX, p, 5),
+            Err(Refusal::Insufficient)
+        );
     }
 
     #[test]

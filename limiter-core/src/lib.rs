@@ -7,11 +7,18 @@
 //! | module | one job |
 //! |---|---|
 //! | `quota` | [`Quota`]: `t` and `burst` in nanoseconds, validated once |
-//! | `clock` | [`Clock`], [`MonotonicClock`], [`ManualClock`] |
+//! | `clock` | [`Clock`], [`MonotonicClock`], [`ManualClock`], `CoarseClock`, `TscClock` |
 //! | `gcra` | the decision as pure functions of `(tat, now, n, quota)` |
-//! | `state` | one `AtomicU64` on its cache line and the shared CAS loop |
+//! | `state` | one atomic word (64 or 128 bits) on its cache line and the shared CAS loop |
 //! | `quota_slots` | the state word's layout and hot quota changes |
 //! | `limiter` | [`RateLimiter`], tying the above together |
+//! | `sliding_window` | [`SlidingWindow`]: the two-counter window estimate |
+//! | `warm_up` | [`WarmUpLimiter`]: Guava's smooth warm-up |
+//! | `priority` | [`PriorityLimiter`]: classes sharing one GCRA state |
+//! | `limiter_trait` | [`Limiter`]: the interface every algorithm offers |
+//! | `adaptive` | [`AdaptiveLimiter`]: the rate moved by latency or load ([`PercentileWindow`], [`EwmaAimd`], [`LoadBased`]) |
+//! | `cell` | [`GcraCell`]: one subject's GCRA state in 8 bytes, quota passed in (keyed limiters) |
+//! | `metered` | [`Metered`]: striped counters of allowed, rejected, delayed |
 //! | `blocking` | `take*`: reserve, then sleep through the clock |
 //! | `error` | [`QuotaError`], [`AcquireError`] |
 //!
@@ -38,30 +45,95 @@
 //!
 //! # Features
 //!
-//! * `std` (default): [`MonotonicClock`], `std::error::Error` impls. Without
-//!   it the crate is `no_std` (it needs `alloc` for [`ManualClock`]) and
-//!   builds on targets without native 64-bit atomics through
-//!   portable-atomic.
+//! * `std` (default): [`MonotonicClock`], [`CoarseClock`] (a cached
+//!   millisecond clock), the blocking `take*` on real clocks,
+//!   `std::error::Error` impls. Without it the crate is `no_std` (it needs
+//!   `alloc` for [`ManualClock`]) and builds on targets without native 64-bit
+//!   atomics through portable-atomic.
+//! * `tsc` (default, implies `std`): `TscClock`, the CPU time-stamp counter
+//!   read through `quanta`, and the [`DefaultClock`] when enabled.
+//! * `metrics`: `Metered::publish`, reporting the counters through the
+//!   `metrics` facade.
 
 #![cfg_attr(not(feature = "std"), no_std)]
 
 extern crate alloc;
 
+mod adaptive;
 mod blocking;
+mod cell;
 mod clock;
 mod error;
 mod gcra;
 mod limiter;
+mod limiter_trait;
+mod metered;
+mod priority;
 mod quota;
 mod quota_slots;
 mod reservation;
+mod sliding_window;
 mod state;
 mod sync;
+mod warm_up;
 
+pub use adaptive::{
+    AdaptiveBuilder, AdaptiveLimiter, AdaptivePolicy, DEFAULT_INTERVAL, DEFAULT_WINDOW, Decision,
+    EwmaAimd, LoadBased, Outcome, PercentileWindow, Proposal, Reason,
+};
+pub use cell::{GcraCell, RETIRED};
+#[cfg(feature = "tsc")]
+pub use clock::TscClock;
+pub use clock::{BlockingClock, Clock, DefaultClock, ManualClock};
 #[cfg(feature = "std")]
-pub use clock::MonotonicClock;
-pub use clock::{BlockingClock, Clock, ManualClock};
+pub use clock::{COARSE_TICK, CoarseClock, MonotonicClock};
 pub use error::{AcquireError, QuotaError};
 pub use limiter::RateLimiter;
+pub use limiter_trait::Limiter;
+pub use metered::{Metered, STRIPES, Stats};
+pub use priority::{PriorityClass, PriorityLimiter};
 pub use quota::{MAX_SPAN, Quota};
 pub use reservation::Reservation;
+pub use sliding_window::SlidingWindow;
+pub use warm_up::WarmUpLimiter;
+
+/// Internals for the deliberately broken variants in `loom-tests`, which
+/// must make the same decisions as [`RateLimiter`] and differ only in their
+/// atomic protocol. Exists only under `cfg(loom)`; not API.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod __loom {
+    use core::time::Duration;
+
+    use crate::gcra::{self, Params, Refusal};
+    use crate::{AcquireError, Quota};
+
+    /// The GCRA decision of [`RateLimiter`](crate::RateLimiter) for `n`
+    /// permits at `now` on `tat`: the new `tat` and the wait, or the error.
+    pub fn decide(
+        tat: u64,
+        now: u64,
+        n: u32,
+        max_wait: u64,
+        quota: Quota,
+    ) -> Result<(u64, u64), AcquireError> {
+        let p = Params::from(quota);
+        match gcra::reserve_within(tat, now, n, max_wait, p, p.burst) {
+            Ok(grant) => Ok((grant.tat, grant.wait)),
+            Err(Refusal::Insufficient) => Err(AcquireError::InsufficientCapacity {
+                requested: n,
+                burst: p.burst,
+            }),
+            Err(Refusal::Wait(wait)) => Err(AcquireError::RateLimited {
+                wait: Duration::from_nanos(wait),
+            }),
+            Err(Refusal::OutOfRange) => Err(AcquireError::TimeOutOfRange { now }),
+        }
+    }
+
+    /// The `tat` that [`RateLimiter::set_quota`](crate::RateLimiter::set_quota)
+    /// installs when the quota changes from `old` to `new` at `now`.
+    pub fn rescale(tat: u64, now: u64, old: Quota, new: Quota) -> u64 {
+        gcra::rescale(tat, now, old.into(), new.into())
+    }
+}

@@ -14,11 +14,10 @@ use crate::error::AcquireError;
 use crate::gcra::{self, Params, Refusal};
 use crate::quota::{Quota, saturating_nanos};
 use crate::quota_slots::{QuotaSlots, generation, next_generation, pack, tat};
-use crate::reservation::Reservation;
+use crate::reservation::{Reservation, Undo};
 use crate::state::AtomicState;
 
-#[cfg(feature = "std")]
-use crate::clock::MonotonicClock;
+use crate::clock::DefaultClock;
 
 /// A lock-free GCRA rate limiter whose whole state is one `AtomicU64`.
 ///
@@ -52,28 +51,19 @@ use crate::clock::MonotonicClock;
 /// assert!(limiter.try_acquire().is_ok());
 /// # Ok::<(), limiter_core::QuotaError>(())
 /// ```
-#[cfg(feature = "std")]
 #[derive(Debug)]
-pub struct RateLimiter<C: Clock = MonotonicClock> {
-    state: AtomicState,
-    slots: QuotaSlots,
-    clock: C,
-}
-
-/// A lock-free GCRA rate limiter whose whole state is one `AtomicU64`.
-#[cfg(not(feature = "std"))]
-#[derive(Debug)]
-pub struct RateLimiter<C: Clock> {
+pub struct RateLimiter<C: Clock = DefaultClock> {
     state: AtomicState,
     slots: QuotaSlots,
     clock: C,
 }
 
 #[cfg(feature = "std")]
-impl RateLimiter<MonotonicClock> {
-    /// A full limiter for `quota` on a new [`MonotonicClock`].
-    pub fn new(quota: Quota) -> RateLimiter<MonotonicClock> {
-        RateLimiter::with_clock(quota, MonotonicClock::new())
+impl RateLimiter<DefaultClock> {
+    /// A full limiter for `quota` on a new [`DefaultClock`] (the TSC clock
+    /// with the default features).
+    pub fn new(quota: Quota) -> RateLimiter<DefaultClock> {
+        RateLimiter::with_clock(quota, DefaultClock::default())
     }
 }
 
@@ -111,7 +101,7 @@ impl<C: Clock> RateLimiter<C> {
     #[inline]
     pub fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
         let now = self.clock.now();
-        self.reserve_at(now, n, 0).map(|_| ())
+        self.reserve_at::<false>(now, n, 0, |p| p.burst).map(|_| ())
     }
 
     /// Claims the earliest slot for `n` permits and says how long to wait for
@@ -143,34 +133,56 @@ impl<C: Clock> RateLimiter<C> {
     #[inline]
     pub fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
         let now = self.clock.now();
-        self.reserve_at(now, n, saturating_nanos(max_wait))
+        self.reserve_at::<true>(now, n, saturating_nanos(max_wait), |p| p.burst)
     }
 
     /// The decision at a given `now`, shared by every acquiring method.
+    /// `usable(params)` is how much of the quota's burst this caller may use
+    /// (all of it, except for the lower priority tiers). `CANCELLABLE`
+    /// reservations record the quota-change count so `cancel` can check it;
+    /// plain tries skip that load.
     #[inline]
-    fn reserve_at(&self, now: u64, n: u32, max_wait: u64) -> Result<Reservation, AcquireError> {
+    pub(crate) fn reserve_at<const CANCELLABLE: bool>(
+        &self,
+        now: u64,
+        n: u32,
+        max_wait: u64,
+        usable: impl Fn(Params) -> u32,
+    ) -> Result<Reservation, AcquireError> {
         self.state.update(|word| {
+            // Read before the decision: a quota change that begins after this
+            // read moves the word, so our CAS fails and we read it again.
+            let changes = if CANCELLABLE { self.slots.changes() } else { 0 };
             let params = self.slots.params(word);
-            match gcra::reserve(tat(word), now, n, max_wait, params) {
+            let usable = usable(params);
+            match gcra::reserve_within(tat(word), now, n, max_wait, params, usable) {
                 Ok(grant) => {
                     let after = pack(generation(word), grant.tat);
                     let reservation = Reservation {
                         permits: n,
                         ready_at: now + grant.wait,
                         wait: grant.wait,
-                        before: word,
-                        after,
+                        undo: if CANCELLABLE && n != 0 {
+                            Undo::Word {
+                                before: word,
+                                after,
+                                changes,
+                            }
+                        } else {
+                            Undo::Nothing
+                        },
                     };
                     Ok((after, reservation))
                 }
-                Err(refusal) => Err(acquire_error(refusal, n, now, params)),
+                Err(refusal) => Err(acquire_error(refusal, n, now, usable)),
             }
         })
     }
 
     /// Gives back the permits of `reservation` if no later decision depends on
-    /// them: the state word still equals what this reservation left (no
-    /// reservation or quota change came after it). Returns whether it did.
+    /// them: no quota change since it was made (checked on a full 64-bit
+    /// count) and the state word still equals what this reservation left (no
+    /// reservation came after it). Returns whether it did.
     ///
     /// Cancelling restores the state exactly as if the reservation had never
     /// been made, so it never lets the limiter admit more than its quota.
@@ -178,17 +190,35 @@ impl<C: Clock> RateLimiter<C> {
     /// used. A reservation of 0 permits gives nothing back and returns
     /// `false`.
     pub fn cancel(&self, reservation: Reservation) -> bool {
-        let (before, after) = reservation.words();
-        reservation.permits != 0 && before != after && self.state.replace_if(after, before)
+        match reservation.undo {
+            Undo::Word {
+                before,
+                after,
+                changes,
+            } => {
+                // A quota change that begins after this check moves the word
+                // before it can matter, so the CAS below then fails.
+                self.slots.changes() == changes && self.state.replace_if(after, before)
+            }
+            _ => false,
+        }
     }
 
     /// How many permits [`try_acquire_n`](RateLimiter::try_acquire_n) could
     /// take right now. Changes nothing; by the time the caller acts, other
     /// threads may have taken them.
     pub fn available(&self) -> u32 {
+        self.available_within(|p| p.burst)
+    }
+
+    /// As [`available`](RateLimiter::available) for a caller that may use
+    /// `usable(params)` permits of the burst.
+    pub(crate) fn available_within(&self, usable: impl Fn(Params) -> u32) -> u32 {
         let now = self.clock.now();
         let word = self.state.load();
-        gcra::available(tat(word), now, self.slots.params(word))
+        let params = self.slots.params(word);
+        let headroom = params.burst - usable(params);
+        gcra::available(tat(word), now, params).saturating_sub(headroom)
     }
 
     /// The quota in force.
@@ -204,7 +234,7 @@ impl<C: Clock> RateLimiter<C> {
     /// empty stays half empty in permits; an idle limiter stays full at the
     /// new burst. Reservations already handed out keep their `ready_at`
     /// times, but can no longer be cancelled. No decision ever mixes the old
-    /// and new parameters (see [`crate::quota_slots`]).
+    /// and new parameters (see `docs/design.md`, "State encoding").
     ///
     /// Quota changes are serialised with each other by a spin lock that the
     /// acquisition path never touches.
@@ -217,10 +247,10 @@ impl<C: Clock> RateLimiter<C> {
         // generation (and hence `old`) is fixed for the whole loop.
         let old = self.slots.params(current);
         let next = next_generation(generation(current));
-        guard.write(next, new);
+        guard.begin_change(next, new);
         let installed: Result<(), core::convert::Infallible> = self
             .state
-            .update(|word| Ok((pack(next, gcra::rescale(tat(word), now, old, new)), ())));
+            .update(|word| Ok((pack(next, moved_tat(tat(word), now, old, new)), ())));
         let Ok(()) = installed;
         drop(guard);
     }
@@ -231,12 +261,29 @@ impl<C: Clock> RateLimiter<C> {
     }
 }
 
-/// The public error for a refusal of `n` permits at `now` under `params`.
-pub(crate) fn acquire_error(refusal: Refusal, n: u32, now: u64, params: Params) -> AcquireError {
+/// The `tat` a quota change installs: the fill level kept in permits
+/// ([`gcra::rescale`]), and an idle `tat` (before `now`) moved up to `now`,
+/// which no reading at or after `now` can tell apart and which is stricter
+/// for a clock that steps back. Moving it keeps 16 quota changes on an idle
+/// limiter from returning the word to a value a stalled decision loaded (see
+/// [`crate::quota_slots`] on ABA).
+fn moved_tat(tat: u64, now: u64, old: Params, new: Params) -> u64 {
+    // A clock past MAX_SPAN decides nothing; leave such a tat to rescale,
+    // which keeps it (tat ≤ MAX_SPAN < now).
+    if tat < now && now <= crate::quota::MAX_SPAN {
+        now
+    } else {
+        gcra::rescale(tat, now, old, new)
+    }
+}
+
+/// The public error for a refusal of `n` permits at `now`, for a caller that
+/// may use `burst` permits of the burst.
+pub(crate) fn acquire_error(refusal: Refusal, n: u32, now: u64, burst: u32) -> AcquireError {
     match refusal {
         Refusal::Insufficient => AcquireError::InsufficientCapacity {
             requested: n,
-            burst: params.burst,
+            burst,
         },
         Refusal::Wait(wait) => AcquireError::RateLimited {
             wait: Duration::from_nanos(wait),

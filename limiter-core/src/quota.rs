@@ -104,6 +104,52 @@ impl Quota {
         Quota::from_parts(t, 1)
     }
 
+    /// `per_second` permits per second from a fractional rate (the adaptive
+    /// limiter's currency), with a burst of 1. The period is
+    /// `10^9 / per_second` nanoseconds rounded *up* to a whole nanosecond, so
+    /// the quota never admits more than asked.
+    ///
+    /// # Errors
+    ///
+    /// [`QuotaError::InvalidParameter`] for a rate that is not finite or not
+    /// above 0, or above 10^9 per second (one permit per nanosecond);
+    /// [`QuotaError::SpanTooLong`] for a rate so low that the period exceeds
+    /// [`MAX_SPAN`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    ///
+    /// assert_eq!(Quota::from_rate(800.0)?.period_nanos(), 1_250_000);
+    /// assert_eq!(Quota::from_rate(3.0)?.period_nanos(), 333_333_334);
+    /// assert!(Quota::from_rate(f64::NAN).is_err());
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
+    pub fn from_rate(per_second: f64) -> Result<Quota, QuotaError> {
+        // is_finite excludes NaN, so `<=` covers every other bad value.
+        if !per_second.is_finite() || per_second <= 0.0 {
+            return Err(QuotaError::InvalidParameter {
+                name: "rate",
+                requirement: "a finite number of permits per second above 0",
+            });
+        }
+        if per_second > NANOS_PER_SECOND as f64 {
+            return Err(QuotaError::InvalidParameter {
+                name: "rate",
+                requirement: "at most 10^9 permits per second (one per nanosecond)",
+            });
+        }
+        let exact = NANOS_PER_SECOND as f64 / per_second;
+        // Ceiling without `f64::ceil` (std only): `as` truncates towards zero
+        // and saturates at u64::MAX, which from_parts then rejects.
+        let mut t = exact as u64;
+        if (t as f64) < exact {
+            t = t.saturating_add(1);
+        }
+        Quota::from_parts(u128::from(t.max(1)), 1)
+    }
+
     /// One permit per `period`, with a burst of 1.
     ///
     /// # Errors
@@ -274,6 +320,41 @@ mod tests {
             one_ns.with_burst(u32::MAX).unwrap().burst_span_nanos(),
             u64::from(u32::MAX)
         );
+    }
+
+    #[test]
+    fn from_rate_rounds_the_period_up() {
+        assert_eq!(Quota::from_rate(1_000.0).unwrap().period_nanos(), 1_000_000);
+        assert_eq!(Quota::from_rate(800.0).unwrap().period_nanos(), 1_250_000);
+        assert_eq!(Quota::from_rate(704.0).unwrap().period_nanos(), 1_420_455);
+        assert_eq!(
+            Quota::from_rate(0.5).unwrap().period(),
+            Duration::from_secs(2)
+        );
+        assert_eq!(Quota::from_rate(1e9).unwrap().period_nanos(), 1);
+        assert_eq!(Quota::from_rate(2.5e8).unwrap().period_nanos(), 4);
+        assert_eq!(Quota::from_rate(3.0).unwrap().burst(), 1);
+    }
+
+    #[test]
+    fn from_rate_rejects_what_it_cannot_represent() {
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1.5e9] {
+            assert!(
+                matches!(
+                    Quota::from_rate(bad),
+                    Err(QuotaError::InvalidParameter { name: "rate", .. })
+                ),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            Quota::from_rate(1e-12),
+            Err(QuotaError::SpanTooLong { burst: 1, .. })
+        ));
+        assert!(matches!(
+            Quota::from_rate(f64::MIN_POSITIVE),
+            Err(QuotaError::SpanTooLong { .. })
+        ));
     }
 
     #[test]

@@ -27,11 +27,30 @@
 //!
 //! The slot for generation `g + 1` is written before the word that names it
 //! is published with a release CAS, and readers load the word with acquire,
-//! so a reader that sees generation `g + 1` sees its slot. A slot is reused
-//! only after 16 more quota changes; a decision that stays preempted between
-//! its load and its CAS across 16 quota changes that happen to bring `tat`
-//! back to the same value could mix parameters. That is the ABA bound of a
-//! 4-bit tag, stated in `docs/design.md`.
+//! so a reader that sees generation `g + 1` sees its slot.
+//!
+//! # The 4-bit tag and ABA
+//!
+//! A slot is reused after 16 quota changes. Three defences keep that from
+//! mattering:
+//!
+//! 1. `set_quota` moves an idle `tat` (before `now`) up to `now`, which is
+//!    equivalent for every later reading and stricter for a clock that steps
+//!    back. So with a clock that advances between changes, 16 changes on an
+//!    idle limiter cannot bring the word back to a value a stalled decision
+//!    loaded. Where the limiter owes time and `t` is unchanged, the rescale
+//!    is the identity, and a stalled decision that passes its CAS is exactly
+//!    as if it had been made before the changes; where `t` changes, the debt
+//!    is rescaled and returning to the same word takes an exact numeric
+//!    coincidence across 16 changes.
+//! 2. Reading a slot never yields unusable parameters: a reader that races
+//!    a setter rewriting the same slot may see `t` of one quota and `burst`
+//!    of another, so [`QuotaSlots::params`] re-reads until the pair satisfies
+//!    the quota invariants (`t ≥ 1`, `burst ≥ 1`, `t · burst ≤ MAX_SPAN`).
+//!    The arithmetic can therefore never overflow, whatever interleaving.
+//! 3. Cancellation does not rely on the tag at all: [`QuotaSlots`] counts
+//!    every quota change in a full 64-bit counter, a reservation records it,
+//!    and `cancel` refuses when it has moved (see `RateLimiter::cancel`).
 //!
 //! Setters are serialised by a spin lock (quota changes are rare and never on
 //! the acquisition path, which never touches the lock).
@@ -80,12 +99,13 @@ struct Slot {
     burst: AtomicU32,
 }
 
-/// The parameters of each quota generation, and the lock that serialises
-/// quota changes.
+/// The parameters of each quota generation, the lock that serialises
+/// quota changes, and the count of quota changes so far.
 #[derive(Debug)]
 pub(crate) struct QuotaSlots {
     slots: [Slot; GENERATIONS],
     setter: AtomicU32,
+    changes: AtomicU64,
 }
 
 impl QuotaSlots {
@@ -98,6 +118,7 @@ impl QuotaSlots {
                 burst: AtomicU32::new(p.burst),
             }),
             setter: AtomicU32::new(0),
+            changes: AtomicU64::new(0),
         }
     }
 
@@ -108,12 +129,35 @@ impl QuotaSlots {
     #[inline]
     pub(crate) fn params(&self, word: u64) -> Params {
         let slot = &self.slots[generation(word)];
-        // Relaxed: the acquire that produced `word` synchronises with the
-        // release CAS that published this generation after writing the slot.
-        Params {
-            t: slot.t.load(Ordering::Relaxed),
-            burst: slot.burst.load(Ordering::Relaxed),
+        loop {
+            // Relaxed: the acquire that produced `word` synchronises with the
+            // release CAS that published this generation after writing the slot.
+            let p = Params {
+                t: slot.t.load(Ordering::Relaxed),
+                burst: slot.burst.load(Ordering::Relaxed),
+            };
+            // A pair that breaks the quota invariants can only be torn by a
+            // setter rewriting this slot 16 generations on; our word is stale
+            // and its CAS will fail, but the arithmetic must not overflow
+            // first. The setter finishes its two stores; read again.
+            if p.t != 0
+                && p.burst != 0
+                && p.t
+                    .checked_mul(u64::from(p.burst))
+                    .is_some_and(|s| s <= MAX_SPAN)
+            {
+                return p;
+            }
+            spin_hint();
         }
+    }
+
+    /// How many quota changes have begun so far.
+    #[inline]
+    pub(crate) fn changes(&self) -> u64 {
+        // Acquire: pairs with the release increment in `begin_change`, so a
+        // reader that sees the count also sees the change's slot write.
+        self.changes.load(Ordering::Acquire)
     }
 
     /// Takes the setter lock; the returned guard releases it.
@@ -138,9 +182,13 @@ pub(crate) struct SetterGuard<'a> {
 }
 
 impl SetterGuard<'_> {
-    /// Writes `params` into the slot of `generation`, which must not be the
-    /// generation in force.
-    pub(crate) fn write(&self, generation: usize, params: Params) {
+    /// Counts a quota change and writes `params` into the slot of
+    /// `generation`, which must not be the generation in force. The caller
+    /// then installs the generation with a CAS on the state word.
+    pub(crate) fn begin_change(&self, generation: usize, params: Params) {
+        // Release: a canceller that reads the new count (acquire) knows a
+        // change has begun; only setters write it, under the lock.
+        self.slots.changes.fetch_add(1, Ordering::Release);
         let slot = &self.slots.slots[generation];
         // Relaxed: published by the release CAS that installs the generation.
         slot.t.store(params.t, Ordering::Relaxed);
@@ -173,9 +221,10 @@ mod tests {
         let q = Quota::per_second(10).unwrap();
         let slots = QuotaSlots::new(q);
         let guard = slots.lock();
-        guard.write(1, Params { t: 7, burst: 2 });
+        guard.begin_change(1, Params { t: 7, burst: 2 });
         drop(guard);
         assert_eq!(slots.params(pack(0, 0)), Params::from(q));
         assert_eq!(slots.params(pack(1, 0)), Params { t: 7, burst: 2 });
+        assert_eq!(slots.changes(), 1);
     }
 }

@@ -14,10 +14,26 @@ pub struct Reservation {
     pub(crate) permits: u32,
     pub(crate) ready_at: u64,
     pub(crate) wait: u64,
-    /// The state word before and after this reservation; cancelling swaps
-    /// `after` back to `before` if nothing has changed the word since.
-    pub(crate) before: u64,
-    pub(crate) after: u64,
+    pub(crate) undo: Undo,
+}
+
+/// How the limiter that made a reservation can take it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Undo {
+    /// Nothing to undo (zero permits, or an algorithm that cannot).
+    Nothing,
+    /// Swap a 64-bit state word from `after` back to `before` if nothing has
+    /// changed it since and no quota change has begun since the `changes`-th
+    /// (GCRA, priority tiers).
+    Word {
+        before: u64,
+        after: u64,
+        changes: u64,
+    },
+    /// The same for a 128-bit state word (warm-up).
+    WideWord { before: u128, after: u128 },
+    /// Take the permits out of the count of window `window` (sliding window).
+    Window { window: u64 },
 }
 
 impl Reservation {
@@ -46,14 +62,7 @@ impl Reservation {
             permits,
             ready_at,
             wait,
-            before: 0,
-            after: 0,
+            undo: Undo::Nothing,
         }
-    }
-
-    /// The state words before and after the reservation, for algorithms in
-    /// this crate that cancel by swapping them back.
-    pub(crate) fn words(&self) -> (u64, u64) {
-        (self.before, self.after)
     }
 }

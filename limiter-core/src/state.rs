@@ -1,9 +1,13 @@
 //! The atomic state word and the CAS loop that every algorithm shares.
 //!
-//! An [`AtomicState`] is one `AtomicU64` alone on its cache line
+//! An [`AtomicState`] is one atomic word alone on its cache line
 //! (`CachePadded`, so a hot limiter does not false-share with its
-//! neighbours). Its meaning belongs to the algorithm that owns it; this
-//! module only guarantees how it changes:
+//! neighbours): an `AtomicU64` for GCRA and the priority tiers, an
+//! `AtomicU128` for the sliding window (a full window index beside two
+//! counts) and the warm-up limiter (next free instant beside stored
+//! permits), whose fields do not fit in 64 bits. Its meaning belongs
+//! to the algorithm that owns it; this module only guarantees how it
+//! changes:
 //!
 //! 1. [`AtomicState::update`] loads the word once, asks a pure `decide`
 //!    function what to do with it, and, if `decide` wants a different word,
@@ -24,24 +28,85 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, AtomicU128, Ordering};
 
-/// One `AtomicU64` state word on its own cache line.
-#[derive(Debug)]
-pub(crate) struct AtomicState {
-    word: CachePadded<AtomicU64>,
+/// An atomic integer that can serve as a state word.
+pub(crate) trait AtomicWord {
+    /// The integer it holds.
+    type Value: Copy + Eq;
+    fn new(value: Self::Value) -> Self;
+    fn load(&self, order: Ordering) -> Self::Value;
+    fn compare_exchange(
+        &self,
+        current: Self::Value,
+        new: Self::Value,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<Self::Value, Self::Value>;
+    fn compare_exchange_weak(
+        &self,
+        current: Self::Value,
+        new: Self::Value,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<Self::Value, Self::Value>;
 }
 
-impl AtomicState {
-    pub(crate) fn new(word: u64) -> AtomicState {
+macro_rules! atomic_word {
+    ($atomic:ty, $value:ty) => {
+        impl AtomicWord for $atomic {
+            type Value = $value;
+            #[inline]
+            fn new(value: $value) -> Self {
+                <$atomic>::new(value)
+            }
+            #[inline]
+            fn load(&self, order: Ordering) -> $value {
+                <$atomic>::load(self, order)
+            }
+            #[inline]
+            fn compare_exchange(
+                &self,
+                c: $value,
+                n: $value,
+                s: Ordering,
+                f: Ordering,
+            ) -> Result<$value, $value> {
+                <$atomic>::compare_exchange(self, c, n, s, f)
+            }
+            #[inline]
+            fn compare_exchange_weak(
+                &self,
+                c: $value,
+                n: $value,
+                s: Ordering,
+                f: Ordering,
+            ) -> Result<$value, $value> {
+                <$atomic>::compare_exchange_weak(self, c, n, s, f)
+            }
+        }
+    };
+}
+
+atomic_word!(AtomicU64, u64);
+atomic_word!(AtomicU128, u128);
+
+/// One state word on its own cache line.
+#[derive(Debug)]
+pub(crate) struct AtomicState<A: AtomicWord = AtomicU64> {
+    word: CachePadded<A>,
+}
+
+impl<A: AtomicWord> AtomicState<A> {
+    pub(crate) fn new(word: A::Value) -> AtomicState<A> {
         AtomicState {
-            word: CachePadded::new(AtomicU64::new(word)),
+            word: CachePadded::new(A::new(word)),
         }
     }
 
     /// The current word.
     #[inline]
-    pub(crate) fn load(&self) -> u64 {
+    pub(crate) fn load(&self) -> A::Value {
         // Acquire: the word may name data published with a release by the
         // write that produced it (a quota generation); we may read that data.
         self.word.load(Ordering::Acquire)
@@ -55,7 +120,7 @@ impl AtomicState {
     #[inline]
     pub(crate) fn update<T, E>(
         &self,
-        mut decide: impl FnMut(u64) -> Result<(u64, T), E>,
+        mut decide: impl FnMut(A::Value) -> Result<(A::Value, T), E>,
     ) -> Result<T, E> {
         let mut current = self.load();
         loop {
@@ -83,7 +148,7 @@ impl AtomicState {
     /// Returns whether it did. Used to undo an exact earlier transition (a
     /// cancelled reservation).
     #[inline]
-    pub(crate) fn replace_if(&self, current: u64, new: u64) -> bool {
+    pub(crate) fn replace_if(&self, current: A::Value, new: A::Value) -> bool {
         // AcqRel/Acquire: as in `update`. The strong CAS because a spurious
         // failure here would be reported to the caller as "not refunded".
         self.word
@@ -98,7 +163,7 @@ mod tests {
 
     #[test]
     fn update_installs_the_decision() {
-        let s = AtomicState::new(5);
+        let s: AtomicState = AtomicState::new(5);
         let out: Result<u64, ()> = s.update(|w| Ok((w + 1, w)));
         assert_eq!(out, Ok(5));
         assert_eq!(s.load(), 6);
@@ -106,7 +171,7 @@ mod tests {
 
     #[test]
     fn a_refusal_writes_nothing() {
-        let s = AtomicState::new(5);
+        let s: AtomicState = AtomicState::new(5);
         let out: Result<(), &str> = s.update(|_| Err("no"));
         assert_eq!(out, Err("no"));
         assert_eq!(s.load(), 5);
@@ -114,7 +179,7 @@ mod tests {
 
     #[test]
     fn replace_if_only_replaces_the_expected_word() {
-        let s = AtomicState::new(5);
+        let s: AtomicState<AtomicU128> = AtomicState::new(5);
         assert!(!s.replace_if(4, 9));
         assert!(s.replace_if(5, 9));
         assert_eq!(s.load(), 9);

@@ -285,7 +285,7 @@ fn slots_past_the_representable_range_are_refused() {
     let clock = ManualClock::new();
     let q = Quota::per_hour(1).unwrap().with_burst(300_000).unwrap();
     let l = RateLimiter::with_clock(q, clock.clone());
-    l.reserve_n(300_000, Duration::MAX).unwrap();
+    let _first = l.reserve_n(300_000, Duration::MAX).unwrap();
     // The next 300,000 hours would end past 2^60 ns.
     assert!(matches!(
         l.reserve_n(300_000, Duration::MAX),

@@ -32,8 +32,8 @@ use super::{BlockingClock, Clock};
 /// the CPU has no invariant TSC). Sleeping parks the thread.
 ///
 /// About 40% cheaper to read than [`MonotonicClock`](crate::MonotonicClock),
-/// with the same nanosecond resolution; see the [module docs](self) for its
-/// monotonicity across cores.
+/// with the same nanosecond resolution. A reading taken on another core may
+/// lag an earlier one by a little; that only makes the limiter stricter.
 ///
 /// # Examples
 ///
@@ -113,6 +113,5 @@ mod tests {
         let clock = TscClock::new();
         let copy = clock.clone();
         assert_eq!(copy.origin, clock.origin);
-        assert_ne!(TscClock::new().origin, 0);
     }
 }

@@ -1,0 +1,259 @@
+//! [`AsyncLimiter`]: the core limiter on a [`TokioClock`], with `async`
+//! methods that wait for permits.
+//!
+//! Every waiting method is "reserve, then sleep until the slot" (see
+//! [`crate::wait`]): the place in line is taken, as one CAS, on the future's
+//! first poll, and the future then sleeps until the slot's absolute instant.
+//! Deadlines are checked against the slot before anything is consumed.
+//! Units are those of the core: nanoseconds since the clock's origin, shown
+//! to callers as [`Duration`]s and tokio [`Instant`]s.
+
+use core::time::Duration;
+use std::sync::Arc;
+
+use futures::Stream;
+use limiter_core::{AcquireError, Limiter, Quota, RateLimiter};
+use tokio::time::Instant;
+
+use crate::clock::{SlotMap, TokioClock};
+use crate::throttle::Throttled;
+use crate::wait::acquire;
+
+/// A rate limiter whose callers wait asynchronously, on tokio's timer, for
+/// their permits. Clones share one limiter.
+///
+/// By default it waits on the core GCRA [`RateLimiter`]; [`from_limiter`]
+/// wraps any [`Limiter`] instead (a sliding window, a warm-up limiter, a
+/// priority class, a metered limiter...). Build such a limiter on a
+/// [`TokioClock`] so that tokio's paused time drives it. Algorithms that
+/// cannot hold a future slot are waited for by sleeping each exact computed
+/// wait and asking again (see `docs/async.md`): no busy loop, but not FIFO.
+///
+/// [`from_limiter`]: AsyncLimiter::from_limiter
+///
+/// Waiters are served in the order they reserved (first poll), whatever
+/// number of permits each asks for, and each sleeps until its own slot's
+/// absolute instant, so pacing does not drift with the timer's 1 ms
+/// granularity. See `docs/async.md` for the model and for choosing the burst
+/// at rates above 1,000 per second.
+///
+/// # Cancel safety
+///
+/// Every waiting method is cancel safe: dropping its future (in `select!`,
+/// under `tokio::time::timeout`, by aborting the task) gives its permits
+/// back if no later reservation depends on them, and otherwise leaves them
+/// spent, which never admits more than the quota. The place in line is lost.
+///
+/// # Panics
+///
+/// A future that has to wait uses tokio's timer, so it panics if polled
+/// outside a runtime with time enabled (`enable_time`/`enable_all`), as any
+/// `tokio::time::sleep` does. A permit available now needs no timer.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use limiter_async::AsyncLimiter;
+/// use limiter_core::Quota;
+/// use tokio::time::Instant;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let limiter = AsyncLimiter::new(Quota::per_second(100)?.with_burst(5)?);
+/// let start = Instant::now();
+/// for _ in 0..25 {
+///     limiter.take().await;
+/// }
+/// // 5 at once, then one every 10 ms.
+/// assert_eq!(start.elapsed(), Duration::from_millis(200));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct AsyncLimiter<L = RateLimiter<TokioClock>> {
+    core: Arc<L>,
+    slots: SlotMap,
+}
+
+impl<L> Clone for AsyncLimiter<L> {
+    fn clone(&self) -> AsyncLimiter<L> {
+        AsyncLimiter {
+            core: Arc::clone(&self.core),
+            slots: self.slots,
+        }
+    }
+}
+
+impl AsyncLimiter {
+    /// A full limiter for `quota` on a new [`TokioClock`] whose origin is
+    /// tokio's "now".
+    pub fn new(quota: Quota) -> AsyncLimiter {
+        AsyncLimiter::with_clock(quota, TokioClock::new())
+    }
+
+    /// A full limiter for `quota` reading `clock`.
+    pub fn with_clock(quota: Quota, clock: TokioClock) -> AsyncLimiter {
+        AsyncLimiter {
+            core: Arc::new(RateLimiter::with_clock(quota, clock)),
+            slots: SlotMap::of_clock(&clock),
+        }
+    }
+}
+
+impl<L: Limiter> AsyncLimiter<L> {
+    /// Waits on `limiter`, any [`Limiter`]. Its clock readings are mapped to
+    /// tokio instants by pairing them with tokio's clock now, so build it on
+    /// a [`TokioClock`] (then paused time drives both).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_async::{AsyncLimiter, TokioClock};
+    /// use limiter_core::SlidingWindow;
+    /// use tokio::time::Instant;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let window = SlidingWindow::with_clock(2, Duration::from_secs(1), TokioClock::new())?;
+    /// let limiter = AsyncLimiter::from_limiter(window);
+    /// let start = Instant::now();
+    /// for _ in 0..3 {
+    ///     limiter.take().await;
+    /// }
+    /// // Two in window 0; the third when window 1's estimate lets it through:
+    /// // 2·(1 s − x) + 1·1 s ≤ 2·1 s ⇔ x ≥ 0.5 s.
+    /// assert_eq!(start.elapsed(), Duration::from_millis(1_500));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn from_limiter(limiter: L) -> AsyncLimiter<L> {
+        let slots = SlotMap::pairing_now_with(limiter.now());
+        AsyncLimiter {
+            core: Arc::new(limiter),
+            slots,
+        }
+    }
+
+    /// The shared limiter, for its own methods
+    /// ([`try_acquire_n`](RateLimiter::try_acquire_n),
+    /// [`available`](RateLimiter::available),
+    /// [`set_quota`](RateLimiter::set_quota) and the rest for the default
+    /// GCRA limiter).
+    pub fn limiter(&self) -> &L {
+        &self.core
+    }
+
+    /// Waits for one permit.
+    ///
+    /// Completes on its first poll, without creating a timer, when a permit
+    /// is available now; otherwise sleeps until its reserved slot. Never
+    /// fails: one permit always fits the burst. (If the clock ever ran past
+    /// the core's `MAX_SPAN`, 36.5 years after the origin, no permit could be
+    /// granted and this would wait for good; [`take_n`](AsyncLimiter::take_n)
+    /// reports that as [`AcquireError::TimeOutOfRange`].)
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe. The slot is reserved on the first poll; dropping the
+    /// future before it completes gives the permit back unless a later
+    /// reservation depends on it. A dropped future never took a permit it
+    /// can use.
+    pub async fn take(&self) {
+        if self.take_n(1).await.is_err() {
+            // Only TimeOutOfRange is possible for one permit with no limit on
+            // the wait, and the clock never comes back into range.
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Waits for `n` permits, served in FIFO order with every other waiter.
+    /// `n == 0` completes at once.
+    ///
+    /// # Errors
+    ///
+    /// On the first poll, without waiting or consuming anything:
+    /// [`AcquireError::InsufficientCapacity`] if `n > burst` (never
+    /// satisfiable under this quota); [`AcquireError::TimeOutOfRange`] past
+    /// the core's `MAX_SPAN`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`take`](AsyncLimiter::take): all `n` permits are
+    /// given back together if no later reservation depends on them.
+    pub async fn take_n(&self, n: u32) -> Result<(), AcquireError> {
+        self.take_n_within(n, Duration::MAX).await
+    }
+
+    /// Waits for one permit if its slot comes within `timeout` of the first
+    /// poll; otherwise fails at once, without sleeping and without consuming
+    /// anything. If the slot fits, it always succeeds. `Duration::MAX` means
+    /// no limit.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::RateLimited`] with the wait the slot would need, when
+    /// it exceeds `timeout`; [`AcquireError::TimeOutOfRange`] past the core's
+    /// `MAX_SPAN`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`take`](AsyncLimiter::take).
+    pub async fn take_with_timeout(&self, timeout: Duration) -> Result<(), AcquireError> {
+        self.take_n_within(1, timeout).await
+    }
+
+    /// Waits for one permit if its slot comes no later than `deadline`;
+    /// otherwise fails at once, without sleeping and without consuming
+    /// anything. If the slot fits, it always succeeds. A deadline already
+    /// passed acts as a zero timeout: only a permit available now is taken.
+    ///
+    /// # Errors
+    ///
+    /// As [`take_with_timeout`](AsyncLimiter::take_with_timeout).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`take`](AsyncLimiter::take).
+    pub async fn take_until(&self, deadline: Instant) -> Result<(), AcquireError> {
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        self.take_n_within(1, timeout).await
+    }
+
+    /// Takes one permit if it is available now; takes nothing otherwise.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::RateLimited`] with the exact wait until a permit would
+    /// be available; [`AcquireError::TimeOutOfRange`] past the core's
+    /// `MAX_SPAN`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not a future: it decides in one call and there is nothing to cancel.
+    pub fn try_take(&self) -> Result<(), AcquireError> {
+        self.core.try_acquire_n(1)
+    }
+
+    /// A stream yielding `stream`'s items, each once a permit for it has
+    /// been waited for (FIFO with every other user of this limiter).
+    ///
+    /// The next item is pulled from `stream` before its permit is reserved,
+    /// so an idle source holds no permits.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the [`Throttled`] stream while an item waits drops the item
+    /// and gives its permit back unless a later reservation depends on it.
+    /// `next()` on it is cancel safe: a dropped `next()` loses nothing, since
+    /// the waiting item and its reservation live in the stream.
+    pub fn throttle<S: Stream>(&self, stream: S) -> Throttled<S, L> {
+        Throttled::new(Arc::clone(&self.core), self.slots, stream)
+    }
+
+    /// Acquires `n` permits within `max_wait` of now, waiting for the slot.
+    async fn take_n_within(&self, n: u32, max_wait: Duration) -> Result<(), AcquireError> {
+        acquire(&*self.core, &self.slots, n, max_wait).await
+    }
+}

@@ -1,0 +1,168 @@
+//! [`Throttled`]: a stream whose items each wait for a permit.
+//!
+//! A poll-based version of [`crate::wait`]: pull an item from the source,
+//! reserve one permit for it, and hold the item until the slot's absolute
+//! instant on a timer the stream reuses from item to item. The item and its
+//! reservation live in the stream itself, so dropping a `next()` future
+//! loses nothing, and dropping the stream cancels the reservation through
+//! the same [`ReservationGuard`] as the `async` methods.
+//!
+//! Invariant: `waiting` is `Some` exactly while an item has been pulled from
+//! the source and not yet yielded; its guard owns that item's reservation.
+
+use core::fmt;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use core::time::Duration;
+use std::sync::Arc;
+
+use futures::Stream;
+use futures::stream::FusedStream;
+use limiter_core::{AcquireError, Limiter, RateLimiter};
+use tokio::time::Instant;
+
+use crate::clock::{SlotMap, TokioClock};
+use crate::wait::{ReservationGuard, SlotTimer};
+
+/// An item pulled from the source and not yet yielded.
+enum Held<T, L: Limiter> {
+    /// Its permit is reserved; yield it when the timer fires.
+    Reserved(T, ReservationGuard<Arc<L>>),
+    /// The limiter cannot hold a future slot: ask again when the timer fires.
+    Retry(T),
+}
+
+/// A stream that yields the items of `S`, each after a permit; made by
+/// [`AsyncLimiter::throttle`](crate::AsyncLimiter::throttle).
+///
+/// The source is pinned in a box once, so any stream may be throttled; no
+/// allocation happens per item (the timer is allocated on the first wait and
+/// then re-armed).
+///
+/// # Cancel safety
+///
+/// `next()` is cancel safe: a waiting item stays in the stream. Dropping the
+/// stream drops a waiting item and gives its permit back if no later
+/// reservation depends on it.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use futures::StreamExt;
+/// use limiter_async::AsyncLimiter;
+/// use limiter_core::Quota;
+/// use tokio::time::Instant;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let limiter = AsyncLimiter::new(Quota::per_second(10)?);
+/// let start = Instant::now();
+/// let items: Vec<_> = limiter.throttle(futures::stream::iter(1..=3)).collect().await;
+/// assert_eq!(items, [1, 2, 3]);
+/// assert_eq!(start.elapsed(), Duration::from_millis(200)); // at 0, 100, 200 ms
+/// # Ok(())
+/// # }
+/// ```
+pub struct Throttled<S: Stream, L: Limiter = RateLimiter<TokioClock>> {
+    limiter: Arc<L>,
+    slots: SlotMap,
+    source: Pin<Box<S>>,
+    waiting: Option<Held<S::Item, L>>,
+    timer: SlotTimer,
+}
+
+impl<S: Stream, L: Limiter> Throttled<S, L> {
+    pub(crate) fn new(limiter: Arc<L>, slots: SlotMap, source: S) -> Throttled<S, L> {
+        Throttled {
+            limiter,
+            slots,
+            source: Box::pin(source),
+            waiting: None,
+            timer: SlotTimer::default(),
+        }
+    }
+
+    /// The source stream.
+    pub fn get_ref(&self) -> &S {
+        &self.source
+    }
+}
+
+// The source is boxed and the held item is never pinned (it is only moved
+// out when yielded), so the stream may move freely whatever `S` and its items
+// are.
+impl<S: Stream, L: Limiter> Unpin for Throttled<S, L> {}
+
+impl<S: Stream, L: Limiter> Stream for Throttled<S, L> {
+    type Item = S::Item;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+        let this = self.get_mut();
+        loop {
+            let item = match this.waiting.take() {
+                Some(held) => {
+                    if this.timer.poll_elapsed(cx).is_pending() {
+                        this.waiting = Some(held);
+                        return Poll::Pending;
+                    }
+                    match held {
+                        Held::Reserved(item, guard) => {
+                            guard.keep();
+                            return Poll::Ready(Some(item));
+                        }
+                        Held::Retry(item) => item,
+                    }
+                }
+                None => match futures::ready!(this.source.as_mut().poll_next(cx)) {
+                    Some(item) => item,
+                    None => return Poll::Ready(None),
+                },
+            };
+            match this.limiter.reserve_n(1, Duration::MAX) {
+                Ok(reservation) if reservation.wait().is_zero() => return Poll::Ready(Some(item)),
+                Ok(reservation) => {
+                    let guard =
+                        ReservationGuard::new(Arc::clone(&this.limiter), &this.slots, reservation);
+                    this.timer.arm(guard.deadline());
+                    this.waiting = Some(Held::Reserved(item, guard));
+                }
+                // A limiter that cannot hold a future slot: ask again after
+                // the exact wait (at least 1 ns, so a zero could never spin).
+                Err(AcquireError::RateLimited { wait }) => {
+                    this.timer
+                        .arm(Instant::now() + wait.max(Duration::from_nanos(1)));
+                    this.waiting = Some(Held::Retry(item));
+                }
+                // InsufficientCapacity (a limit lowered below one permit) or
+                // TimeOutOfRange (the clock 36.5 years past its origin): no
+                // permit can ever be granted, so the item is held for good,
+                // as `AsyncLimiter::take` waits for good.
+                Err(_) => return Poll::Pending,
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let held = usize::from(self.waiting.is_some());
+        let (low, high) = self.source.size_hint();
+        (
+            low.saturating_add(held),
+            high.and_then(|h| h.checked_add(held)),
+        )
+    }
+}
+
+impl<S: FusedStream, L: Limiter> FusedStream for Throttled<S, L> {
+    fn is_terminated(&self) -> bool {
+        self.waiting.is_none() && self.source.is_terminated()
+    }
+}
+
+impl<S: Stream, L: Limiter> fmt::Debug for Throttled<S, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Throttled")
+            .field("waiting", &self.waiting.is_some())
+            .finish_non_exhaustive()
+    }
+}

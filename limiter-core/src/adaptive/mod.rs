@@ -1,0 +1,409 @@
+//! [`AdaptiveLimiter`]: a [`RateLimiter`] whose rate follows latency or
+//! load, moved within `[min_rate, max_rate]` by an [`AdaptivePolicy`].
+//!
+//! # How the rate moves
+//!
+//! The caller records observations ([`record`](AdaptiveLimiter::record),
+//! [`record_outcome`](AdaptiveLimiter::record_outcome)); each goes to the
+//! policy, lock-free and without allocating. Time is cut into intervals of
+//! the policy's length. The recording call that finds the current interval
+//! over claims the adjustment with one CAS on the window word; it alone asks
+//! the policy for a proposal, clamps it, applies the app-limited guard, and
+//! installs the new rate with [`RateLimiter::set_quota`] (the GCRA state is
+//! kept and rescaled, never rebuilt). Then it starts the next interval at
+//! its own `now`. There is no background thread: no recording, no
+//! adjustment.
+//!
+//! # The app-limited guard
+//!
+//! Every admission through the [`Limiter`] methods is counted. At the end
+//! of an interval of `elapsed` ns at rate `r`, the rate allowed
+//! `allowed = ⌊r · elapsed / 10^9⌋` permits; if fewer than half of them were
+//! admitted (`2 · admitted < allowed`), the caller is not using the rate and
+//! a raise is refused (the rate holds). Cuts are never refused.
+//!
+//! # The window word
+//!
+//! ```text
+//!  63   62                                                          0
+//! +----+-------------------------------------------------------------+
+//! |busy|  start of the current interval, ns on the limiter's clock   |
+//! +----+-------------------------------------------------------------+
+//! ```
+//!
+//! `busy` is set by the claiming CAS and cleared, with the new start, by a
+//! release store when the adjustment is done (also if the policy panics),
+//! so adjustments never overlap and each sees the previous one's writes.
+//! The loom model `loom-tests/tests/adaptive_claim.rs` checks that every
+//! interval is adjusted exactly once.
+
+mod decision;
+mod histogram;
+mod percentile;
+mod policy;
+
+use core::time::Duration;
+
+pub use decision::Decision;
+pub use percentile::{DEFAULT_WINDOW, PercentileWindow};
+pub use policy::{
+    AdaptivePolicy, DEFAULT_INTERVAL, EwmaAimd, LoadBased, Outcome, Proposal, Reason,
+};
+
+use crate::clock::Clock;
+use crate::error::{AcquireError, QuotaError};
+use crate::limiter::RateLimiter;
+use crate::limiter_trait::Limiter;
+use crate::quota::{MAX_SPAN, Quota, saturating_nanos};
+use crate::reservation::Reservation;
+use crate::sync::{AtomicU64, Ordering};
+use decision::DecisionLog;
+use policy::check;
+
+#[cfg(feature = "std")]
+use crate::clock::MonotonicClock;
+
+const BUSY: u64 = 1 << 63;
+const NANOS_PER_SECOND: f64 = 1e9;
+
+/// A rate limiter whose rate an [`AdaptivePolicy`] moves from observed
+/// latency or load, between `min_rate` and `max_rate`, starting at
+/// `max_rate`.
+///
+/// # Memory ordering
+///
+/// Acquisitions are those of the inner [`RateLimiter`] (linearizable), plus
+/// one relaxed `fetch_add` on the admission counter. Adjustments are
+/// serialised by the interval claim (acquire CAS, release store).
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use limiter_core::{AdaptiveLimiter, Limiter, ManualClock, PercentileWindow};
+///
+/// let clock = ManualClock::new();
+/// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+/// let adaptive = AdaptiveLimiter::builder(policy)
+///     .min_rate(100.0)
+///     .max_rate(1000.0)
+///     .clock(clock.clone())
+///     .build()?;
+/// assert_eq!(adaptive.current_rate(), 1000.0);
+///
+/// assert!(adaptive.try_acquire().is_ok());
+/// adaptive.record(Duration::from_millis(150));
+/// clock.advance(Duration::from_secs(1));
+/// adaptive.record(Duration::from_millis(150)); // crosses the interval's end
+/// assert_eq!(adaptive.current_rate(), 800.0);
+/// # Ok::<(), limiter_core::QuotaError>(())
+/// ```
+#[derive(Debug)]
+pub struct AdaptiveLimiter<P, C: Clock> {
+    limiter: RateLimiter<C>,
+    policy: P,
+    min_rate: f64,
+    max_rate: f64,
+    burst: u32,
+    /// Interval length in ns, at least 1.
+    interval: u64,
+    /// The current rate, `f64` bits. Written only under the claim.
+    rate: AtomicU64,
+    /// `[busy:1 | start:63]`, see the module doc.
+    window: AtomicU64,
+    /// Permits admitted since the interval started.
+    admitted: AtomicU64,
+    decisions: DecisionLog,
+}
+
+/// Builds an [`AdaptiveLimiter`]; see [`AdaptiveLimiter::builder`].
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct AdaptiveBuilder<P, C> {
+    policy: P,
+    clock: C,
+    min_rate: Option<f64>,
+    max_rate: Option<f64>,
+    burst: u32,
+}
+
+#[cfg(feature = "std")]
+impl<P: AdaptivePolicy> AdaptiveLimiter<P, MonotonicClock> {
+    /// A builder for a limiter driven by `policy`, on a [`MonotonicClock`]
+    /// unless [`clock`](AdaptiveBuilder::clock) says otherwise.
+    pub fn builder(policy: P) -> AdaptiveBuilder<P, MonotonicClock> {
+        AdaptiveBuilder::with_clock(policy, MonotonicClock::new())
+    }
+}
+
+impl<P: AdaptivePolicy, C: Clock> AdaptiveBuilder<P, C> {
+    /// A builder for a limiter driven by `policy` reading `clock` (the
+    /// constructor without `std`).
+    pub fn with_clock(policy: P, clock: C) -> AdaptiveBuilder<P, C> {
+        AdaptiveBuilder {
+            policy,
+            clock,
+            min_rate: None,
+            max_rate: None,
+            burst: 1,
+        }
+    }
+
+    /// The lowest rate, in permits per second (default: 1, or `max_rate`
+    /// if that is lower).
+    pub fn min_rate(mut self, per_second: f64) -> Self {
+        self.min_rate = Some(per_second);
+        self
+    }
+
+    /// The highest rate and the starting one, in permits per second
+    /// (required).
+    pub fn max_rate(mut self, per_second: f64) -> Self {
+        self.max_rate = Some(per_second);
+        self
+    }
+
+    /// The burst at every rate (default 1).
+    pub fn burst(mut self, burst: u32) -> Self {
+        self.burst = burst;
+        self
+    }
+
+    /// Reads `clock` instead.
+    pub fn clock<C2: Clock>(self, clock: C2) -> AdaptiveBuilder<P, C2> {
+        AdaptiveBuilder {
+            policy: self.policy,
+            clock,
+            min_rate: self.min_rate,
+            max_rate: self.max_rate,
+            burst: self.burst,
+        }
+    }
+
+    /// The limiter, full, at `max_rate`; its first interval starts now.
+    ///
+    /// # Errors
+    ///
+    /// [`QuotaError::InvalidParameter`] for a missing `max_rate`, a
+    /// `min_rate` above it, an interval of zero or beyond
+    /// [`MAX_SPAN`], or bad policy parameters; the errors of
+    /// [`Quota::from_rate`] and [`Quota::with_burst`] when either end of
+    /// the range cannot be a quota with this burst.
+    pub fn build(self) -> Result<AdaptiveLimiter<P, C>, QuotaError> {
+        let Some(max_rate) = self.max_rate else {
+            return Err(QuotaError::InvalidParameter {
+                name: "max_rate",
+                requirement: "set with `max_rate`",
+            });
+        };
+        let min_rate = self
+            .min_rate
+            .unwrap_or(if max_rate < 1.0 { max_rate } else { 1.0 });
+        let top = Quota::from_rate(max_rate)?.with_burst(self.burst)?;
+        Quota::from_rate(min_rate)?.with_burst(self.burst)?;
+        check(min_rate <= max_rate, "min_rate", "at most max_rate")?;
+        let interval = saturating_nanos(self.policy.interval());
+        check(
+            interval > 0 && interval <= MAX_SPAN,
+            "interval",
+            "above zero and at most MAX_SPAN",
+        )?;
+        self.policy.validate()?;
+        let start = self.clock.now().min(MAX_SPAN);
+        Ok(AdaptiveLimiter {
+            limiter: RateLimiter::with_clock(top, self.clock),
+            policy: self.policy,
+            min_rate,
+            max_rate,
+            burst: self.burst,
+            interval,
+            rate: AtomicU64::new(max_rate.to_bits()),
+            window: AtomicU64::new(start),
+            admitted: AtomicU64::new(0),
+            decisions: DecisionLog::new(),
+        })
+    }
+}
+
+/// Ends an adjustment: clears `busy` and starts the next interval, even if
+/// the policy panicked.
+struct Claim<'a> {
+    window: &'a AtomicU64,
+    next_start: u64,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        // Release: the next claimer (acquire CAS) sees the rate, the policy
+        // state and the decision written under this claim.
+        self.window.store(self.next_start, Ordering::Release);
+    }
+}
+
+impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
+    /// The rate in force, in permits per second.
+    pub fn current_rate(&self) -> f64 {
+        // Acquire: pairs with nothing stronger than the claim; a reader
+        // wants the latest value, and the word is one value.
+        f64::from_bits(self.rate.load(Ordering::Acquire))
+    }
+
+    /// The last adjustment, `None` before the first.
+    pub fn last_decision(&self) -> Option<Decision> {
+        self.decisions.read()
+    }
+
+    /// How many adjustments (including holds) have been made.
+    pub fn decisions(&self) -> u64 {
+        self.decisions.count()
+    }
+
+    /// Records a served request's latency: `record_outcome(latency,
+    /// Outcome::Success)`.
+    #[inline]
+    pub fn record(&self, latency: Duration) {
+        self.record_outcome(latency, Outcome::Success);
+    }
+
+    /// Records an observation, then adjusts the rate if this call is the
+    /// first to find the interval over.
+    #[inline]
+    pub fn record_outcome(&self, latency: Duration, outcome: Outcome) {
+        self.policy.observe(latency, outcome);
+        self.tick();
+    }
+
+    /// Adjusts the rate if the interval is over and no other call has
+    /// claimed the adjustment; returns the decision if this call made it.
+    /// `record*` does this for you; a policy without samples
+    /// ([`LoadBased`]) may be driven by `tick` alone.
+    pub fn tick(&self) -> Option<Decision> {
+        let now = self.limiter.clock().now();
+        // Acquire: as the claim's CAS, for the early return's freshness.
+        let word = self.window.load(Ordering::Acquire);
+        if word & BUSY != 0 || now < word.saturating_add(self.interval) {
+            return None;
+        }
+        // Acquire: see everything the previous adjustment wrote before its
+        // release store of `word`. Relaxed on failure: someone else claimed.
+        self.window
+            .compare_exchange(word, word | BUSY, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        let _claim = Claim {
+            window: &self.window,
+            next_start: now.min(MAX_SPAN),
+        };
+        Some(self.adjust(word, now))
+    }
+
+    /// The adjustment, under the claim.
+    fn adjust(&self, start: u64, now: u64) -> Decision {
+        let previous = self.current_rate();
+        let proposal = self.policy.propose(previous);
+        // Relaxed: a counter taken exactly once by swap.
+        let admitted = self.admitted.swap(0, Ordering::Relaxed);
+        let elapsed = (now - start) as f64;
+        let allowed = (previous * elapsed / NANOS_PER_SECOND) as u64;
+        let mut rate = if proposal.rate.is_finite() && proposal.rate > 0.0 {
+            proposal.rate.clamp(self.min_rate, self.max_rate)
+        } else {
+            previous
+        };
+        let app_limited = rate > previous && admitted.saturating_mul(2) < allowed;
+        if app_limited {
+            rate = previous;
+        }
+        if rate != previous {
+            match Quota::from_rate(rate).and_then(|q| q.with_burst(self.burst)) {
+                Ok(quota) => {
+                    self.limiter.set_quota(quota);
+                    // Relaxed: published by the claim's release store;
+                    // readers of current_rate only want the value.
+                    self.rate.store(rate.to_bits(), Ordering::Relaxed);
+                }
+                // Unreachable for rates within the validated range; hold.
+                Err(_) => rate = previous,
+            }
+        }
+        let decision = Decision {
+            at: now,
+            previous_rate: previous,
+            proposed_rate: proposal.rate,
+            rate,
+            reason: proposal.reason,
+            app_limited,
+            admitted,
+            allowed,
+        };
+        self.decisions.write(&decision);
+        decision
+    }
+
+    /// The lowest rate, permits per second.
+    pub fn min_rate(&self) -> f64 {
+        self.min_rate
+    }
+
+    /// The highest (and starting) rate, permits per second.
+    pub fn max_rate(&self) -> f64 {
+        self.max_rate
+    }
+
+    /// The adjustment interval.
+    pub fn interval(&self) -> Duration {
+        Duration::from_nanos(self.interval)
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &P {
+        &self.policy
+    }
+
+    /// The inner limiter (its [`available`](RateLimiter::available),
+    /// [`quota`](RateLimiter::quota), clock). Acquiring through it directly
+    /// bypasses the admission count of the app-limited guard.
+    pub fn limiter(&self) -> &RateLimiter<C> {
+        &self.limiter
+    }
+
+    /// Permits admitted so far in the current interval.
+    pub fn admitted_in_interval(&self) -> u64 {
+        // Relaxed: a snapshot of a counter.
+        self.admitted.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    fn count(&self, n: u32) {
+        // Relaxed: a counter, taken by the adjustment's swap.
+        self.admitted.fetch_add(u64::from(n), Ordering::Relaxed);
+    }
+}
+
+impl<P: AdaptivePolicy, C: Clock> Limiter for AdaptiveLimiter<P, C> {
+    #[inline]
+    fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
+        self.limiter.try_acquire_n(n)?;
+        self.count(n);
+        Ok(())
+    }
+
+    /// Reservations count as admitted when made, also if later cancelled
+    /// (the demand was there).
+    #[inline]
+    fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
+        let reservation = self.limiter.reserve_n(n, max_wait)?;
+        self.count(n);
+        Ok(reservation)
+    }
+
+    fn cancel(&self, reservation: Reservation) -> bool {
+        self.limiter.cancel(reservation)
+    }
+
+    fn now(&self) -> u64 {
+        self.limiter.clock().now()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;

@@ -1,0 +1,293 @@
+//! [`PriorityLimiter`]: priority tiers sharing one GCRA state.
+//!
+//! Separate limiters per class would let low-priority traffic take what
+//! high-priority traffic needs. Here every class decides on the *same* state
+//! word as a [`RateLimiter`], but class `i` may admit only while it leaves at
+//! least `(1 − shares[i])·burst` permits of the burst unused:
+//!
+//! ```text
+//! headroom_i = ceil((1 − shares[i]) · burst)         permits kept for higher classes
+//! usable_i   = burst − headroom_i
+//! admit n    iff  max(tat, now) + n·t ≤ now + usable_i·t
+//! ```
+//!
+//! `shares[0]` must be 1.0 (the highest class may use the whole burst) and
+//! shares may not increase with the class number. With burst 10 and shares
+//! `[1.0, 0.5]`, an idle limiter lets class 1 take 5 and class 0 the other 5;
+//! once class 1 has taken 5 it is denied while class 0 still gets 5.
+//!
+//! Shares are held in parts per billion (`round(share · 10^9)`), so decimal
+//! shares such as 0.3 or 0.7 are exact and the hot path stays in integers
+//! (a division by a constant); `headroom_i` is rounded up, so a lower class
+//! never gets more than its share.
+//!
+//! # Starvation freedom of class 0
+//!
+//! A lower class can only move `tat` to at most `now + usable_i·t`, so at any
+//! instant it leaves class 0 at least `headroom_i` permits. Therefore only
+//! class 0 may reserve *future* slots: a lower class reserving ahead would
+//! push `tat` past `now + burst·t` and make class 0 wait behind it. A lower
+//! class's `reserve_n` grants only what conforms now and otherwise returns
+//! `RateLimited { wait }` with the exact wait (if nothing else is admitted);
+//! waiting layers sleep that long and try again.
+
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use crate::clock::Clock;
+use crate::error::{AcquireError, QuotaError};
+use crate::gcra::Params;
+use crate::limiter::RateLimiter;
+use crate::limiter_trait::Limiter;
+use crate::quota::{Quota, saturating_nanos};
+use crate::reservation::Reservation;
+
+use crate::clock::DefaultClock;
+
+/// 1.0 in parts per billion.
+const ONE: u64 = 1_000_000_000;
+
+/// Permits of `burst` that a class with `share` (parts per billion) may use.
+#[inline]
+fn usable(share: u64, burst: u32) -> u32 {
+    // (ONE − share) · burst < 2^30 · 2^32: no overflow.
+    let headroom = ((ONE - share) * u64::from(burst)).div_ceil(ONE);
+    // headroom ≤ burst because share ≥ 0.
+    burst - headroom as u32
+}
+
+/// A rate limiter whose burst is shared by priority classes, class 0 the
+/// highest (see the module docs).
+///
+/// # Examples
+///
+/// ```
+/// use limiter_core::{ManualClock, PriorityLimiter, Quota};
+///
+/// let quota = Quota::per_second(10)?.with_burst(10)?;
+/// let limiter = PriorityLimiter::with_clock(quota, &[1.0, 0.5], ManualClock::new())?;
+/// assert!(limiter.try_acquire_n(1, 5).is_ok());
+/// assert!(limiter.try_acquire_n(1, 1).is_err()); // class 1 has used its half
+/// assert!(limiter.try_acquire_n(0, 5).is_ok()); // class 0 still gets the rest
+/// # Ok::<(), limiter_core::QuotaError>(())
+/// ```
+#[derive(Debug)]
+pub struct PriorityLimiter<C: Clock = DefaultClock> {
+    limiter: RateLimiter<C>,
+    shares: Vec<u64>,
+}
+
+#[cfg(feature = "std")]
+impl PriorityLimiter<DefaultClock> {
+    /// Classes with the given `shares` of `quota`'s burst, on a new
+    /// [`DefaultClock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`PriorityLimiter::with_clock`].
+    pub fn new(quota: Quota, shares: &[f64]) -> Result<PriorityLimiter<DefaultClock>, QuotaError> {
+        PriorityLimiter::with_clock(quota, shares, DefaultClock::default())
+    }
+}
+
+impl<C: Clock> PriorityLimiter<C> {
+    /// Classes with the given `shares` of `quota`'s burst, reading `clock`.
+    ///
+    /// # Errors
+    ///
+    /// [`QuotaError::InvalidParameter`] when `shares` is empty, `shares[0]`
+    /// is not 1.0, a share is not in (0, 1], shares increase with the class
+    /// number, or a share is so small that its class could never admit a
+    /// permit under this burst.
+    pub fn with_clock(
+        quota: Quota,
+        shares: &[f64],
+        clock: C,
+    ) -> Result<PriorityLimiter<C>, QuotaError> {
+        let invalid = |requirement| {
+            Err(QuotaError::InvalidParameter {
+                name: "shares",
+                requirement,
+            })
+        };
+        if shares.first() != Some(&1.0) {
+            return invalid("non-empty, starting with 1.0 for class 0");
+        }
+        if shares
+            .iter()
+            .any(|s| !(s.is_finite() && *s > 0.0 && *s <= 1.0))
+        {
+            return invalid("each in (0, 1]");
+        }
+        if shares.windows(2).any(|w| w[1] > w[0]) {
+            return invalid("non-increasing with the class number");
+        }
+        // Rounded to the nearest part per billion; s ≤ 1.0 so s·10^9 ≤ 10^9.
+        let shares: Vec<u64> = shares
+            .iter()
+            .map(|s| ((s * ONE as f64) + 0.5) as u64)
+            .collect();
+        if shares.iter().any(|&s| usable(s, quota.burst()) == 0) {
+            return invalid("large enough that share · burst is at least one permit");
+        }
+        Ok(PriorityLimiter {
+            limiter: RateLimiter::with_clock(quota, clock),
+            shares,
+        })
+    }
+
+    /// How many classes there are.
+    pub fn classes(&self) -> usize {
+        self.shares.len()
+    }
+
+    fn share(&self, class: usize, n: u32) -> Result<u64, AcquireError> {
+        self.shares
+            .get(class)
+            .copied()
+            .ok_or(AcquireError::UnknownClass {
+                class,
+                classes: self.shares.len(),
+                requested: n,
+            })
+    }
+
+    /// Takes `n` permits for `class` if all are available to it now.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::UnknownClass`] for a class past the last;
+    /// [`AcquireError::InsufficientCapacity`] if `n` exceeds the class's
+    /// usable burst; [`AcquireError::RateLimited`] with the exact wait.
+    pub fn try_acquire_n(&self, class: usize, n: u32) -> Result<(), AcquireError> {
+        self.reserve_n(class, n, Duration::ZERO).map(|_| ())
+    }
+
+    /// Claims a slot for `n` permits of `class`. Class 0 may claim a future
+    /// slot within `max_wait`; lower classes are granted only what conforms
+    /// now (see the module docs on starvation freedom).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_n`](PriorityLimiter::try_acquire_n), with the wait
+    /// compared to `max_wait` for class 0.
+    pub fn reserve_n(
+        &self,
+        class: usize,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<Reservation, AcquireError> {
+        let share = self.share(class, n)?;
+        let max_wait = if class == 0 {
+            saturating_nanos(max_wait)
+        } else {
+            0
+        };
+        let now = self.limiter.clock().now();
+        self.limiter
+            .reserve_at::<true>(now, n, max_wait, |p: Params| usable(share, p.burst))
+    }
+
+    /// Permits `class` could take now. Changes nothing.
+    pub fn available(&self, class: usize) -> u32 {
+        match self.shares.get(class) {
+            Some(&share) => self
+                .limiter
+                .available_within(|p: Params| usable(share, p.burst)),
+            None => 0,
+        }
+    }
+
+    /// Gives back a reservation if nothing has been decided since.
+    pub fn cancel(&self, reservation: Reservation) -> bool {
+        self.limiter.cancel(reservation)
+    }
+
+    /// The quota in force.
+    pub fn quota(&self) -> Quota {
+        self.limiter.quota()
+    }
+
+    /// Replaces the quota as [`RateLimiter::set_quota`] does; each class
+    /// keeps its share of the new burst.
+    ///
+    /// # Errors
+    ///
+    /// [`QuotaError::InvalidParameter`] (and no change) when the new burst
+    /// is too small for some class's share to be at least one permit.
+    pub fn set_quota(&self, quota: Quota) -> Result<(), QuotaError> {
+        if self.shares.iter().any(|&s| usable(s, quota.burst()) == 0) {
+            return Err(QuotaError::InvalidParameter {
+                name: "quota.burst",
+                requirement: "large enough that every class's share of it is at least one permit",
+            });
+        }
+        self.limiter.set_quota(quota);
+        Ok(())
+    }
+
+    /// The clock this limiter reads.
+    pub fn clock(&self) -> &C {
+        self.limiter.clock()
+    }
+
+    /// A [`Limiter`] acting for one class, sharing this limiter.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::UnknownClass`] for a class past the last.
+    pub fn class(self: &Arc<Self>, class: usize) -> Result<PriorityClass<C>, AcquireError> {
+        self.share(class, 0)?;
+        Ok(PriorityClass {
+            limiter: Arc::clone(self),
+            class,
+        })
+    }
+}
+
+/// One class's view of a shared [`PriorityLimiter`], usable wherever a
+/// [`Limiter`] is expected (the async waiting layer, [`Metered`](crate::Metered)).
+#[derive(Debug, Clone)]
+pub struct PriorityClass<C: Clock = DefaultClock> {
+    limiter: Arc<PriorityLimiter<C>>,
+    class: usize,
+}
+
+impl<C: Clock> PriorityClass<C> {
+    /// The class this view acts for.
+    pub fn class(&self) -> usize {
+        self.class
+    }
+}
+
+impl<C: Clock> Limiter for PriorityClass<C> {
+    fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
+        self.limiter.try_acquire_n(self.class, n)
+    }
+    fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
+        self.limiter.reserve_n(self.class, n, max_wait)
+    }
+    fn cancel(&self, reservation: Reservation) -> bool {
+        self.limiter.cancel(reservation)
+    }
+    fn now(&self) -> u64 {
+        self.limiter.clock().now()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headroom_rounds_up() {
+        assert_eq!(usable(ONE, 10), 10);
+        assert_eq!(usable(ONE / 2, 10), 5);
+        assert_eq!(usable(ONE / 2, 3), 1);
+        assert_eq!(usable(300_000_000, 10), 3);
+        assert_eq!(usable(700_000_000, 10), 7);
+        assert_eq!(usable(100_000_000, 10), 1);
+        assert_eq!(usable(1, 10), 0);
+    }
+}

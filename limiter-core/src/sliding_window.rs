@@ -1,0 +1,465 @@
+//! [`SlidingWindow`]: the two-counter estimate of a sliding window, as
+//! Cloudflare runs it, in one 128-bit atomic word.
+//!
+//! Time is cut into windows of `W` ns; window `k` covers `[k·W, (k+1)·W)`.
+//! With `prev` permits admitted in window `k − 1` and `curr` in window `k`,
+//! at `e` ns into window `k`, the estimate of the last `W` ns is
+//! `prev·(W − e)/W + curr`, and `n` permits are admitted iff
+//!
+//! ```text
+//! prev·(W − e) + (curr + n)·W ≤ limit·W
+//! ```
+//!
+//! in exact `u128` integer arithmetic (no floats, no rounding). The
+//! estimate assumes the previous window's requests were spread evenly; the
+//! true count of an arbitrary span of length `W` can exceed `limit` when
+//! they were bunched at its end (by at most `prev`, so under `2·limit`).
+//! What the limiter bounds exactly is the estimate, as Cloudflare's does.
+//!
+//! # State word
+//!
+//! ```text
+//!  127                      64 63            32 31             0
+//! +--------------------------+----------------+----------------+
+//! | k: window index (now / W) |     prev       |      curr      |
+//! +--------------------------+----------------+----------------+
+//! ```
+//!
+//! The window index needs all 64 bits: a wrapped index could not tell a long
+//! idle from a clock that stepped back, and one of the two would then admit
+//! too much. So the word is an `AtomicU128` (portable-atomic's `cmpxchg16b`
+//! on x86-64), and the counts get 32 bits each: `limit` may be up to
+//! `u32::MAX` ([`SlidingWindow::MAX_LIMIT`]).
+//!
+//! A clock reading in a window before `k` (a clock that stepped back) is
+//! decided as if it were at the very start of window `k`: the strictest
+//! reading, so a backwards clock never admits more.
+//!
+//! # Reservations
+//!
+//! The state cannot hold a future slot: counts exist only for the current
+//! and previous windows. `reserve_n` therefore grants only what conforms now
+//! (wait zero) and otherwise returns `RateLimited { wait }` with the exact
+//! time until `n` would conform if nothing else were admitted, even when
+//! that wait is within `max_wait`; waiting layers sleep that long and try
+//! again. `cancel` takes the permits back out of the count of the window they
+//! were admitted in, if that window is still the current or previous one.
+
+use core::time::Duration;
+
+use crate::clock::Clock;
+use crate::error::{AcquireError, QuotaError};
+use crate::limiter_trait::Limiter;
+use crate::quota::MAX_SPAN;
+use crate::reservation::{Reservation, Undo};
+use crate::state::AtomicState;
+use crate::sync::AtomicU128;
+
+use crate::clock::DefaultClock;
+
+/// The counts of the current window and the one before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Counts {
+    window: u64,
+    prev: u32,
+    curr: u32,
+}
+
+impl Counts {
+    fn unpack(word: u128) -> Counts {
+        Counts {
+            window: (word >> 64) as u64,
+            prev: (word >> 32) as u32,
+            curr: word as u32,
+        }
+    }
+
+    fn pack(self) -> u128 {
+        (u128::from(self.window) << 64) | (u128::from(self.prev) << 32) | u128::from(self.curr)
+    }
+
+    /// The counts as seen at `now`, and the ns elapsed in their window.
+    fn at(self, now: u64, w: u64) -> (Counts, u64) {
+        let window = now / w;
+        match window.checked_sub(self.window) {
+            Some(0) => (self, now % w),
+            Some(1) => (
+                Counts {
+                    window,
+                    prev: self.curr,
+                    curr: 0,
+                },
+                now % w,
+            ),
+            Some(_) => (
+                Counts {
+                    window,
+                    prev: 0,
+                    curr: 0,
+                },
+                now % w,
+            ),
+            // The clock stepped back before window k: the start of window k.
+            None => (self, 0),
+        }
+    }
+
+    /// Nanoseconds from `now` until the start of this window: zero unless the
+    /// clock stepped back before it (then `at` reads it as that start).
+    fn lag(self, now: u64, w: u64) -> u64 {
+        (u128::from(self.window) * u128::from(w))
+            .saturating_sub(u128::from(now))
+            .try_into()
+            .unwrap_or(u64::MAX)
+    }
+}
+
+/// A sliding-window counter: at most `limit` permits in any window of
+/// length `window`, by the two-counter estimate (see the module docs).
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use limiter_core::{ManualClock, SlidingWindow};
+///
+/// let clock = ManualClock::new();
+/// let window = SlidingWindow::with_clock(10, Duration::from_secs(1), clock.clone())?;
+/// assert!(window.try_acquire_n(10).is_ok());
+/// assert!(window.try_acquire().is_err());
+/// // Half-way through the next window, half of the previous one still counts.
+/// clock.advance(Duration::from_millis(1_500));
+/// assert!(window.try_acquire_n(5).is_ok());
+/// assert!(window.try_acquire().is_err());
+/// # Ok::<(), limiter_core::QuotaError>(())
+/// ```
+#[derive(Debug)]
+pub struct SlidingWindow<C: Clock = DefaultClock> {
+    state: AtomicState<AtomicU128>,
+    limit: u32,
+    window: u64,
+    clock: C,
+}
+
+#[cfg(feature = "std")]
+impl SlidingWindow<DefaultClock> {
+    /// At most `limit` permits per `window`, on a new [`DefaultClock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`SlidingWindow::with_clock`].
+    pub fn new(limit: u32, window: Duration) -> Result<SlidingWindow<DefaultClock>, QuotaError> {
+        SlidingWindow::with_clock(limit, window, DefaultClock::default())
+    }
+}
+
+impl<C: Clock> SlidingWindow<C> {
+    /// The largest `limit`: each count has 32 bits of the state word.
+    pub const MAX_LIMIT: u32 = u32::MAX;
+
+    /// At most `limit` permits per `window`, reading `clock`.
+    ///
+    /// # Errors
+    ///
+    /// [`QuotaError::ZeroRate`] for a zero limit, [`QuotaError::ZeroPeriod`]
+    /// for a zero window, [`QuotaError::SpanTooLong`] for a window past
+    /// [`MAX_SPAN`].
+    pub fn with_clock(
+        limit: u32,
+        window: Duration,
+        clock: C,
+    ) -> Result<SlidingWindow<C>, QuotaError> {
+        if limit == 0 {
+            return Err(QuotaError::ZeroRate);
+        }
+        if window.is_zero() {
+            return Err(QuotaError::ZeroPeriod);
+        }
+        let w = match u64::try_from(window.as_nanos()) {
+            Ok(w) if w <= MAX_SPAN => w,
+            _ => {
+                return Err(QuotaError::SpanTooLong {
+                    period: window,
+                    burst: 1,
+                });
+            }
+        };
+        let start = Counts {
+            window: clock.now() / w,
+            prev: 0,
+            curr: 0,
+        };
+        Ok(SlidingWindow {
+            state: AtomicState::new(start.pack()),
+            limit,
+            window: w,
+            clock,
+        })
+    }
+
+    /// The limit per window.
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// The window length.
+    pub fn window(&self) -> Duration {
+        Duration::from_nanos(self.window)
+    }
+
+    /// The clock this limiter reads.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Takes one permit if the estimate allows it now.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_n`](SlidingWindow::try_acquire_n).
+    pub fn try_acquire(&self) -> Result<(), AcquireError> {
+        self.try_acquire_n(1)
+    }
+
+    /// Takes `n` permits if the estimate allows all of them now.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::InsufficientCapacity`] if `n > limit`;
+    /// [`AcquireError::RateLimited`] with the exact wait until the estimate
+    /// lets `n` through (if nothing else is admitted meanwhile). A denial
+    /// writes nothing.
+    pub fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
+        self.acquire_at(self.clock.now(), n).map(|_| ())
+    }
+
+    /// How many permits `try_acquire_n` could take now. Changes nothing.
+    pub fn available(&self) -> u32 {
+        let (c, e) = Counts::unpack(self.state.load()).at(self.clock.now(), self.window);
+        // Largest n with prev·(W − e) + (curr + n)·W ≤ limit·W.
+        let w = u128::from(self.window);
+        let room =
+            (u128::from(self.limit) * w).saturating_sub(u128::from(c.prev) * (w - u128::from(e)));
+        let n = (room / w).saturating_sub(u128::from(c.curr));
+        // n ≤ limit, a u32.
+        n as u32
+    }
+
+    fn acquire_at(&self, now: u64, n: u32) -> Result<Reservation, AcquireError> {
+        if n > self.limit {
+            return Err(AcquireError::InsufficientCapacity {
+                requested: n,
+                burst: self.limit,
+            });
+        }
+        self.state.update(|word| {
+            let (c, e) = Counts::unpack(word).at(now, self.window);
+            match self.wait(c, e, n) {
+                0 => {
+                    // curr + n ≤ limit ≤ u32::MAX by the admission test.
+                    let next = Counts {
+                        curr: c.curr + n,
+                        ..c
+                    };
+                    let undo = if n == 0 {
+                        Undo::Nothing
+                    } else {
+                        Undo::Window { window: c.window }
+                    };
+                    Ok((
+                        next.pack(),
+                        Reservation {
+                            permits: n,
+                            ready_at: now,
+                            wait: 0,
+                            undo,
+                        },
+                    ))
+                }
+                wait => {
+                    let wait = wait.saturating_add(c.lag(now, self.window));
+                    Err(AcquireError::RateLimited {
+                        wait: Duration::from_nanos(wait),
+                    })
+                }
+            }
+        })
+    }
+
+    /// Nanoseconds from the decision until `n ≤ limit` permits conform,
+    /// with counts `c` at `e` ns into their window (0 = now).
+    fn wait(&self, c: Counts, e: u64, n: u32) -> u64 {
+        let w = u128::from(self.window);
+        let fits = |prev: u32, curr: u32, e: u128| {
+            u128::from(prev) * (w - e) + (u128::from(curr) + u128::from(n)) * w
+                <= u128::from(self.limit) * w
+        };
+        let e = u128::from(e);
+        if fits(c.prev, c.curr, e) {
+            return 0;
+        }
+        // The earliest offset `x` into a window with counts (prev, curr) at
+        // which they fit: prev·(W − x) ≤ (limit − curr − n)·W, or None if not
+        // within that window.
+        let earliest = |prev: u32, curr: u32| -> Option<u128> {
+            let room = u128::from(self.limit).checked_sub(u128::from(curr) + u128::from(n))?;
+            if prev == 0 {
+                return Some(0);
+            }
+            let x = w.saturating_sub(room * w / u128::from(prev));
+            (x < w).then_some(x)
+        };
+        // This window, else the next (prev ← curr, curr ← 0), else the one
+        // after, when nothing counts any more.
+        let offset = match earliest(c.prev, c.curr) {
+            Some(x) => x - e,
+            None => match earliest(c.curr, 0) {
+                Some(x) => (w - e) + x,
+                None => 2 * w - e,
+            },
+        };
+        // offset < 2·W ≤ 2^61, a u64.
+        offset as u64
+    }
+
+    fn cancel_in(&self, window: u64, n: u32) -> bool {
+        let now = self.clock.now();
+        let refunded: Result<(), ()> = self.state.update(|word| {
+            let (c, _) = Counts::unpack(word).at(now, self.window);
+            let next = if c.window == window {
+                Counts {
+                    curr: c.curr.checked_sub(n).ok_or(())?,
+                    ..c
+                }
+            } else if c.window == window + 1 {
+                Counts {
+                    prev: c.prev.checked_sub(n).ok_or(())?,
+                    ..c
+                }
+            } else {
+                return Err(());
+            };
+            Ok((next.pack(), ()))
+        });
+        refunded.is_ok()
+    }
+}
+
+impl<C: Clock> Limiter for SlidingWindow<C> {
+    fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
+        SlidingWindow::try_acquire_n(self, n)
+    }
+
+    /// Grants only what conforms now; see the module docs.
+    fn reserve_n(&self, n: u32, _max_wait: Duration) -> Result<Reservation, AcquireError> {
+        self.acquire_at(self.clock.now(), n)
+    }
+
+    /// Takes the permits back out of their window's count while that window
+    /// still counts (the current or the previous one).
+    fn cancel(&self, reservation: Reservation) -> bool {
+        match reservation.undo {
+            Undo::Window { window } => self.cancel_in(window, reservation.permits),
+            _ => false,
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.clock.now()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    const W: u64 = 1_000;
+
+    fn window(limit: u32) -> SlidingWindow<ManualClock> {
+        SlidingWindow::with_clock(limit, Duration::from_nanos(W), ManualClock::new()).unwrap()
+    }
+
+    #[test]
+    fn the_estimate_weighs_the_previous_window() {
+        let s = window(10);
+        let c = Counts {
+            window: 1,
+            prev: 8,
+            curr: 2,
+        };
+        // At e = 500: 8·500 + (2 + n)·1000 ≤ 10,000  ⇔  n ≤ 4.
+        assert_eq!(s.wait(c, 500, 4), 0);
+        // n = 5 needs 8·(1000 − x) ≤ 3·1000 ⇔ x ≥ 625: 125 ns more.
+        assert_eq!(s.wait(c, 500, 5), 125);
+    }
+
+    #[test]
+    fn waits_cross_into_the_next_windows() {
+        let s = window(10);
+        // curr = 10: nothing fits in this window; next window prev = 10 and
+        // n = 4 needs 10·(1000 − x) ≤ 6·1000 ⇔ x ≥ 400.
+        assert_eq!(
+            s.wait(
+                Counts {
+                    window: 0,
+                    prev: 0,
+                    curr: 10
+                },
+                200,
+                4
+            ),
+            800 + 400
+        );
+        // n = 10 needs the window after, when nothing counts.
+        assert_eq!(
+            s.wait(
+                Counts {
+                    window: 0,
+                    prev: 0,
+                    curr: 10
+                },
+                200,
+                10
+            ),
+            2 * W - 200
+        );
+    }
+
+    #[test]
+    fn counts_age_by_window() {
+        let c = Counts {
+            window: 3,
+            prev: 4,
+            curr: 5,
+        };
+        assert_eq!(c.at(3_500, W), (c, 500));
+        assert_eq!(
+            c.at(4_100, W),
+            (
+                Counts {
+                    window: 4,
+                    prev: 5,
+                    curr: 0
+                },
+                100
+            )
+        );
+        assert_eq!(
+            c.at(9_000, W),
+            (
+                Counts {
+                    window: 9,
+                    prev: 0,
+                    curr: 0
+                },
+                0
+            )
+        );
+        assert_eq!(
+            c.at(1_200, W),
+            (c, 0),
+            "a backwards clock reads as the start of window k"
+        );
+    }
+}

@@ -1,0 +1,415 @@
+//! [`WarmUpLimiter`]: Guava's `SmoothWarmingUp` on one 128-bit atomic word.
+//!
+//! A cold limiter (new, or idle for long) hands out permits slowly and speeds
+//! up to its stable rate as it is used, protecting a service whose caches and
+//! connection pools need warming. With stable interval `s = t` (the quota's
+//! period), cold factor `f` (default 3) and warm-up length `w`:
+//!
+//! ```text
+//! cold interval   c = f·s
+//! threshold       T = 0.5·w / s                     stored permits
+//! maximum         M = T + 2·w / (s + c)              stored permits
+//! slope           k = (c − s) / (M − T)              ns per permit per permit
+//! interval(x)     = s            for x ≤ T           (cost of the x-th stored permit)
+//!                 = s + k·(x − T) for T < x ≤ M
+//! cool-down       d = w / M                          ns of idle per stored permit
+//! ```
+//!
+//! The state is `(next_free, stored)`: the instant from which the next
+//! request may proceed, and the stored permits (`0 ≤ stored ≤ M`). A request
+//! for `n` permits at `now`:
+//!
+//! 1. refills: if `now > next_free`, `stored = min(M, stored + (now −
+//!    next_free)/d)` and `next_free = now`;
+//! 2. proceeds at `next_free` (at once if that is not in the future): the
+//!    first permit on a cold limiter is immediate;
+//! 3. pays for itself by delaying the *next* request: it spends
+//!    `min(n, stored)` stored permits, costing the integral of `interval`
+//!    over them, plus `s` per fresh permit, and `next_free` moves by that
+//!    cost.
+//!
+//! From cold at 2 permits/s with a 4 s warm-up and factor 3 the successive
+//! waits are 1.375 s, 1.125 s, 0.875 s, 0.625 s, then 0.5 s.
+//!
+//! # State word
+//!
+//! ```text
+//!  127                       64 63                               0
+//! +---------------------------+----------------------------------+
+//! |  next_free: ns since origin |  stored: fixed point, 32.32 bits |
+//! +---------------------------+----------------------------------+
+//! ```
+//!
+//! Two fields that must change together and do not fit 64 bits: the word is
+//! an `AtomicU128`, updated by the shared CAS loop. The arithmetic is in
+//! `f64` like Guava's; costs are rounded up to the nanosecond, so rounding
+//! never admits early. `M` may be at most 2^31 permits.
+
+use core::time::Duration;
+
+use crate::clock::Clock;
+use crate::error::{AcquireError, QuotaError};
+use crate::limiter_trait::Limiter;
+use crate::quota::{MAX_SPAN, Quota, saturating_nanos};
+use crate::reservation::{Reservation, Undo};
+use crate::state::AtomicState;
+use crate::sync::AtomicU128;
+
+use crate::clock::DefaultClock;
+
+const FRACTION: f64 = (1u64 << 32) as f64;
+
+/// The warm-up curve, in nanoseconds and permits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Curve {
+    stable: f64,
+    cold: f64,
+    threshold: f64,
+    max: f64,
+    slope: f64,
+    cool_down: f64,
+}
+
+impl Curve {
+    fn new(period: u64, warm_up: u64, cold_factor: f64) -> Result<Curve, QuotaError> {
+        if !(cold_factor.is_finite() && cold_factor >= 1.0) {
+            return Err(QuotaError::InvalidParameter {
+                name: "cold_factor",
+                requirement: "a finite number ≥ 1",
+            });
+        }
+        let (stable, w) = (period as f64, warm_up as f64);
+        let cold = cold_factor * stable;
+        let threshold = 0.5 * w / stable;
+        let max = threshold + 2.0 * w / (stable + cold);
+        if max > f64::from(1u32 << 31) {
+            return Err(QuotaError::InvalidParameter {
+                name: "warm_up",
+                requirement: "short enough that warm_up / period stays under 2^31 stored permits",
+            });
+        }
+        Ok(Curve {
+            stable,
+            cold,
+            threshold,
+            max,
+            slope: (cold - stable) / (max - threshold),
+            cool_down: w / max,
+        })
+    }
+
+    /// The interval of the stored permit `p` permits above the threshold
+    /// (Guava's `permitsToTime`).
+    fn permits_to_time(&self, p: f64) -> f64 {
+        self.stable + p * self.slope
+    }
+
+    /// Nanoseconds that spending `take` of `stored` permits costs (Guava's
+    /// `storedPermitsToWaitTime`, in the same order of operations): the
+    /// integral of the interval from `stored − take` to `stored`.
+    fn stored_cost(&self, stored: f64, mut take: f64) -> f64 {
+        let above = stored - self.threshold;
+        let mut cost = 0.0;
+        if above > 0.0 {
+            let take_above = above.min(take);
+            let length = self.permits_to_time(above) + self.permits_to_time(above - take_above);
+            cost = take_above * length / 2.0;
+            take -= take_above;
+        }
+        cost + self.stable * take
+    }
+}
+
+/// `(next_free, stored)` packed into the 128-bit word.
+fn pack(next_free: u64, stored: f64) -> u128 {
+    // `as` saturates; stored ≤ 2^31, so stored·2^32 < 2^63.
+    (u128::from(next_free) << 64) | u128::from((stored * FRACTION) as u64)
+}
+
+fn unpack(word: u128) -> (u64, f64) {
+    ((word >> 64) as u64, (word as u64) as f64 / FRACTION)
+}
+
+/// Rounds a non-negative cost up to whole nanoseconds, saturating.
+fn ceil_nanos(x: f64) -> u64 {
+    let floor = x as u64;
+    if (floor as f64) < x {
+        floor.saturating_add(1)
+    } else {
+        floor
+    }
+}
+
+/// A rate limiter that starts cold and warms up to its quota's rate, with
+/// Guava's `SmoothWarmingUp` semantics (see the module docs for the exact
+/// formulas).
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use limiter_core::{ManualClock, Quota, WarmUpLimiter};
+///
+/// let clock = ManualClock::new();
+/// let quota = Quota::per_second(2)?;
+/// let limiter = WarmUpLimiter::with_clock(quota, Duration::from_secs(4), clock.clone())?;
+/// let waits: Vec<Duration> = (0..6).map(|_| limiter.take()).collect();
+/// let ms = |m| Duration::from_millis(m);
+/// assert_eq!(waits, [ms(0), ms(1375), ms(1125), ms(875), ms(625), ms(500)]);
+/// # Ok::<(), limiter_core::QuotaError>(())
+/// ```
+#[derive(Debug)]
+pub struct WarmUpLimiter<C: Clock = DefaultClock> {
+    state: AtomicState<AtomicU128>,
+    curve: Curve,
+    period: u64,
+    warm_up: u64,
+    clock: C,
+}
+
+#[cfg(feature = "std")]
+impl WarmUpLimiter<DefaultClock> {
+    /// A cold limiter warming up to `quota` over `warm_up`, cold factor 3, on
+    /// a new [`DefaultClock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`WarmUpLimiter::with_clock`].
+    pub fn new(quota: Quota, warm_up: Duration) -> Result<WarmUpLimiter<DefaultClock>, QuotaError> {
+        WarmUpLimiter::with_clock(quota, warm_up, DefaultClock::default())
+    }
+}
+
+impl<C: Clock> WarmUpLimiter<C> {
+    /// The default cold factor: the cold interval is 3 times the stable one.
+    pub const DEFAULT_COLD_FACTOR: f64 = 3.0;
+
+    /// A cold limiter warming up to `quota` over `warm_up`, cold factor 3,
+    /// reading `clock`. The quota's period is the stable interval; stored
+    /// permits play the role of the burst, so the quota's burst must be 1.
+    ///
+    /// # Errors
+    ///
+    /// [`QuotaError::InvalidParameter`] for a burst other than 1, a zero
+    /// `warm_up`, or a warm-up so long that more than 2^31 permits would be
+    /// stored; [`QuotaError::SpanTooLong`] for a warm-up past
+    /// [`MAX_SPAN`].
+    pub fn with_clock(
+        quota: Quota,
+        warm_up: Duration,
+        clock: C,
+    ) -> Result<WarmUpLimiter<C>, QuotaError> {
+        if quota.burst() != 1 {
+            return Err(QuotaError::InvalidParameter {
+                name: "quota.burst",
+                requirement: "1: the warm-up limiter's stored permits play the burst's role",
+            });
+        }
+        let w = saturating_nanos(warm_up);
+        if w == 0 {
+            return Err(QuotaError::InvalidParameter {
+                name: "warm_up",
+                requirement: "longer than zero",
+            });
+        }
+        if w > MAX_SPAN {
+            return Err(QuotaError::SpanTooLong {
+                period: warm_up,
+                burst: 1,
+            });
+        }
+        let curve = Curve::new(quota.period_nanos(), w, Self::DEFAULT_COLD_FACTOR)?;
+        let state = AtomicState::new(pack(clock.now().min(MAX_SPAN), curve.max));
+        Ok(WarmUpLimiter {
+            state,
+            curve,
+            period: quota.period_nanos(),
+            warm_up: w,
+            clock,
+        })
+    }
+
+    /// The same limiter, cold again, with cold interval `cold_factor` times
+    /// the stable one.
+    ///
+    /// # Errors
+    ///
+    /// [`QuotaError::InvalidParameter`] unless `cold_factor` is finite and at
+    /// least 1.
+    pub fn with_cold_factor(self, cold_factor: f64) -> Result<WarmUpLimiter<C>, QuotaError> {
+        let curve = Curve::new(self.period, self.warm_up, cold_factor)?;
+        let state = AtomicState::new(pack(self.clock.now().min(MAX_SPAN), curve.max));
+        Ok(WarmUpLimiter {
+            state,
+            curve,
+            ..self
+        })
+    }
+
+    /// Stored permits now (after the refill idle time has earned), between 0
+    /// and [`max_permits`](WarmUpLimiter::max_permits).
+    pub fn stored_permits(&self) -> f64 {
+        let (next_free, stored) = unpack(self.state.load());
+        let now = self.clock.now();
+        if now > next_free {
+            (stored + (now - next_free) as f64 / self.curve.cool_down).min(self.curve.max)
+        } else {
+            stored
+        }
+    }
+
+    /// The most permits a fully cold limiter stores.
+    pub fn max_permits(&self) -> f64 {
+        self.curve.max
+    }
+
+    /// The clock this limiter reads.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Takes one permit if a request may proceed now.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_n`](WarmUpLimiter::try_acquire_n).
+    pub fn try_acquire(&self) -> Result<(), AcquireError> {
+        self.try_acquire_n(1)
+    }
+
+    /// Takes `n` permits if a request may proceed now; their cost delays the
+    /// next request.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::RateLimited`] with the wait until a request may
+    /// proceed (writes nothing); [`AcquireError::TimeOutOfRange`] past
+    /// [`MAX_SPAN`].
+    pub fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
+        self.reserve_n(n, Duration::ZERO).map(|_| ())
+    }
+
+    /// Claims the next slot for `n` permits if it comes within `max_wait`;
+    /// fails at once, consuming nothing, otherwise. Slots are handed out in
+    /// CAS order.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_n`](WarmUpLimiter::try_acquire_n), with the wait
+    /// compared to `max_wait`.
+    pub fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
+        let now = self.clock.now();
+        if now > MAX_SPAN {
+            return Err(AcquireError::TimeOutOfRange { now });
+        }
+        let max_wait = saturating_nanos(max_wait);
+        let c = self.curve;
+        self.state.update(|word| {
+            let (mut next_free, mut stored) = unpack(word);
+            if now > next_free {
+                stored = (stored + (now - next_free) as f64 / c.cool_down).min(c.max);
+                next_free = now;
+            }
+            let wait = next_free - now;
+            if wait > max_wait {
+                return Err(AcquireError::RateLimited {
+                    wait: Duration::from_nanos(wait),
+                });
+            }
+            if n == 0 {
+                let r = Reservation {
+                    permits: 0,
+                    ready_at: now,
+                    wait: 0,
+                    undo: Undo::Nothing,
+                };
+                return Ok((word, r));
+            }
+            let spend = f64::from(n).min(stored);
+            let cost = c.stored_cost(stored, spend) + c.stable * (f64::from(n) - spend);
+            let after_free = next_free.saturating_add(ceil_nanos(cost));
+            if after_free > MAX_SPAN {
+                return Err(AcquireError::TimeOutOfRange { now });
+            }
+            let after = pack(after_free, stored - spend);
+            let undo = Undo::WideWord {
+                before: word,
+                after,
+            };
+            Ok((
+                after,
+                Reservation {
+                    permits: n,
+                    ready_at: next_free,
+                    wait,
+                    undo,
+                },
+            ))
+        })
+    }
+
+    /// Gives back a reservation if nothing has been decided since: the state
+    /// is restored exactly as before it.
+    pub fn cancel(&self, reservation: Reservation) -> bool {
+        match reservation.undo {
+            Undo::WideWord { before, after } => self.state.replace_if(after, before),
+            _ => false,
+        }
+    }
+}
+
+impl<C: crate::clock::BlockingClock> WarmUpLimiter<C> {
+    /// Waits for one permit (sleeping through the clock) and returns how long
+    /// it waited. As [`RateLimiter::take`](crate::RateLimiter::take), it
+    /// blocks for good once the clock has passed [`MAX_SPAN`], when no
+    /// permit can be granted any more.
+    pub fn take(&self) -> Duration {
+        loop {
+            match self.reserve_n(1, Duration::MAX) {
+                Ok(r) => {
+                    self.clock.sleep_until(r.ready_at);
+                    return r.wait();
+                }
+                // Only TimeOutOfRange: the clock will not come back.
+                Err(_) => self.clock.sleep_until(u64::MAX),
+            }
+        }
+    }
+}
+
+impl<C: Clock> Limiter for WarmUpLimiter<C> {
+    fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
+        WarmUpLimiter::try_acquire_n(self, n)
+    }
+    fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
+        WarmUpLimiter::reserve_n(self, n, max_wait)
+    }
+    fn cancel(&self, reservation: Reservation) -> bool {
+        WarmUpLimiter::cancel(self, reservation)
+    }
+    fn now(&self) -> u64 {
+        self.clock.now()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guavas_curve_for_two_per_second_and_four_seconds() {
+        let c = Curve::new(500_000_000, 4_000_000_000, 3.0).unwrap();
+        assert_eq!((c.threshold, c.max, c.cold), (4.0, 8.0, 1.5e9));
+        assert_eq!(c.slope, 2.5e8);
+        assert_eq!(c.stored_cost(8.0, 1.0), 1.375e9);
+        assert_eq!(c.stored_cost(5.0, 2.0), 0.625e9 + 0.5e9);
+        assert_eq!(c.cool_down, 5e8);
+    }
+
+    #[test]
+    fn the_word_round_trips() {
+        assert_eq!(unpack(pack(123, 7.25)), (123, 7.25));
+        assert_eq!(ceil_nanos(2.0), 2);
+        assert_eq!(ceil_nanos(2.000_001), 3);
+    }
+}

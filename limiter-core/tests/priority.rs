@@ -1,0 +1,165 @@
+//! `PriorityLimiter`: classes sharing one GCRA state, exact under a manual
+//! clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use limiter_core::{AcquireError, Limiter, ManualClock, PriorityLimiter, Quota, QuotaError};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn tiers(shares: &[f64]) -> (PriorityLimiter<ManualClock>, ManualClock) {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(10).unwrap().with_burst(10).unwrap();
+    (
+        PriorityLimiter::with_clock(quota, shares, clock.clone()).unwrap(),
+        clock,
+    )
+}
+
+#[test]
+fn the_lower_class_leaves_the_headroom_to_class_zero() {
+    let (p, _clock) = tiers(&[1.0, 0.5]);
+    assert_eq!((p.available(0), p.available(1)), (10, 5));
+    assert_eq!(p.try_acquire_n(1, 5), Ok(()));
+    assert_eq!(
+        p.try_acquire_n(1, 1),
+        Err(AcquireError::RateLimited { wait: 100 * MS })
+    );
+    assert_eq!(p.available(0), 5);
+    assert_eq!(p.try_acquire_n(0, 5), Ok(()));
+    assert_eq!(
+        p.try_acquire_n(0, 1),
+        Err(AcquireError::RateLimited { wait: 100 * MS })
+    );
+    assert_eq!(
+        p.try_acquire_n(1, 1),
+        Err(AcquireError::RateLimited { wait: 600 * MS })
+    );
+}
+
+#[test]
+fn class_zero_is_never_starved_by_lower_classes() {
+    let (p, clock) = tiers(&[1.0, 0.7, 0.3]);
+    // Classes 1 and 2 hammer the limiter for 10 s of virtual time; class 0
+    // asks for 3 permits (its headroom over class 1) every second.
+    for _ in 0..100 {
+        for _ in 0..5 {
+            let _ = p.try_acquire_n(2, 1);
+            let _ = p.try_acquire_n(1, 1);
+        }
+        clock.advance(100 * MS);
+        if p.clock().now_ns().is_multiple_of(1_000_000_000) {
+            assert_eq!(
+                p.try_acquire_n(0, 3),
+                Ok(()),
+                "class 0 always has its 3 permits of headroom"
+            );
+        }
+    }
+}
+
+#[test]
+fn only_class_zero_reserves_future_slots() {
+    let (p, _clock) = tiers(&[1.0, 0.5]);
+    p.try_acquire_n(0, 10).unwrap();
+    let r = p.reserve_n(0, 2, Duration::from_secs(1)).unwrap();
+    assert_eq!(r.wait(), 200 * MS);
+    // Class 1 must wait for its own test: tat = 1.2 s, usable 5 → 0.7 s + 0.1 s.
+    assert_eq!(
+        p.reserve_n(1, 1, Duration::from_secs(60)).unwrap_err(),
+        AcquireError::RateLimited { wait: 800 * MS }
+    );
+    assert!(p.cancel(r));
+}
+
+#[test]
+fn per_class_views_are_limiters() {
+    let (p, _clock) = tiers(&[1.0, 0.5]);
+    let p = Arc::new(p);
+    let low = p.class(1).unwrap();
+    let high = p.class(0).unwrap();
+    assert_eq!(low.try_acquire_n(5), Ok(()));
+    assert!(low.try_acquire().is_err());
+    assert_eq!(high.try_acquire_n(5), Ok(()));
+    assert_eq!(
+        p.class(2).unwrap_err(),
+        AcquireError::UnknownClass {
+            class: 2,
+            classes: 2,
+            requested: 0
+        }
+    );
+    assert_eq!(
+        p.try_acquire_n(7, 1),
+        Err(AcquireError::UnknownClass {
+            class: 7,
+            classes: 2,
+            requested: 1
+        })
+    );
+    assert_eq!(
+        low.try_acquire_n(6),
+        Err(AcquireError::InsufficientCapacity {
+            requested: 6,
+            burst: 5
+        })
+    );
+}
+
+#[test]
+fn shares_are_validated() {
+    let clock = ManualClock::new();
+    let q = Quota::per_second(10).unwrap().with_burst(10).unwrap();
+    let bad = |shares: &[f64]| PriorityLimiter::with_clock(q, shares, clock.clone()).unwrap_err();
+    // Decimal shares are exact: 0.7 and 0.3 of 10 are 7 and 3, 0.1 is 1.
+    let ok = PriorityLimiter::with_clock(q, &[1.0, 0.7, 0.3, 0.1], clock.clone()).unwrap();
+    assert_eq!(
+        (0..4).map(|c| ok.available(c)).collect::<Vec<_>>(),
+        [10, 7, 3, 1]
+    );
+    for shares in [
+        &[][..],
+        &[0.9],
+        &[1.0, 1.1],
+        &[1.0, 0.3, 0.5],
+        &[1.0, f64::NAN],
+        &[1.0, 0.0],
+        &[1.0, 0.05],
+    ] {
+        assert!(
+            matches!(
+                bad(shares),
+                QuotaError::InvalidParameter { name: "shares", .. }
+            ),
+            "{shares:?}"
+        );
+    }
+}
+
+#[test]
+fn a_quota_change_keeps_each_class_share() {
+    let (p, _clock) = tiers(&[1.0, 0.5]);
+    p.set_quota(Quota::per_second(10).unwrap().with_burst(4).unwrap())
+        .unwrap();
+    assert_eq!((p.available(0), p.available(1)), (4, 2));
+    // A burst of 1 would leave class 1 nothing: refused, nothing changed.
+    assert!(matches!(
+        p.set_quota(Quota::per_second(10).unwrap()),
+        Err(QuotaError::InvalidParameter {
+            name: "quota.burst",
+            ..
+        })
+    ));
+    assert_eq!(p.quota().burst(), 4);
+}
+
+trait NowNs {
+    fn now_ns(&self) -> u64;
+}
+
+impl NowNs for ManualClock {
+    fn now_ns(&self) -> u64 {
+        limiter_core::Clock::now(self)
+    }
+}

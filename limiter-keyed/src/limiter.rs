@@ -1,0 +1,392 @@
+//! [`KeyedLimiter`]: one GCRA cell per key in a sharded concurrent map, under one
+//! quota (or a per-key override), with at most `max_keys` keys.
+//!
+//! # The paths
+//!
+//! * **Existing key**: `get` under the shard's shared read lock (readers
+//!   never wait for each other, only for a writer of the same shard: an
+//!   insertion or a sweep of that shard), then the cell's CAS loop
+//!   ([`GcraCell`]). No allocation, no exclusive lock.
+//! * **New key**: claim a slot in the key count (a CAS that refuses past
+//!   `max_keys`), allocate the entry once, make the first decision on it
+//!   while it is still private, then `try_insert` it; if another thread
+//!   inserted the key first, give the slot back and decide on its entry.
+//!   When no slot is free, room is made (see [`crate::eviction`]).
+//!
+//! # Invariants
+//!
+//! * `count` (what [`len`](KeyedLimiter::len) reports) never exceeds
+//!   `max_keys`: a key is inserted only after a successful slot claim, and a
+//!   slot is freed only by the call that retired the key's cell.
+//! * No decision is ever made on a cell that has left the map: removal
+//!   first retires the cell with a CAS (see [`GcraCell`]), and a caller
+//!   that meets a retired cell helps remove it and looks the key up again.
+//! * Under [`WhenFull::RejectNewKeys`] a cell is retired only when idle
+//!   (full again), so no limited key is ever forgotten.
+
+use core::hash::Hash;
+use core::time::Duration;
+use std::collections::HashMap as StdHashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use dashmap::DashMap;
+use dashmap::mapref::entry::Entry as MapEntry;
+use limiter_core::{AcquireError, Clock, GcraCell, MonotonicClock, Quota, QuotaError, Reservation};
+
+use crate::error::KeyedError;
+
+/// How many keys a limiter tracks when the builder is not told: 100,000
+/// (about 7 MB with `u64` keys at the measured ~69 bytes per key; see
+/// `docs/keyed.md`).
+pub const DEFAULT_MAX_KEYS: usize = 100_000;
+
+/// What a full limiter does with a new key when no key is idle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WhenFull {
+    /// Refuse the new key with [`KeyedError::TooManyKeys`] (the default):
+    /// forgetting a limited key would let a client who floods new keys reset
+    /// someone else's limit.
+    #[default]
+    RejectNewKeys,
+    /// Evict the least recent keys (those whose state would be full
+    /// soonest) to make room, forgetting their debt: an evicted key comes
+    /// back full.
+    EvictLeastRecent,
+}
+
+/// One key's state: its cell and the quota it is decided under.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    pub(crate) cell: GcraCell,
+    pub(crate) quota: Quota,
+}
+
+/// A rate limiter per key, sharing one quota, with bounded memory.
+///
+/// # Memory ordering
+///
+/// Decisions on one key are linearizable (one CAS on its cell per
+/// admission); keys are independent. The map is a `DashMap` (sharded
+/// reader-writer locks; lookups take the shared side).
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use limiter_core::{ManualClock, Quota};
+/// use limiter_keyed::{KeyedError, KeyedLimiter};
+///
+/// let clock = ManualClock::new();
+/// let limiter = KeyedLimiter::builder(Quota::per_second(1)?)
+///     .max_keys(1_000)
+///     .clock(clock.clone())
+///     .build()?;
+/// assert!(limiter.try_acquire(&"alice").is_ok());
+/// assert!(limiter.try_acquire(&"alice").is_err());
+/// assert!(limiter.try_acquire(&"bob").is_ok()); // keys are independent
+/// clock.advance(Duration::from_secs(1));
+/// assert!(limiter.try_acquire(&"alice").is_ok());
+/// assert_eq!(limiter.len(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct KeyedLimiter<K, C: Clock = MonotonicClock> {
+    pub(crate) map: DashMap<K, Entry>,
+    pub(crate) quota: Quota,
+    pub(crate) overrides: StdHashMap<K, Quota>,
+    pub(crate) clock: C,
+    pub(crate) max_keys: usize,
+    pub(crate) when_full: WhenFull,
+    /// Keys holding a slot; at most `max_keys`.
+    pub(crate) count: AtomicUsize,
+    /// New keys inserted since the last sweep.
+    pub(crate) inserted: AtomicUsize,
+    /// Held by the one thread sweeping.
+    pub(crate) sweeping: AtomicBool,
+    /// No key can be idle before this instant (ns): a lower bound of every
+    /// key's `tat`, refreshed by each sweep and lowered by each insertion.
+    pub(crate) next_idle_at: AtomicU64,
+}
+
+impl<K, C: Clock> core::fmt::Debug for KeyedLimiter<K, C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("KeyedLimiter")
+            .field("quota", &self.quota)
+            .field("len", &self.count.load(Ordering::Relaxed))
+            .field("max_keys", &self.max_keys)
+            .field("when_full", &self.when_full)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`KeyedLimiter`]; see [`KeyedLimiter::builder`].
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct KeyedBuilder<K, C> {
+    quota: Quota,
+    clock: C,
+    max_keys: usize,
+    when_full: WhenFull,
+    overrides: StdHashMap<K, Quota>,
+}
+
+impl<K, C> core::fmt::Debug for KeyedBuilder<K, C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("KeyedBuilder")
+            .field("quota", &self.quota)
+            .field("max_keys", &self.max_keys)
+            .field("when_full", &self.when_full)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync> KeyedLimiter<K, MonotonicClock> {
+    /// A limiter giving every key `quota`, with [`DEFAULT_MAX_KEYS`] and
+    /// [`WhenFull::RejectNewKeys`], on a [`MonotonicClock`].
+    pub fn new(quota: Quota) -> KeyedLimiter<K, MonotonicClock> {
+        KeyedBuilder::with_clock(quota, MonotonicClock::new()).assemble()
+    }
+
+    /// A builder for a limiter giving every key `quota`.
+    pub fn builder(quota: Quota) -> KeyedBuilder<K, MonotonicClock> {
+        KeyedBuilder::with_clock(quota, MonotonicClock::new())
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
+    /// A builder reading `clock`.
+    pub fn with_clock(quota: Quota, clock: C) -> KeyedBuilder<K, C> {
+        KeyedBuilder {
+            quota,
+            clock,
+            max_keys: DEFAULT_MAX_KEYS,
+            when_full: WhenFull::default(),
+            overrides: StdHashMap::new(),
+        }
+    }
+
+    /// The most keys tracked at once (default [`DEFAULT_MAX_KEYS`]).
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys;
+        self
+    }
+
+    /// What to do with a new key when full (default
+    /// [`WhenFull::RejectNewKeys`]).
+    pub fn when_full(mut self, when_full: WhenFull) -> Self {
+        self.when_full = when_full;
+        self
+    }
+
+    /// Gives `key` its own quota instead of the shared one.
+    pub fn quota_for(mut self, key: K, quota: Quota) -> Self {
+        self.overrides.insert(key, quota);
+        self
+    }
+
+    /// Reads `clock` instead.
+    pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<K, C2> {
+        KeyedBuilder {
+            quota: self.quota,
+            clock,
+            max_keys: self.max_keys,
+            when_full: self.when_full,
+            overrides: self.overrides,
+        }
+    }
+
+    /// The limiter, with no key yet.
+    ///
+    /// # Errors
+    ///
+    /// [`QuotaError::InvalidParameter`] for `max_keys == 0`.
+    pub fn build(self) -> Result<KeyedLimiter<K, C>, QuotaError> {
+        if self.max_keys == 0 {
+            return Err(QuotaError::InvalidParameter {
+                name: "max_keys",
+                requirement: "at least 1",
+            });
+        }
+        Ok(self.assemble())
+    }
+
+    fn assemble(self) -> KeyedLimiter<K, C> {
+        KeyedLimiter {
+            map: DashMap::new(),
+            quota: self.quota,
+            overrides: self.overrides,
+            clock: self.clock,
+            max_keys: self.max_keys.max(1),
+            when_full: self.when_full,
+            count: AtomicUsize::new(0),
+            inserted: AtomicUsize::new(0),
+            sweeping: AtomicBool::new(false),
+            next_idle_at: AtomicU64::new(0),
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
+    /// Takes one permit for `key` now.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_n`](KeyedLimiter::try_acquire_n).
+    #[inline]
+    pub fn try_acquire(&self, key: &K) -> Result<(), KeyedError> {
+        self.try_acquire_n(key, 1)
+    }
+
+    /// Takes `n` permits for `key` now, all or nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`KeyedError::Limited`] with the core's error (the exact wait when
+    /// rate limited); [`KeyedError::TooManyKeys`] for a new key when full.
+    #[inline]
+    pub fn try_acquire_n(&self, key: &K, n: u32) -> Result<(), KeyedError> {
+        self.decide(key, |e, now| e.cell.try_acquire_n(e.quota, now, n))
+    }
+
+    /// Claims the earliest slot for `n` permits for `key` if it comes within
+    /// `max_wait`; consumes nothing otherwise. Slots of one key are handed
+    /// out first come, first served.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_n`](KeyedLimiter::try_acquire_n), with the wait
+    /// compared to `max_wait`.
+    pub fn reserve_n(
+        &self,
+        key: &K,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<Reservation, KeyedError> {
+        self.decide(key, |e, now| e.cell.reserve_n(e.quota, now, n, max_wait))
+    }
+
+    /// Gives back a reservation made for `key` if nothing has changed the
+    /// key's state since; returns whether it did.
+    pub fn cancel(&self, key: &K, reservation: Reservation) -> bool {
+        self.map
+            .get(key)
+            .is_some_and(|e| e.cell.cancel(reservation))
+    }
+
+    /// How many permits `key` could take now (its whole burst if the
+    /// limiter does not track it).
+    pub fn available(&self, key: &K) -> u32 {
+        let now = self.clock.now();
+        match self.map.get(key).as_deref() {
+            Some(e) if e.cell.tat().is_some() => e.cell.available(e.quota, now),
+            _ => self.quota_of(key).burst(),
+        }
+    }
+
+    /// How many keys hold state; never more than
+    /// [`max_keys`](KeyedLimiter::max_keys).
+    pub fn len(&self) -> usize {
+        // Relaxed: a snapshot of a counter.
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// Whether no key holds state.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The cap on keys.
+    pub fn max_keys(&self) -> usize {
+        self.max_keys
+    }
+
+    /// The shared quota.
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    /// The quota `key` is (or would be) decided under.
+    pub fn quota_of(&self, key: &K) -> Quota {
+        self.overrides.get(key).copied().unwrap_or(self.quota)
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Runs `decide` on `key`'s entry, inserting the key if it is new, and
+    /// looking again when the entry turns out retired.
+    ///
+    /// A new key's first decision is made on its entry *before* the entry
+    /// is published, so a key enters the map already carrying its first
+    /// admission: a concurrent sweep can never mistake it for idle and
+    /// retire it between insertion and use. If another thread inserts the
+    /// key first, that private decision is discarded (it touched nothing
+    /// shared) and the decision is made again on the published entry.
+    #[inline]
+    fn decide<T>(
+        &self,
+        key: &K,
+        decide: impl Fn(&Entry, u64) -> Option<Result<T, AcquireError>>,
+    ) -> Result<T, KeyedError> {
+        let now = self.clock.now();
+        loop {
+            let found = self.map.get(key).map(|entry| decide(&entry, now));
+            match found {
+                Some(Some(result)) => return result.map_err(KeyedError::Limited),
+                // Retired: it is being removed; help, then look again.
+                Some(None) => {
+                    self.remove_retired(key);
+                    continue;
+                }
+                None => {}
+            }
+            if let Some(result) = self.insert(key, now, &decide)? {
+                return result.map_err(KeyedError::Limited);
+            }
+        }
+    }
+
+    /// Claims a slot, decides on a private new entry, and publishes it.
+    /// `None` if another thread published the key first.
+    ///
+    /// No map guard is held while claiming the slot, which may sweep.
+    #[cold]
+    fn insert<T>(
+        &self,
+        key: &K,
+        now: u64,
+        decide: &impl Fn(&Entry, u64) -> Option<Result<T, AcquireError>>,
+    ) -> Result<Option<Result<T, AcquireError>>, KeyedError> {
+        self.claim_slot(now)?;
+        let entry = Entry {
+            cell: GcraCell::new(),
+            quota: self.quota_of(key),
+        };
+        // A fresh cell is never retired, so this is always `Some`.
+        let result = decide(&entry, now);
+        let inserted = match self.map.entry(key.clone()) {
+            MapEntry::Vacant(slot) => {
+                slot.insert(entry);
+                true
+            }
+            MapEntry::Occupied(_) => false,
+        };
+        if inserted {
+            // Relaxed: a lower bound only ever lowered here; sweeps
+            // recompute it under their own flag.
+            self.next_idle_at.fetch_min(now, Ordering::Relaxed);
+            self.after_insert(now);
+            Ok(result)
+        } else {
+            // Another thread inserted it first: free our slot and decide
+            // on its entry instead. Relaxed: a counter.
+            self.count.fetch_sub(1, Ordering::Relaxed);
+            Ok(None)
+        }
+    }
+
+    /// Removes `key` if its entry is retired.
+    pub(crate) fn remove_retired(&self, key: &K) {
+        let _ = self.map.remove_if(key, |_, e| e.cell.tat().is_none());
+    }
+}

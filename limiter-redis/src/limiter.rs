@@ -1,0 +1,394 @@
+//! [`RedisLimiter`]: the script's decision behind a per-call timeout, with
+//! the deny cache and leases in front of it and the failure policy behind it.
+//!
+//! Every acquisition takes this path, stopping at the first answer:
+//!
+//! 1. `n > burst`: [`RedisLimitError::InsufficientCapacity`], no call.
+//! 2. The deny cache, if on: a cached denial covering the request
+//!    ([`Source::DenyCache`]).
+//! 3. The lease, if on and the request is a plain try: leased permits
+//!    ([`Source::Lease`]).
+//! 4. The circuit breaker: while open, straight to the failure policy.
+//! 5. One script call under `tokio::time::timeout` ([`Source::Redis`]); a
+//!    call that times out or cannot reach Redis trips the breaker and is
+//!    answered by the failure policy. It is **never retried**: it may have
+//!    been applied.
+//!
+//! Steps 2 and 3 only ever answer what Redis would have answered or spend what
+//! Redis already granted, so the cache and the leases save round trips without
+//! ever admitting more.
+
+use core::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use limiter_core::{Clock, Quota};
+use redis::aio::ConnectionManager;
+
+use crate::builder::RedisLimiterBuilder;
+use crate::decision::{Decision, Source};
+use crate::deny_cache::DenyCache;
+use crate::error::RedisLimitError;
+use crate::lease::Leases;
+use crate::policy::{Breaker, FailurePolicy, LocalFallback};
+use crate::script::{Call, Op, Reply};
+use crate::time::{LocalClock, ScriptQuota};
+
+/// A GCRA rate limiter whose state lives in Redis, shared by every process
+/// that uses the same keys, prefix and quota.
+///
+/// Each key is one Redis string, `{prefix:key}`, holding its `tat` in µs;
+/// every decision is one atomic run of one Lua script (see
+/// `docs/distributed.md`). Cloning is cheap and clones share everything
+/// (connection, deny cache, leases, breaker).
+///
+/// # Cancel safety
+///
+/// Dropping a pending call's future drops the request, but Redis may already
+/// have applied it: the permits may be consumed. Nothing is retried.
+///
+/// # Examples
+///
+/// ```no_run
+/// use core::time::Duration;
+/// use limiter_core::Quota;
+/// use limiter_redis::{FailurePolicy, RedisLimiter, Source};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = redis::Client::open("redis://127.0.0.1:6379/")?;
+/// let conn = redis::aio::ConnectionManager::new(client).await?;
+/// let limiter = RedisLimiter::builder(conn, Quota::per_second(100)?.with_burst(20)?)
+///     .key_prefix("api")
+///     .call_timeout(Duration::from_millis(50))
+///     .failure_policy(FailurePolicy::Local { share: 0.25 })
+///     .build()?;
+///
+/// let d = limiter.try_acquire("user:42").await?;
+/// if !d.allowed {
+///     println!("429, retry after {:?}", d.retry_after);
+/// }
+/// assert!(matches!(d.source, Source::Redis | Source::DenyCache | Source::Local));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RedisLimiter {
+    inner: Arc<Inner>,
+}
+
+/// Everything a limiter and its clones share.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) conn: ConnectionManager,
+    pub(crate) script: redis::Script,
+    pub(crate) quota: Quota,
+    pub(crate) script_quota: ScriptQuota,
+    pub(crate) prefix: String,
+    pub(crate) clock: LocalClock,
+    pub(crate) call_timeout: Duration,
+    pub(crate) policy: FailurePolicy,
+    pub(crate) breaker: Breaker,
+    pub(crate) fallback: Option<LocalFallback>,
+    pub(crate) deny_cache: Option<DenyCache>,
+    /// Leases with their most permits per call and ttl in ns.
+    pub(crate) leases: Option<(Leases, u32, u64)>,
+    pub(crate) margin_ms: u64,
+    pub(crate) calls: AtomicU64,
+    pub(crate) failures: AtomicU64,
+}
+
+impl RedisLimiter {
+    /// A limiter for `quota` on `conn` with the defaults: prefix `"limiter"`,
+    /// Redis' `TIME`, a 100 ms call timeout, a 1 s breaker interval, the deny
+    /// cache on, no leases, and [`FailurePolicy::Local`] with `share = 1.0`.
+    ///
+    /// # Errors
+    ///
+    /// [`RedisLimitError::UnsupportedQuota`] if the quota's period is not a
+    /// whole number of microseconds (see [`quota_in_micros`](crate::quota_in_micros)).
+    pub fn new(conn: ConnectionManager, quota: Quota) -> Result<RedisLimiter, RedisLimitError> {
+        RedisLimiter::builder(conn, quota).build()
+    }
+
+    /// A builder to set the prefix, clock, timeout, failure policy, deny
+    /// cache and leases.
+    pub fn builder(conn: ConnectionManager, quota: Quota) -> RedisLimiterBuilder {
+        RedisLimiterBuilder::new(conn, quota)
+    }
+
+    pub(crate) fn from_inner(inner: Inner) -> RedisLimiter {
+        RedisLimiter {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// Takes one permit on `key` if it is available now.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_n`](RedisLimiter::try_acquire_n).
+    pub async fn try_acquire(&self, key: &str) -> Result<Decision, RedisLimitError> {
+        self.try_acquire_n(key, 1).await
+    }
+
+    /// Takes `n` permits on `key` if all are available now; takes none
+    /// otherwise. A denial is `Ok` with `allowed == false`.
+    ///
+    /// # Errors
+    ///
+    /// [`RedisLimitError::InsufficientCapacity`] if `n > burst`; a Redis
+    /// error that is not a failure to reach it (a bad reply, a script error);
+    /// and, under [`FailurePolicy::Error`] only, the failure itself.
+    pub async fn try_acquire_n(&self, key: &str, n: u32) -> Result<Decision, RedisLimitError> {
+        self.acquire(key, n, Duration::ZERO, true).await
+    }
+
+    /// Claims the earliest slot for `n` permits on `key` if it is at most
+    /// `max_wait` away, in the script, so waiters on all machines are served
+    /// in the order Redis saw them. If the slot is further, fails at once and
+    /// consumes nothing. The permits may be used after `decision.wait`.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_n`](RedisLimiter::try_acquire_n).
+    pub async fn reserve_n(
+        &self,
+        key: &str,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<Decision, RedisLimitError> {
+        self.acquire(key, n, max_wait, false).await
+    }
+
+    /// What a try of one permit on `key` would get, writing nothing. Leased
+    /// permits held locally are not counted.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_n`](RedisLimiter::try_acquire_n).
+    pub async fn peek(&self, key: &str) -> Result<Decision, RedisLimitError> {
+        let inner = &self.inner;
+        let (now, local) = inner.clock.script_now();
+        match self.call(key, Op::Peek, 1, now).await {
+            Ok(reply) => Ok(decision(reply, 0)),
+            Err(e) if e.is_unavailable() => match (&inner.policy, &inner.fallback) {
+                (FailurePolicy::Local { .. }, Some(f)) => Ok(f.peek(key)),
+                _ => self.fail(key, 1, Duration::ZERO, e, local),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Makes `key` full again: deletes its Redis key and forgets its deny
+    /// cache entry, lease and local fallback state *in this limiter*.
+    ///
+    /// # Errors
+    ///
+    /// Any failure to run `DEL` ([`RedisLimitError::Timeout`],
+    /// [`RedisLimitError::CircuitOpen`], [`RedisLimitError::Redis`]),
+    /// whatever the failure policy.
+    pub async fn reset(&self, key: &str) -> Result<(), RedisLimitError> {
+        let inner = &self.inner;
+        if let Some(cache) = &inner.deny_cache {
+            cache.forget(key);
+        }
+        if let Some((leases, _, _)) = &inner.leases {
+            leases.forget(key);
+        }
+        if let Some(f) = &inner.fallback {
+            f.reset(key);
+        }
+        let redis_key = self.redis_key(key);
+        let mut conn = inner.conn.clone();
+        self.guarded(async move {
+            redis::cmd("DEL")
+                .arg(redis_key)
+                .query_async::<()>(&mut conn)
+                .await
+                .map_err(RedisLimitError::from)
+        })
+        .await
+    }
+
+    /// The quota every key is limited to.
+    pub fn quota(&self) -> Quota {
+        self.inner.quota
+    }
+
+    /// The Redis key that holds `key`'s state: `{prefix:key}`. The braces are
+    /// a Redis Cluster hash tag: the whole name is hashed, and any key the
+    /// limiter may add for the same user key later lands on the same slot.
+    pub fn redis_key(&self, key: &str) -> String {
+        format!("{{{}:{}}}", self.inner.prefix, key)
+    }
+
+    /// How many calls this limiter (and its clones) sent to Redis.
+    pub fn redis_calls(&self) -> u64 {
+        // Relaxed: a statistic, ordered with nothing.
+        self.inner.calls.load(Ordering::Relaxed)
+    }
+
+    /// How many of those calls failed to reach Redis or timed out (each one
+    /// opened the circuit breaker).
+    pub fn redis_failures(&self) -> u64 {
+        // Relaxed: a statistic, ordered with nothing.
+        self.inner.failures.load(Ordering::Relaxed)
+    }
+
+    /// The shared path of `try_acquire_n` (`lease_ok`) and `reserve_n`.
+    async fn acquire(
+        &self,
+        key: &str,
+        n: u32,
+        max_wait: Duration,
+        lease_ok: bool,
+    ) -> Result<Decision, RedisLimitError> {
+        let inner = &self.inner;
+        let burst = inner.script_quota.burst;
+        if n > burst {
+            return Err(RedisLimitError::InsufficientCapacity {
+                requested: n,
+                burst,
+            });
+        }
+        let (now, local) = inner.clock.script_now();
+        let max_wait_ns = u64::try_from(max_wait.as_nanos()).unwrap_or(u64::MAX);
+        if let Some(cache) = &inner.deny_cache
+            && n > 0
+            && let Some(hit) = cache.check(key, n, max_wait_ns, local)
+        {
+            return Ok(Decision {
+                allowed: false,
+                remaining: 0,
+                retry_after: Some(Duration::from_nanos(hit.retry_after)),
+                reset_after: Duration::from_nanos(hit.reset_after),
+                wait: Duration::ZERO,
+                source: Source::DenyCache,
+            });
+        }
+        let lease = inner.leases.as_ref().filter(|_| lease_ok && n > 0);
+        if let Some((leases, _, _)) = lease
+            && let Some(left) = leases.spend(key, n, local)
+        {
+            return Ok(Decision {
+                allowed: true,
+                remaining: left,
+                retry_after: None,
+                reset_after: Duration::ZERO,
+                wait: Duration::ZERO,
+                source: Source::Lease,
+            });
+        }
+        let op = match lease {
+            Some((_, max, _)) => Op::Lease { max: *max },
+            None => Op::Reserve {
+                max_wait: max_wait_ns / 1_000,
+            },
+        };
+        match self.call(key, op, n, now).await {
+            Ok(reply) => {
+                let mut extra = 0;
+                if reply.allowed
+                    && let Some((leases, _, ttl)) = lease
+                {
+                    extra = reply.granted.saturating_sub(n);
+                    leases.store(key, extra, local, local.saturating_add(*ttl));
+                } else if !reply.allowed
+                    && let Some(cache) = &inner.deny_cache
+                {
+                    let retry = reply.retry_after.saturating_mul(1_000);
+                    let reset = reply.reset_after.saturating_mul(1_000);
+                    cache.record(key, n, local, retry, reset);
+                }
+                Ok(decision(reply, extra))
+            }
+            Err(e) if e.is_unavailable() => self.fail(key, n, max_wait, e, local),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One script call through the breaker and the timeout.
+    async fn call(
+        &self,
+        key: &str,
+        op: Op,
+        n: u32,
+        now: Option<u64>,
+    ) -> Result<Reply, RedisLimitError> {
+        let inner = &self.inner;
+        let redis_key = self.redis_key(key);
+        let mut conn = inner.conn.clone();
+        let call = Call {
+            script: &inner.script,
+            key: &redis_key,
+            quota: inner.script_quota,
+            op,
+            n,
+            margin_ms: inner.margin_ms,
+            now,
+        };
+        self.guarded(async move { call.run(&mut conn).await }).await
+    }
+
+    /// Runs `request` if the breaker allows, under the call timeout, and
+    /// feeds the outcome back to the breaker.
+    async fn guarded<T>(
+        &self,
+        request: impl Future<Output = Result<T, RedisLimitError>>,
+    ) -> Result<T, RedisLimitError> {
+        let inner = &self.inner;
+        if !inner.breaker.allow(inner.clock.now()) {
+            return Err(RedisLimitError::CircuitOpen);
+        }
+        // Relaxed: a statistic.
+        inner.calls.fetch_add(1, Ordering::Relaxed);
+        let result = match tokio::time::timeout(inner.call_timeout, request).await {
+            Ok(result) => result,
+            Err(_) => Err(RedisLimitError::Timeout {
+                after: inner.call_timeout,
+            }),
+        };
+        match &result {
+            Ok(_) => inner.breaker.record_success(),
+            Err(e) if e.is_unavailable() => {
+                // Relaxed: a statistic.
+                inner.failures.fetch_add(1, Ordering::Relaxed);
+                inner.breaker.record_failure(inner.clock.now());
+            }
+            // Redis answered (with an error): it is up.
+            Err(_) => inner.breaker.record_success(),
+        }
+        result
+    }
+
+    /// The failure policy's answer to `n` permits on `key`.
+    fn fail(
+        &self,
+        key: &str,
+        n: u32,
+        max_wait: Duration,
+        error: RedisLimitError,
+        local: u64,
+    ) -> Result<Decision, RedisLimitError> {
+        let inner = &self.inner;
+        match (&inner.policy, &inner.fallback) {
+            (FailurePolicy::Open, _) => Ok(Decision::open()),
+            (FailurePolicy::Closed, _) => Ok(Decision::closed(inner.breaker.remaining(local))),
+            (FailurePolicy::Local { .. }, Some(f)) => Ok(f.reserve(key, n, max_wait)),
+            _ => Err(error),
+        }
+    }
+}
+
+/// A decision from the script's reply; `extra` leased permits add to
+/// `remaining`.
+fn decision(reply: Reply, extra: u32) -> Decision {
+    Decision {
+        allowed: reply.allowed,
+        remaining: reply.remaining.saturating_add(extra),
+        retry_after: (!reply.allowed).then(|| Duration::from_micros(reply.retry_after)),
+        reset_after: Duration::from_micros(reply.reset_after),
+        wait: Duration::from_micros(reply.wait),
+        source: Source::Redis,
+    }
+}

@@ -1,0 +1,278 @@
+//! What to answer when Redis cannot: [`FailurePolicy`], the circuit
+//! [`Breaker`] that keeps a dead Redis from costing one timeout per call, and
+//! the in-process [`LocalFallback`] limiters.
+//!
+//! # The breaker
+//!
+//! One `AtomicU64`, `open_until`, in [`LocalClock`] nanoseconds (0 = closed).
+//! A failed call sets it to `now + interval`. While `now < open_until` no call
+//! goes to Redis. The first caller at or past `open_until` moves it forward by
+//! one interval with a CAS and so becomes the only *probe*; everyone else
+//! keeps answering from the policy. A probe that succeeds closes the breaker
+//! (stores 0); one that fails leaves it open for another interval. So a dead
+//! or paused Redis costs at most one timeout per interval per limiter.
+//!
+//! # The local fallback
+//!
+//! [`FailurePolicy::Local`] keeps one in-process
+//! [`limiter_core::RateLimiter`] **per key** (a single one per limiter would
+//! let one busy key starve all others during an outage), at `share` of the
+//! quota: period `t / share` rounded up, burst `max(1, ⌊burst · share⌋)`.
+//! With `k` instances behind one Redis, `share = 1/k` keeps the total near the
+//! quota while Redis is down. The map holds at most [`MAX_LOCAL_KEYS`]; when
+//! full, limiters that are full again (idle long enough) are dropped, which is
+//! exact because a full limiter equals a new one.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use limiter_core::{AcquireError, Quota, RateLimiter};
+
+use crate::decision::{Decision, Source};
+use crate::error::RedisLimitError;
+use crate::time::LocalClock;
+
+/// The most keys the local fallback tracks at once.
+pub(crate) const MAX_LOCAL_KEYS: usize = 4_096;
+
+/// What a [`RedisLimiter`](crate::RedisLimiter) answers when Redis fails or
+/// times out (and while the circuit breaker stays open after that).
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum FailurePolicy {
+    /// Admit every request ([`Source::FailOpen`]): availability over limits.
+    Open,
+    /// Deny every request ([`Source::FailClosed`]): limits over availability.
+    Closed,
+    /// Decide with an in-process limiter per key at `share` of the quota
+    /// ([`Source::Local`]). `share` is in `(0, 1]`; use `1/instances`. The
+    /// default, with `share = 1.0`.
+    Local {
+        /// The fraction of the quota each instance may use on its own.
+        share: f64,
+    },
+    /// Return the error ([`RedisLimitError::Timeout`], [`RedisLimitError::Redis`]
+    /// or [`RedisLimitError::CircuitOpen`]) and let the caller decide.
+    Error,
+}
+
+impl Default for FailurePolicy {
+    fn default() -> FailurePolicy {
+        FailurePolicy::Local { share: 1.0 }
+    }
+}
+
+/// The circuit breaker: see the module docs.
+#[derive(Debug)]
+pub(crate) struct Breaker {
+    open_until: AtomicU64,
+    interval: u64,
+}
+
+impl Breaker {
+    pub(crate) fn new(interval: Duration) -> Breaker {
+        Breaker {
+            open_until: AtomicU64::new(0),
+            interval: u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// Whether this caller may call Redis at local time `now`.
+    pub(crate) fn allow(&self, now: u64) -> bool {
+        // Relaxed: the breaker publishes no other data; a stale read only
+        // lets one more call through or answers one more from the policy.
+        let until = self.open_until.load(Ordering::Relaxed);
+        if until == 0 {
+            return true;
+        }
+        if now < until {
+            return false;
+        }
+        // Relaxed: as above; the CAS elects exactly one probe per interval.
+        self.open_until
+            .compare_exchange(
+                until,
+                self.reopen_at(now),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+
+    /// How long until the breaker lets a probe through (zero when closed).
+    pub(crate) fn remaining(&self, now: u64) -> Duration {
+        // Relaxed: an estimate for a retry hint.
+        Duration::from_nanos(self.open_until.load(Ordering::Relaxed).saturating_sub(now))
+    }
+
+    pub(crate) fn record_success(&self) {
+        // Relaxed: as in `allow`.
+        self.open_until.store(0, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_failure(&self, now: u64) {
+        // Relaxed: as in `allow`.
+        self.open_until
+            .store(self.reopen_at(now), Ordering::Relaxed);
+    }
+
+    fn reopen_at(&self, now: u64) -> u64 {
+        now.saturating_add(self.interval).max(1)
+    }
+}
+
+/// In-process limiters per key for [`FailurePolicy::Local`].
+#[derive(Debug)]
+pub(crate) struct LocalFallback {
+    quota: Quota,
+    clock: LocalClock,
+    limiters: Mutex<HashMap<String, Arc<RateLimiter<LocalClock>>>>,
+}
+
+impl LocalFallback {
+    /// The fallback for `quota` at `share` of it.
+    pub(crate) fn new(
+        quota: Quota,
+        share: f64,
+        clock: LocalClock,
+    ) -> Result<LocalFallback, RedisLimitError> {
+        let invalid = RedisLimitError::InvalidParameter {
+            name: "share",
+            requirement: "a number in (0, 1]",
+        };
+        if !(share > 0.0 && share <= 1.0) {
+            return Err(invalid);
+        }
+        let t = (quota.period_nanos() as f64 / share).ceil();
+        let burst = ((f64::from(quota.burst()) * share).floor() as u32).max(1);
+        // `t` is finite and ≥ 1 here; a period too long for a Quota is an error.
+        let quota = Quota::from_nanos(t as u64, burst).map_err(|_| invalid)?;
+        Ok(LocalFallback {
+            quota,
+            clock,
+            limiters: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The per-key limiter, created full on first use.
+    fn limiter(&self, key: &str) -> Arc<RateLimiter<LocalClock>> {
+        let mut map = self.limiters.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = map.get(key) {
+            return l.clone();
+        }
+        if map.len() >= MAX_LOCAL_KEYS {
+            let burst = self.quota.burst();
+            map.retain(|_, l| l.available() < burst);
+        }
+        let limiter = Arc::new(RateLimiter::with_clock(self.quota, self.clock.clone()));
+        if map.len() < MAX_LOCAL_KEYS {
+            map.insert(key.to_owned(), limiter.clone());
+        }
+        limiter
+    }
+
+    /// Decides `n` permits on `key` with a slot at most `max_wait` away.
+    pub(crate) fn reserve(&self, key: &str, n: u32, max_wait: Duration) -> Decision {
+        let limiter = self.limiter(key);
+        let reset = |l: &RateLimiter<LocalClock>| {
+            let missing = self.quota.burst() - l.available().min(self.quota.burst());
+            self.quota.period() * missing
+        };
+        match limiter.reserve_n(n, max_wait) {
+            Ok(r) => Decision {
+                allowed: true,
+                remaining: limiter.available(),
+                retry_after: None,
+                reset_after: reset(&limiter),
+                wait: r.wait(),
+                source: Source::Local,
+            },
+            Err(e) => {
+                let retry = match e {
+                    AcquireError::RateLimited { wait } => wait,
+                    // n ≤ burst was checked against the full quota, but the
+                    // local burst may be smaller: no local wait helps, so
+                    // suggest one full refill.
+                    _ => self.quota.period() * self.quota.burst(),
+                };
+                Decision {
+                    allowed: false,
+                    remaining: limiter.available(),
+                    retry_after: Some(retry),
+                    reset_after: reset(&limiter),
+                    wait: Duration::ZERO,
+                    source: Source::Local,
+                }
+            }
+        }
+    }
+
+    /// What a try of one permit on `key` would get, changing nothing.
+    pub(crate) fn peek(&self, key: &str) -> Decision {
+        let limiter = self.limiter(key);
+        let remaining = limiter.available();
+        let missing = self.quota.burst() - remaining.min(self.quota.burst());
+        Decision {
+            allowed: remaining >= 1,
+            remaining,
+            retry_after: (remaining == 0).then(|| self.quota.period()),
+            reset_after: self.quota.period() * missing,
+            wait: Duration::ZERO,
+            source: Source::Local,
+        }
+    }
+
+    /// Forgets `key`'s local state.
+    pub(crate) fn reset(&self, key: &str) {
+        let mut map = self.limiters.lock().unwrap_or_else(|e| e.into_inner());
+        map.remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::TimeSource;
+    use limiter_core::ManualClock;
+
+    #[test]
+    fn one_probe_per_interval() {
+        let b = Breaker::new(Duration::from_nanos(100));
+        assert!(b.allow(0));
+        b.record_failure(10);
+        assert!(!b.allow(50));
+        assert!(!b.allow(109));
+        assert!(b.allow(110)); // the probe
+        assert!(!b.allow(111)); // everyone else waits for it
+        b.record_success();
+        assert!(b.allow(112));
+    }
+
+    #[test]
+    fn the_local_share_scales_rate_and_burst() {
+        let clock = ManualClock::new();
+        let local = LocalClock::new(&TimeSource::Client(Arc::new(clock.clone())));
+        let quota = Quota::per_second(10).unwrap().with_burst(4).unwrap();
+        let f = LocalFallback::new(quota, 0.5, local).unwrap();
+        assert_eq!(f.quota.period(), Duration::from_millis(200));
+        assert_eq!(f.quota.burst(), 2);
+        let admitted = (0..5)
+            .filter(|_| f.reserve("k", 1, Duration::ZERO).allowed)
+            .count();
+        assert_eq!(admitted, 2);
+        assert_eq!(f.peek("other").remaining, 2); // per key
+        clock.advance(Duration::from_millis(200));
+        assert!(f.reserve("k", 1, Duration::ZERO).allowed);
+    }
+
+    #[test]
+    fn shares_outside_zero_to_one_are_rejected() {
+        let clock = LocalClock::new(&TimeSource::Redis);
+        let quota = Quota::per_second(10).unwrap();
+        for share in [0.0, -1.0, 1.5, f64::NAN] {
+            assert!(LocalFallback::new(quota, share, clock.clone()).is_err());
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Each failure policy when the server is killed mid-run and when it is
+//! paused: no panic, one failed call per breaker interval, the right
+//! `Source`, and decisions from Redis again once it is back.
+
+mod support;
+
+use std::time::Duration;
+
+use limiter_core::Quota;
+use limiter_redis::{FailurePolicy, RedisLimitError, RedisLimiter, Source};
+use support::RedisServer;
+
+fn hourly(burst: u32) -> Quota {
+    Quota::per_hour(1).unwrap().with_burst(burst).unwrap()
+}
+
+async fn limiter(server: &RedisServer, policy: FailurePolicy, retry: Duration) -> RedisLimiter {
+    RedisLimiter::builder(server.manager().await, hourly(4))
+        .call_timeout(Duration::from_millis(200))
+        .retry_interval(retry)
+        .failure_policy(policy)
+        .build()
+        .unwrap()
+}
+
+/// Runs 20 tries on a dead (or paused) server and checks the policy's answers.
+async fn assert_policy_answers(limiter: &RedisLimiter, policy: FailurePolicy) {
+    let mut allowed = 0;
+    for _ in 0..20 {
+        match (policy, limiter.try_acquire("k").await) {
+            (FailurePolicy::Open, Ok(d)) => {
+                assert_eq!(d.source, Source::FailOpen);
+                allowed += usize::from(d.allowed);
+            }
+            (FailurePolicy::Closed, Ok(d)) => {
+                assert_eq!(d.source, Source::FailClosed);
+                assert!(d.retry_after.is_some());
+                allowed += usize::from(d.allowed);
+            }
+            (FailurePolicy::Local { .. }, Ok(d)) => {
+                assert_eq!(d.source, Source::Local);
+                allowed += usize::from(d.allowed);
+            }
+            (FailurePolicy::Error, Err(e)) => assert!(e.is_unavailable(), "{e}"),
+            (policy, other) => panic!("{policy:?} answered {other:?}"),
+        }
+    }
+    let expected = match policy {
+        FailurePolicy::Open => 20,
+        // share 0.5 of a burst of 4: the local limiter admits 2.
+        FailurePolicy::Local { .. } => 2,
+        _ => 0,
+    };
+    assert_eq!(allowed, expected, "{policy:?}");
+    // The breaker: one failed call, then answers without calling Redis.
+    assert_eq!(limiter.redis_failures(), 1, "{policy:?}");
+}
+
+const POLICIES: [FailurePolicy; 4] = [
+    FailurePolicy::Open,
+    FailurePolicy::Closed,
+    FailurePolicy::Local { share: 0.5 },
+    FailurePolicy::Error,
+];
+
+#[tokio::test]
+async fn every_policy_answers_when_the_server_is_killed() {
+    for policy in POLICIES {
+        let mut server = RedisServer::start();
+        let limiter = limiter(&server, policy, Duration::from_secs(60)).await;
+        let d = limiter.try_acquire("k").await.unwrap();
+        assert_eq!((d.allowed, d.source), (true, Source::Redis));
+        server.kill();
+        assert_policy_answers(&limiter, policy).await;
+        assert_eq!(limiter.redis_calls(), 2, "{policy:?}");
+        // reset and peek go through the same breaker.
+        assert!(matches!(
+            limiter.reset("k").await,
+            Err(RedisLimitError::CircuitOpen)
+        ));
+        let peeked = limiter.peek("k").await;
+        assert_eq!(
+            peeked.is_err(),
+            policy == FailurePolicy::Error,
+            "{policy:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_policy_answers_when_the_server_is_paused() {
+    for policy in POLICIES {
+        let server = RedisServer::start();
+        let limiter = limiter(&server, policy, Duration::from_secs(60)).await;
+        assert!(limiter.try_acquire("k").await.unwrap().allowed);
+        // Scripts may write, so CLIENT PAUSE WRITE holds them.
+        let _: () = server.cmd(&["CLIENT", "PAUSE", "20000", "WRITE"]).await;
+        assert_policy_answers(&limiter, policy).await;
+        let _: () = server.cmd(&["CLIENT", "UNPAUSE"]).await;
+        // The timed-out call was not retried, but Redis ran it once unpaused:
+        // a fresh limiter sees 2 of the 4 permits used.
+        let fresh = RedisLimiter::new(server.manager().await, hourly(4)).unwrap();
+        let mut remaining = 0;
+        for _ in 0..50 {
+            remaining = fresh.peek("k").await.unwrap().remaining;
+            if remaining == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(remaining, 2, "{policy:?}");
+    }
+}
+
+#[tokio::test]
+async fn decisions_come_from_redis_again_after_a_restart() {
+    let mut server = RedisServer::start();
+    let limiter = limiter(
+        &server,
+        FailurePolicy::Local { share: 1.0 },
+        Duration::from_millis(50),
+    )
+    .await;
+    assert_eq!(
+        limiter.try_acquire("k").await.unwrap().source,
+        Source::Redis
+    );
+    server.kill();
+    assert_eq!(
+        limiter.try_acquire("k").await.unwrap().source,
+        Source::Local
+    );
+    server.restart();
+    let mut source = Source::Local;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        source = limiter.try_acquire("k").await.unwrap().source;
+        if source == Source::Redis {
+            break;
+        }
+    }
+    assert_eq!(source, Source::Redis);
+    // The restarted server lost its data (no persistence) and its script
+    // cache: the key is fresh, the script was reloaded.
+    let d = limiter.peek("k").await.unwrap();
+    assert_eq!((d.source, d.remaining), (Source::Redis, 3));
+}

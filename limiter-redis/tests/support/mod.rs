@@ -1,0 +1,161 @@
+//! A private `redis-server` per test: a free port on 127.0.0.1, no
+//! persistence, killed on drop. Never the system server on 6379.
+//!
+//! Shared by the integration tests and the bench (`#[path]`-included), so not
+//! every item is used by every includer.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+/// A running `redis-server` owned by the test; killed when dropped.
+pub(crate) struct RedisServer {
+    port: u16,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts a server on a free port and waits until it answers `PING`.
+    pub(crate) fn start() -> RedisServer {
+        for _ in 0..5 {
+            let port = free_port();
+            let mut server = RedisServer { port, child: None };
+            if server.spawn() {
+                return server;
+            }
+        }
+        panic!("could not start redis-server (is it installed? see scripts/test-all)");
+    }
+
+    /// The server's port.
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT/`.
+    pub(crate) fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Kills the server (as a crash would: SIGKILL, no shutdown).
+    pub(crate) fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port (after `kill`).
+    pub(crate) fn restart(&mut self) {
+        self.kill();
+        for _ in 0..50 {
+            if self.spawn() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("could not restart redis-server on port {}", self.port);
+    }
+
+    /// A connection manager with short timeouts and few reconnect retries, so
+    /// a dead server is noticed quickly.
+    pub(crate) async fn manager(&self) -> ConnectionManager {
+        let client = redis::Client::open(self.url()).expect("valid url");
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_millis(200)))
+            .set_response_timeout(Some(Duration::from_secs(2)))
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_millis(50));
+        ConnectionManager::new_with_config(client, config)
+            .await
+            .expect("connect to the test redis-server")
+    }
+
+    /// Runs one command on a fresh connection (for administration: PTTL,
+    /// SCRIPT FLUSH, CLIENT PAUSE...).
+    pub(crate) async fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        let client = redis::Client::open(self.url()).expect("valid url");
+        let mut conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("admin connection");
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query_async(&mut conn).await.expect("admin command")
+    }
+
+    fn spawn(&mut self) -> bool {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", ""])
+            .args(["--appendonly", "no"])
+            .args(["--protected-mode", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(_)) = child.try_wait()
+            {
+                // Exited: most likely the port was taken meanwhile.
+                self.child = None;
+                return false;
+            }
+            let pid = self.child.as_ref().map_or(0, Child::id);
+            if answers_as(self.port, pid) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.kill();
+        false
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// Whether the server on `port` answers `PING` and is process `pid` (not
+/// another test's server that took the port first).
+fn answers_as(port: u16, pid: u32) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    if stream.write_all(b"PING\r\nINFO server\r\n").is_err() {
+        return false;
+    }
+    let wanted = format!("process_id:{pid}\r\n");
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(read) = stream.read(&mut buf) {
+        if read == 0 {
+            break;
+        }
+        seen.extend_from_slice(&buf[..read]);
+        let text = String::from_utf8_lossy(&seen);
+        if text.starts_with("+PONG\r\n") && text.contains(&wanted) {
+            return true;
+        }
+    }
+    false
+}
