@@ -89,6 +89,18 @@ pub fn ours<C: Clock + 'static>(path: Path, clock: C) -> Arc<impl Fn() -> bool +
     prepared(path, move || limiter.try_acquire().is_ok())
 }
 
+/// `limiter_core::RateLimiter` on `clock`, wrapped in `Metered` (the cost of
+/// metering).
+pub fn ours_metered<C: Clock + 'static>(
+    path: Path,
+    clock: C,
+) -> Arc<impl Fn() -> bool + Send + Sync> {
+    let limiter = limiter_core::Metered::new(RateLimiter::with_clock(path.quota(), clock));
+    prepared(path, move || {
+        limiter_core::Limiter::try_acquire(&limiter).is_ok()
+    })
+}
+
 /// The Mutex-protected GCRA baseline on `clock`.
 pub fn mutex<C: Clock + 'static>(path: Path, clock: C) -> Arc<impl Fn() -> bool + Send + Sync> {
     let limiter = MutexGcra::new(path.quota(), clock);

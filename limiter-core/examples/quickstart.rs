@@ -48,9 +48,8 @@ fn main() -> Result<(), QuotaError> {
     let quota = Quota::per_second(1_000)?;
     let limiter = RateLimiter::new(quota);
     let start = Instant::now();
-    let mut waited = Duration::ZERO;
     for _ in 0..200 {
-        waited += limiter.take();
+        limiter.take();
     }
     let elapsed = start.elapsed().as_secs_f64();
     println!("take, 1 thread, 200 permits:");
@@ -60,8 +59,7 @@ fn main() -> Result<(), QuotaError> {
     );
     println!("  achieved     {:>10.0} permits/s", 199.0 / elapsed);
     println!(
-        "  reserved waits summed to {:.1} ms over {:.1} ms",
-        waited.as_secs_f64() * 1e3,
+        "  elapsed      {:>10.1} ms (the first permit at once, then 199 paced)",
         elapsed * 1e3
     );
     Ok(())

@@ -35,6 +35,7 @@ use crate::gcra::{self, Params};
 use crate::limiter::acquire_error;
 use crate::quota::{MAX_SPAN, Quota, saturating_nanos};
 use crate::reservation::{Reservation, Undo};
+use crate::state::update_word;
 use crate::sync::{AtomicU64, Ordering};
 
 /// The word of a retired cell: above every valid `tat`.
@@ -132,42 +133,44 @@ impl GcraCell {
         max_wait: u64,
     ) -> Option<Result<Reservation, AcquireError>> {
         let params = Params::from(quota);
-        // Relaxed: the word names no other data; the CAS below orders
-        // decisions on this cell among themselves.
-        let mut current = self.word.load(Ordering::Relaxed);
-        loop {
-            if current == RETIRED {
-                return None;
-            }
-            let grant = match gcra::reserve_within(current, now, n, max_wait, params, params.burst)
-            {
-                Ok(grant) => grant,
-                Err(refusal) => return Some(Err(acquire_error(refusal, n, now, params.burst))),
-            };
-            let reservation = Reservation {
-                permits: n,
-                ready_at: now + grant.wait,
-                wait: grant.wait,
-                undo: Undo::Word {
-                    before: current,
-                    after: grant.tat,
-                    changes: 0,
-                },
-            };
-            if grant.tat == current {
-                return Some(Ok(reservation));
-            }
-            // Relaxed both ways: the cell is a single value publishing nothing;
-            // atomicity alone makes the admissions linearizable.
-            match self.word.compare_exchange_weak(
-                current,
-                grant.tat,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Some(Ok(reservation)),
-                Err(actual) => current = actual,
-            }
+        // Relaxed throughout: the word names no other data; the CAS alone
+        // orders decisions on this cell among themselves (linearizable).
+        let outcome = update_word(
+            &self.word,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            |current| {
+                if current == RETIRED {
+                    return Err(None);
+                }
+                let grant =
+                    gcra::reserve_within(current, now, n, max_wait, params, params.burst)
+                        .map_err(|refusal| Some(acquire_error(refusal, n, now, params.burst)))?;
+                let undo = if n == 0 {
+                    Undo::Nothing
+                } else {
+                    Undo::Word {
+                        before: current,
+                        after: grant.tat,
+                        changes: 0,
+                    }
+                };
+                Ok((
+                    grant.tat,
+                    Reservation {
+                        permits: n,
+                        ready_at: now + grant.wait,
+                        wait: grant.wait,
+                        undo,
+                    },
+                ))
+            },
+        );
+        match outcome {
+            Ok(reservation) => Some(Ok(reservation)),
+            Err(None) => None,
+            Err(Some(error)) => Some(Err(error)),
         }
     }
 
@@ -179,8 +182,7 @@ impl GcraCell {
         };
         // Relaxed: as in the acquisition CAS. Strong, because a spurious
         // failure would be reported as "not refunded".
-        reservation.permits != 0
-            && before != after
+        before != after
             && self
                 .word
                 .compare_exchange(after, before, Ordering::Relaxed, Ordering::Relaxed)

@@ -120,28 +120,20 @@ impl<A: AtomicWord> AtomicState<A> {
     #[inline]
     pub(crate) fn update<T, E>(
         &self,
-        mut decide: impl FnMut(A::Value) -> Result<(A::Value, T), E>,
+        decide: impl FnMut(A::Value) -> Result<(A::Value, T), E>,
     ) -> Result<T, E> {
-        let mut current = self.load();
-        loop {
-            let (next, out) = decide(current)?;
-            if next == current {
-                return Ok(out);
-            }
-            // AcqRel on success: acquire to read what the replaced word names,
-            // release so a word that publishes data (a new quota generation)
-            // does so; on x86 both are free. Acquire on failure: we decide
-            // again on the returned word and may read what it names.
-            match self.word.compare_exchange_weak(
-                current,
-                next,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Ok(out),
-                Err(actual) => current = actual,
-            }
-        }
+        // Acquire on the load and on a failed CAS: the word may name data
+        // published with a release by the write that produced it (a quota
+        // generation), and we may read that data. AcqRel on success: acquire
+        // as for the load, release so a word that publishes data (a new quota
+        // generation) does so; on x86 all of these are free.
+        update_word(
+            &*self.word,
+            Ordering::Acquire,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+            decide,
+        )
     }
 
     /// Replaces `current` by `new` if the word still equals `current`.
@@ -154,6 +146,33 @@ impl<A: AtomicWord> AtomicState<A> {
         self.word
             .compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
+    }
+}
+
+/// The CAS loop of the module docs on any atomic word, with the caller's
+/// orderings: `load` for the first read, `success` and `failure` for the
+/// `compare_exchange_weak`. [`AtomicState::update`] runs it on a padded word
+/// with acquire/release orderings; a bare word that names no other data (a
+/// keyed limiter's [`GcraCell`](crate::GcraCell)) may use relaxed ones,
+/// since the CAS alone orders decisions on one word.
+#[inline]
+pub(crate) fn update_word<A: AtomicWord, T, E>(
+    word: &A,
+    load: Ordering,
+    success: Ordering,
+    failure: Ordering,
+    mut decide: impl FnMut(A::Value) -> Result<(A::Value, T), E>,
+) -> Result<T, E> {
+    let mut current = word.load(load);
+    loop {
+        let (next, out) = decide(current)?;
+        if next == current {
+            return Ok(out);
+        }
+        match word.compare_exchange_weak(current, next, success, failure) {
+            Ok(_) => return Ok(out),
+            Err(actual) => current = actual,
+        }
     }
 }
 

@@ -190,6 +190,12 @@ fn sync_cases(quick: bool) -> Vec<Case> {
                 subjects::mutex(path, TscClock::new()),
                 n,
             ),
+            single(
+                &format!("{p}/ours_metered/tsc"),
+                path,
+                subjects::ours_metered(path, TscClock::new()),
+                n,
+            ),
         ]);
     }
     cases.push(crew(
@@ -446,6 +452,16 @@ fn main() {
             "async_nowait_vs_leaky_bucket",
             "async/ours/take".into(),
             "async/leaky_bucket/acquire_one".into(),
+        ),
+        (
+            "metered_vs_plain_allow",
+            "allow/ours_metered/tsc".into(),
+            "allow/ours/tsc".into(),
+        ),
+        (
+            "metered_vs_plain_deny",
+            "deny/ours_metered/tsc".into(),
+            "deny/ours/tsc".into(),
         ),
         (
             "contended2_deny_vs_governor",
