@@ -50,9 +50,10 @@ pub fn runtime() -> Runtime {
         .expect("a tokio runtime starts")
 }
 
-/// Paces `tasks` tasks at `rate` per second for `length`, burst `rate/1000`.
-pub fn pacing(rt: &Runtime, rate: u32, tasks: usize, length: Duration) -> Pacing {
-    let burst = (rate / 1_000).max(1);
+/// Paces `tasks` tasks at `rate` per second for `length`, with a burst of
+/// `burst_ms` milliseconds' worth of permits (`rate · burst_ms / 1000`).
+pub fn pacing(rt: &Runtime, rate: u32, tasks: usize, length: Duration, burst_ms: u32) -> Pacing {
+    let burst = (rate / 1_000 * burst_ms).max(1);
     let quota = Quota::per_second(rate)
         .and_then(|q| q.with_burst(burst))
         .expect("valid pacing quota");

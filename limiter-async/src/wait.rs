@@ -140,7 +140,9 @@ pub(crate) async fn acquire<L: Limiter>(
     n: u32,
     max_wait: Duration,
 ) -> Result<(), AcquireError> {
-    let deadline = Instant::now().checked_add(max_wait);
+    // The deadline is only needed if a retry happens: reading tokio's clock
+    // up front would double the cost of a take that needs no wait.
+    let mut deadline: Option<Option<Instant>> = None;
     let mut budget = max_wait;
     loop {
         match limiter.reserve_n(n, budget) {
@@ -152,8 +154,11 @@ pub(crate) async fn acquire<L: Limiter>(
             // future slot. Sleep the exact wait (at least 1 ns, so a zero
             // could never spin) and ask again.
             Err(AcquireError::RateLimited { wait }) if wait <= budget => {
+                // First refusal: the deadline is `max_wait` from now (the
+                // decision was made an instant ago). `None`: no deadline.
+                let end = *deadline.get_or_insert_with(|| Instant::now().checked_add(max_wait));
                 sleep(wait.max(Duration::from_nanos(1))).await;
-                budget = deadline.map_or(Duration::MAX, |d| {
+                budget = end.map_or(Duration::MAX, |d| {
                     d.saturating_duration_since(Instant::now())
                 });
             }

@@ -1,18 +1,22 @@
 //! [`Metered`]: counts what a limiter decides, without adding contention.
 //!
-//! Counters are striped: each thread adds to one of [`STRIPES`] cache-padded
-//! stripes (picked once per thread), and [`Metered::stats`] sums them. Two
-//! threads on different stripes never touch the same cache line, so metering
-//! adds one uncontended relaxed `fetch_add` to a decision, not a shared
-//! counter that every thread fights over. Without `std` there are no thread
-//! ids and every thread uses stripe 0.
+//! Counters are striped and, where possible, single-writer. Each of
+//! [`STRIPES`] cache-padded stripes can be *owned* by one thread: the first
+//! thread (by a per-thread token) to land on a free stripe claims it with one
+//! CAS, and from then on counts there with a relaxed load and store, no
+//! read-modify-write at all, since no other thread writes that stripe. A
+//! thread whose stripe is owned by another counts on one shared stripe with
+//! relaxed `fetch_add`s. [`Metered::stats`] sums every stripe. So metering
+//! costs an owner two plain memory operations on its own cache line, and
+//! never a counter that every thread fights over. Without `std` (or under
+//! loom) there are no thread tokens and every count goes to the shared
+//! stripe.
 //!
 //! Names follow the metrics convention `rate_limit.allowed`,
 //! `rate_limit.rejected`, `rate_limit.delayed`, `rate_limit.wait_time` and
-//! `rate_limit.cancelled`;
-//! with the `metrics` feature, [`Metered::publish`] reports them through the
-//! `metrics` crate's facade as absolute counters (`wait_time` in
-//! nanoseconds).
+//! `rate_limit.cancelled`; with the `metrics` feature, [`Metered::publish`]
+//! reports them through the `metrics` crate's facade as absolute counters
+//! (`wait_time` in nanoseconds).
 
 use core::time::Duration;
 
@@ -23,16 +27,48 @@ use crate::limiter_trait::Limiter;
 use crate::reservation::Reservation;
 use crate::sync::{AtomicU64, Ordering};
 
-/// How many counter stripes a [`Metered`] limiter has.
-pub const STRIPES: usize = 8;
+/// How many single-writer counter stripes a [`Metered`] limiter has (plus
+/// one shared stripe for threads that find theirs taken).
+pub const STRIPES: usize = 16;
 
 #[derive(Debug, Default)]
 struct Stripe {
+    /// The token of the thread that owns this stripe; 0 while free. The
+    /// shared stripe is never owned.
+    owner: AtomicU64,
     allowed: AtomicU64,
     rejected: AtomicU64,
     delayed: AtomicU64,
     wait_nanos: AtomicU64,
     cancelled: AtomicU64,
+}
+
+/// Where the calling thread counts: its own stripe, or the shared one.
+#[derive(Clone, Copy)]
+enum Counter<'a> {
+    Owned(&'a Stripe),
+    Shared(&'a Stripe),
+}
+
+impl Counter<'_> {
+    #[inline]
+    fn add(self, counter: fn(&Stripe) -> &AtomicU64, by: u64) {
+        match self {
+            Counter::Owned(s) => {
+                let c = counter(s);
+                // Relaxed load and store: this thread is the stripe's only
+                // writer, so no increment can be lost; readers only sum.
+                c.store(
+                    c.load(Ordering::Relaxed).wrapping_add(by),
+                    Ordering::Relaxed,
+                );
+            }
+            Counter::Shared(s) => {
+                // Relaxed: a statistic; the RMW keeps concurrent increments.
+                counter(s).fetch_add(by, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// Totals of what a [`Metered`] limiter decided.
@@ -71,6 +107,7 @@ pub struct Stats {
 pub struct Metered<L> {
     inner: L,
     stripes: [CachePadded<Stripe>; STRIPES],
+    shared: CachePadded<Stripe>,
 }
 
 impl<L: Limiter> Metered<L> {
@@ -79,6 +116,7 @@ impl<L: Limiter> Metered<L> {
         Metered {
             inner: limiter,
             stripes: core::array::from_fn(|_| CachePadded::new(Stripe::default())),
+            shared: CachePadded::new(Stripe::default()),
         }
     }
 
@@ -92,9 +130,13 @@ impl<L: Limiter> Metered<L> {
     pub fn stats(&self) -> Stats {
         // Relaxed: each counter is independent and only summed.
         let sum = |f: fn(&Stripe) -> &AtomicU64| {
-            self.stripes.iter().fold(0u64, |total, s| {
-                total.saturating_add(f(s).load(Ordering::Relaxed))
-            })
+            self.stripes
+                .iter()
+                .map(|s| &**s)
+                .chain(core::iter::once(&*self.shared))
+                .fold(0u64, |total, s| {
+                    total.saturating_add(f(s).load(Ordering::Relaxed))
+                })
         };
         Stats {
             allowed: sum(|s| &s.allowed),
@@ -120,23 +162,39 @@ impl<L: Limiter> Metered<L> {
         metrics::counter!("rate_limit.cancelled").absolute(s.cancelled);
     }
 
+    /// The calling thread's counter: its own stripe if it owns (or can
+    /// claim) the stripe its token maps to, the shared stripe otherwise.
     #[inline]
-    fn stripe(&self) -> &Stripe {
-        &self.stripes[stripe_index()]
-    }
-
-    #[inline]
-    fn count(&self, counter: fn(&Stripe) -> &AtomicU64, by: u64) {
-        // Relaxed: a statistic; nothing is ordered by it.
-        counter(self.stripe()).fetch_add(by, Ordering::Relaxed);
-    }
-
-    #[inline]
-    fn record<T>(&self, outcome: &Result<T, AcquireError>) {
-        match outcome {
-            Ok(_) => self.count(|s| &s.allowed, 1),
-            Err(_) => self.count(|s| &s.rejected, 1),
+    fn counter(&self) -> Counter<'_> {
+        let Some(token) = thread_token() else {
+            return Counter::Shared(&self.shared);
+        };
+        let stripe = &self.stripes[(token % STRIPES as u64) as usize];
+        // Relaxed: the owner field only decides who may write the stripe's
+        // counters, and the claim CAS makes that decision unique.
+        let owner = stripe.owner.load(Ordering::Relaxed);
+        if owner == token
+            || (owner == 0
+                && stripe
+                    .owner
+                    .compare_exchange(0, token, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok())
+        {
+            Counter::Owned(stripe)
+        } else {
+            Counter::Shared(&self.shared)
         }
+    }
+
+    /// Counts a decision as allowed or rejected; returns where it counted.
+    #[inline]
+    fn record<T>(&self, outcome: &Result<T, AcquireError>) -> Counter<'_> {
+        let counter = self.counter();
+        match outcome {
+            Ok(_) => counter.add(|s| &s.allowed, 1),
+            Err(_) => counter.add(|s| &s.rejected, 1),
+        }
+        counter
     }
 }
 
@@ -150,14 +208,12 @@ impl<L: Limiter> Limiter for Metered<L> {
 
     fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
         let outcome = self.inner.reserve_n(n, max_wait);
-        self.record(&outcome);
+        let counter = self.record(&outcome);
         if let Ok(r) = &outcome
             && r.wait != 0
         {
-            let stripe = self.stripe();
-            // Relaxed: statistics, as in `count`.
-            stripe.delayed.fetch_add(1, Ordering::Relaxed);
-            stripe.wait_nanos.fetch_add(r.wait, Ordering::Relaxed);
+            counter.add(|s| &s.delayed, 1);
+            counter.add(|s| &s.wait_nanos, r.wait);
         }
         outcome
     }
@@ -165,7 +221,7 @@ impl<L: Limiter> Limiter for Metered<L> {
     fn cancel(&self, reservation: Reservation) -> bool {
         let refunded = self.inner.cancel(reservation);
         if refunded {
-            self.count(|s| &s.cancelled, 1);
+            self.counter().add(|s| &s.cancelled, 1);
         }
         refunded
     }
@@ -175,31 +231,32 @@ impl<L: Limiter> Limiter for Metered<L> {
     }
 }
 
-/// This thread's stripe: assigned round-robin the first time a thread
-/// meters anything.
+/// A token unique to the calling thread (never 0), assigned the first time
+/// it meters anything; `None` while the thread is being torn down.
 #[cfg(all(feature = "std", not(loom)))]
 #[inline]
-fn stripe_index() -> usize {
+fn thread_token() -> Option<u64> {
     use std::cell::Cell;
-    use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering as StdOrdering};
+    static NEXT: StdAtomicU64 = StdAtomicU64::new(1);
     thread_local! {
-        static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
+        static TOKEN: Cell<u64> = const { Cell::new(0) };
     }
-    INDEX.with(|index| {
-        let mut i = index.get();
-        if i == usize::MAX {
-            // Relaxed: only spreads threads over stripes; any value is correct.
-            i = NEXT.fetch_add(1, StdOrdering::Relaxed) % STRIPES;
-            index.set(i);
-        }
-        i
-    })
+    TOKEN
+        .try_with(|token| {
+            if token.get() == 0 {
+                // Relaxed: only uniqueness matters, which the RMW gives.
+                token.set(NEXT.fetch_add(1, StdOrdering::Relaxed));
+            }
+            token.get()
+        })
+        .ok()
 }
 
-/// Without `std` (or under loom) there are no thread-locals: one stripe.
+/// Without `std` (or under loom) there are no thread-locals: every count
+/// goes to the shared stripe.
 #[cfg(any(not(feature = "std"), loom))]
 #[inline]
-fn stripe_index() -> usize {
-    0
+fn thread_token() -> Option<u64> {
+    None
 }

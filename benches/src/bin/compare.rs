@@ -489,7 +489,7 @@ fn main() {
     let mut worst = BTreeMap::new();
     for rate in [10_000, 100_000] {
         for tasks in [1, 8, 64] {
-            let p = pacing::pacing(&rt, rate, tasks, length);
+            let p = pacing::pacing(&rt, rate, tasks, length, 1);
             println!(
                 "{:<28} {:>10.3} {:>12.1} {:>12.1}",
                 format!("{rate}/s x{tasks} tasks"),
@@ -502,6 +502,19 @@ fn main() {
                 *w = p.error_pct;
             }
         }
+    }
+    // The burst rule of docs/async.md: a lone task needs a burst that covers
+    // tokio's 1 ms timer tick plus its wake-up jitter. Not part of the
+    // targets (which fix the burst at 1 ms); shown for the rule.
+    for rate in [10_000, 100_000] {
+        let p = pacing::pacing(&rt, rate, 1, length, 3);
+        println!(
+            "{:<28} {:>10.3} {:>12.1} {:>12.1}",
+            format!("{rate}/s x1, burst 3 ms"),
+            p.error_pct,
+            p.p50_late_us,
+            p.p99_late_us
+        );
     }
     let cap = Duration::from_secs(2);
     let (ours_ms, owed_ms) = pacing::fairness_ours(&rt);
