@@ -12,13 +12,13 @@
 
 use std::time::Duration;
 
-use limiter_core::{AcquireError, Clock, ManualClock, Quota, RateLimiter, Reservation};
+use limiter_core::{Clock, ManualClock, Quota, RateLimiter, Reservation};
 use proptest::prelude::*;
 
 #[allow(dead_code, unreachable_pub)] // shared with loom-tests, which uses all of it
 mod support;
 
-use support::model::{MAX_SPAN, Model, ModelQuota, Refusal};
+use support::model::{MAX_SPAN, Model, ModelQuota, Refusal, refusal};
 
 /// Cases per property: 10,000 unless `PROPTEST_CASES` says otherwise
 /// (`with_cases` overrides proptest's own reading of the variable).
@@ -65,21 +65,6 @@ fn model_quota(q: Quota) -> ModelQuota {
     ModelQuota {
         t: u128::from(q.period_nanos()),
         burst: q.burst(),
-    }
-}
-
-fn refusal(e: AcquireError) -> Refusal {
-    match e {
-        AcquireError::InsufficientCapacity { requested, burst } => {
-            Refusal::Insufficient { requested, burst }
-        }
-        AcquireError::RateLimited { wait } => Refusal::Limited {
-            wait: wait.as_nanos(),
-        },
-        AcquireError::TimeOutOfRange { now } => Refusal::OutOfRange {
-            now: u128::from(now),
-        },
-        other => panic!("an error the model does not know: {other:?}"),
     }
 }
 

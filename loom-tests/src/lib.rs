@@ -123,21 +123,7 @@ impl<C: Clock> Subject for RateLimiter<C> {
     }
 }
 
-/// The model's view of an `AcquireError`.
-pub fn refusal(error: AcquireError) -> Refusal {
-    match error {
-        AcquireError::InsufficientCapacity { requested, burst } => {
-            Refusal::Insufficient { requested, burst }
-        }
-        AcquireError::RateLimited { wait } => Refusal::Limited {
-            wait: wait.as_nanos(),
-        },
-        AcquireError::TimeOutOfRange { now } => Refusal::OutOfRange {
-            now: u128::from(now),
-        },
-        other => panic!("an error the model does not know: {other:?}"),
-    }
-}
+pub use model::refusal;
 
 /// One operation a thread performed and what it observed.
 #[derive(Debug, Clone, PartialEq, Eq)]

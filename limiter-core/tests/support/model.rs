@@ -201,3 +201,20 @@ impl Model {
         u32::try_from(room / t).expect("room ≤ t·burst").min(burst)
     }
 }
+
+/// The model's view of the limiter's `AcquireError`, for comparing the two.
+pub fn refusal(error: limiter_core::AcquireError) -> Refusal {
+    use limiter_core::AcquireError;
+    match error {
+        AcquireError::InsufficientCapacity { requested, burst } => {
+            Refusal::Insufficient { requested, burst }
+        }
+        AcquireError::RateLimited { wait } => Refusal::Limited {
+            wait: wait.as_nanos(),
+        },
+        AcquireError::TimeOutOfRange { now } => Refusal::OutOfRange {
+            now: u128::from(now),
+        },
+        other => panic!("an error the model does not know: {other:?}"),
+    }
+}
