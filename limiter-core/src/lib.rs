@@ -7,7 +7,7 @@
 //! | module | one job |
 //! |---|---|
 //! | `quota` | [`Quota`]: `t` and `burst` in nanoseconds, validated once |
-//! | `clock` | [`Clock`], [`MonotonicClock`], [`ManualClock`], `CoarseClock`, `TscClock` |
+//! | `clock` | [`Clock`], [`DefaultClock`] (`TscClock`), [`MonotonicClock`], [`ManualClock`], `CoarseClock` |
 //! | `gcra` | the decision as pure functions of `(tat, now, n, quota)` |
 //! | `state` | one atomic word (64 or 128 bits) on its cache line and the shared CAS loop |
 //! | `quota_slots` | the state word's layout and hot quota changes |
@@ -103,9 +103,7 @@ pub use warm_up::WarmUpLimiter;
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod __loom {
-    use core::time::Duration;
-
-    use crate::gcra::{self, Params, Refusal};
+    use crate::gcra::{self, Params};
     use crate::{AcquireError, Quota};
 
     /// The GCRA decision of [`RateLimiter`](crate::RateLimiter) for `n`
@@ -118,17 +116,9 @@ pub mod __loom {
         quota: Quota,
     ) -> Result<(u64, u64), AcquireError> {
         let p = Params::from(quota);
-        match gcra::reserve_within(tat, now, n, max_wait, p, p.burst) {
-            Ok(grant) => Ok((grant.tat, grant.wait)),
-            Err(Refusal::Insufficient) => Err(AcquireError::InsufficientCapacity {
-                requested: n,
-                burst: p.burst,
-            }),
-            Err(Refusal::Wait(wait)) => Err(AcquireError::RateLimited {
-                wait: Duration::from_nanos(wait),
-            }),
-            Err(Refusal::OutOfRange) => Err(AcquireError::TimeOutOfRange { now }),
-        }
+        gcra::reserve_within(tat, now, n, max_wait, p, p.burst)
+            .map(|grant| (grant.tat, grant.wait))
+            .map_err(|refusal| crate::limiter::acquire_error(refusal, n, now, p.burst))
     }
 
     /// The `tat` that [`RateLimiter::set_quota`](crate::RateLimiter::set_quota)
