@@ -54,5 +54,10 @@ mod throttle;
 mod wait;
 
 pub use clock::TokioClock;
+
+/// The README's code, compiled and run as doc tests so it cannot drift.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
 pub use limiter::AsyncLimiter;
 pub use throttle::Throttled;

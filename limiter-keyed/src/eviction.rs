@@ -124,7 +124,10 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         let mut min_tat = u64::MAX;
         // The `batch` smallest tats seen, as a max-heap of (tat, key).
         let mut oldest: BinaryHeap<(u64, HeapKey<K>)> = BinaryHeap::new();
-        self.map.retain(|key, e| {
+        // Locks one bucket at a time; readers of that bucket do not wait. A
+        // resize by another thread may show an entry twice: its retiring CAS
+        // succeeds once, so it is counted once.
+        self.map.retain_sync(|key, e| {
             if e.cell.retire_if_idle(now) {
                 freed += 1;
                 return false;
@@ -143,7 +146,10 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         });
         if evict && freed == 0 {
             for (_, HeapKey(key)) in oldest {
-                let retired = self.map.get(&key).is_some_and(|e| e.cell.retire());
+                let retired = self
+                    .map
+                    .peek_with(&key, |_, e| e.cell.retire())
+                    .unwrap_or(false);
                 if retired {
                     freed += 1;
                 }

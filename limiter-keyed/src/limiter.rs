@@ -1,17 +1,29 @@
-//! [`KeyedLimiter`]: one GCRA cell per key in a sharded concurrent map, under one
-//! quota (or a per-key override), with at most `max_keys` keys.
+//! [`KeyedLimiter`]: one GCRA cell per key in a concurrent map with lock-free
+//! reads, under one quota (or a per-key override), with at most `max_keys`
+//! keys.
 //!
 //! # The paths
 //!
-//! * **Existing key**: `get` under the shard's shared read lock (readers
-//!   never wait for each other, only for a writer of the same shard: an
-//!   insertion or a sweep of that shard), then the cell's CAS loop
-//!   ([`GcraCell`]). No allocation, no exclusive lock.
+//! * **Existing key**: `scc::HashIndex::peek_with`, which takes no lock and
+//!   writes no shared word (it pins the thread's own epoch slot, then
+//!   follows pointers with acquire loads), then the cell's CAS loop
+//!   ([`GcraCell`]). No allocation, no lock: a writer of the same bucket
+//!   (an insertion, a removal, a sweep) never makes it wait.
 //! * **New key**: claim a slot in the key count (a CAS that refuses past
 //!   `max_keys`), allocate the entry once, make the first decision on it
-//!   while it is still private, then `try_insert` it; if another thread
-//!   inserted the key first, give the slot back and decide on its entry.
-//!   When no slot is free, room is made (see [`crate::eviction`]).
+//!   while it is still private, then `insert_sync` it (under the bucket's
+//!   lock); if another thread inserted the key first, give the slot back and
+//!   decide on its entry. When no slot is free, room is made (see
+//!   [`crate::eviction`]).
+//!
+//! # Why the entry is boxed
+//!
+//! A `HashIndex` moves entries bit for bit when it resizes, and a reader
+//! that found the old copy may keep using it until its epoch guard is
+//! dropped. A cell stored inline would then exist twice and an admission on
+//! the stale copy would be lost. The map therefore holds a `Box<Entry>`:
+//! resizing moves the pointer, every copy of it points to the one cell, and
+//! the box is freed only once no reader can hold it (epoch reclamation).
 //!
 //! # Invariants
 //!
@@ -29,14 +41,14 @@ use core::time::Duration;
 use std::collections::HashMap as StdHashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use dashmap::DashMap;
-use dashmap::mapref::entry::Entry as MapEntry;
 use limiter_core::{AcquireError, Clock, GcraCell, MonotonicClock, Quota, QuotaError, Reservation};
+
+use scc::HashIndex;
 
 use crate::error::KeyedError;
 
 /// How many keys a limiter tracks when the builder is not told: 100,000
-/// (about 7 MB with `u64` keys at the measured ~69 bytes per key; see
+/// (about MEMMB MB with `u64` keys at the measured ~MEMB bytes per key; see
 /// `docs/keyed.md`).
 pub const DEFAULT_MAX_KEYS: usize = 100_000;
 
@@ -54,7 +66,9 @@ pub enum WhenFull {
     EvictLeastRecent,
 }
 
-/// One key's state: its cell and the quota it is decided under.
+/// One key's state: its cell and the quota it is decided under. Held boxed
+/// in the map, so that resizing moves a pointer, never the cell (see the
+/// module doc).
 #[derive(Debug)]
 pub(crate) struct Entry {
     pub(crate) cell: GcraCell,
@@ -66,8 +80,9 @@ pub(crate) struct Entry {
 /// # Memory ordering
 ///
 /// Decisions on one key are linearizable (one CAS on its cell per
-/// admission); keys are independent. The map is a `DashMap` (sharded
-/// reader-writer locks; lookups take the shared side).
+/// admission); keys are independent. The map is an `scc::HashIndex`:
+/// lookups are lock-free (epoch-protected reads), insertions and removals
+/// lock one bucket.
 ///
 /// # Examples
 ///
@@ -90,7 +105,7 @@ pub(crate) struct Entry {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct KeyedLimiter<K, C: Clock = MonotonicClock> {
-    pub(crate) map: DashMap<K, Entry>,
+    pub(crate) map: HashIndex<K, Box<Entry>>,
     pub(crate) quota: Quota,
     pub(crate) overrides: StdHashMap<K, Quota>,
     pub(crate) clock: C,
@@ -210,7 +225,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
 
     fn assemble(self) -> KeyedLimiter<K, C> {
         KeyedLimiter {
-            map: DashMap::new(),
+            map: HashIndex::new(),
             quota: self.quota,
             overrides: self.overrides,
             clock: self.clock,
@@ -267,18 +282,20 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// key's state since; returns whether it did.
     pub fn cancel(&self, key: &K, reservation: Reservation) -> bool {
         self.map
-            .get(key)
-            .is_some_and(|e| e.cell.cancel(reservation))
+            .peek_with(key, |_, e| e.cell.cancel(reservation))
+            .unwrap_or(false)
     }
 
     /// How many permits `key` could take now (its whole burst if the
     /// limiter does not track it).
     pub fn available(&self, key: &K) -> u32 {
         let now = self.clock.now();
-        match self.map.get(key).as_deref() {
-            Some(e) if e.cell.tat().is_some() => e.cell.available(e.quota, now),
-            _ => self.quota_of(key).burst(),
-        }
+        self.map
+            .peek_with(key, |_, e| {
+                e.cell.tat().map(|_| e.cell.available(e.quota, now))
+            })
+            .flatten()
+            .unwrap_or_else(|| self.quota_of(key).burst())
     }
 
     /// How many keys hold state; never more than
@@ -330,7 +347,9 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     ) -> Result<T, KeyedError> {
         let now = self.clock.now();
         loop {
-            let found = self.map.get(key).map(|entry| decide(&entry, now));
+            // Lock-free: the guard pins this thread's epoch, nothing shared
+            // is written; the entry outlives the closure (see the module doc).
+            let found = self.map.peek_with(key, |_, entry| decide(entry, now));
             match found {
                 Some(Some(result)) => return result.map_err(KeyedError::Limited),
                 // Retired: it is being removed; help, then look again.
@@ -349,7 +368,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// Claims a slot, decides on a private new entry, and publishes it.
     /// `None` if another thread published the key first.
     ///
-    /// No map guard is held while claiming the slot, which may sweep.
+    /// No map lock is held while claiming the slot, which may sweep.
     #[cold]
     fn insert<T>(
         &self,
@@ -364,14 +383,9 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         };
         // A fresh cell is never retired, so this is always `Some`.
         let result = decide(&entry, now);
-        let inserted = match self.map.entry(key.clone()) {
-            MapEntry::Vacant(slot) => {
-                slot.insert(entry);
-                true
-            }
-            MapEntry::Occupied(_) => false,
-        };
-        if inserted {
+        // Publishing locks the key's bucket; the error hands the box back
+        // when the key is already there.
+        if self.map.insert_sync(key.clone(), Box::new(entry)).is_ok() {
             // Relaxed: a lower bound only ever lowered here; sweeps
             // recompute it under their own flag.
             self.next_idle_at.fetch_min(now, Ordering::Relaxed);
@@ -387,6 +401,6 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
 
     /// Removes `key` if its entry is retired.
     pub(crate) fn remove_retired(&self, key: &K) {
-        let _ = self.map.remove_if(key, |_, e| e.cell.tat().is_none());
+        let _ = self.map.remove_if_sync(key, |e| e.cell.tat().is_none());
     }
 }
