@@ -30,6 +30,16 @@ pub fn ours() -> AsyncLimiter {
     AsyncLimiter::new(Path::Allow.quota())
 }
 
+/// Our async limiter on the TSC clock (`from_limiter`): the same waiting
+/// layer, reading the clock governor reads instead of tokio's (which paused
+/// test time drives, and which costs an `Instant` read).
+pub fn ours_tsc() -> AsyncLimiter<limiter_core::RateLimiter<limiter_core::TscClock>> {
+    AsyncLimiter::from_limiter(limiter_core::RateLimiter::with_clock(
+        Path::Allow.quota(),
+        limiter_core::TscClock::new(),
+    ))
+}
+
 /// governor's default direct limiter under the allow quota.
 pub fn governor() -> governor::DefaultDirectRateLimiter {
     let quota =
@@ -50,7 +60,11 @@ fn batch(calls: u64, start: Instant) -> Batch {
 }
 
 /// `calls` awaits of `take()`, each on a free permit.
-pub fn ours_take(rt: &Runtime, limiter: &AsyncLimiter, calls: u64) -> Batch {
+pub fn ours_take<L: limiter_core::Limiter>(
+    rt: &Runtime,
+    limiter: &AsyncLimiter<L>,
+    calls: u64,
+) -> Batch {
     rt.block_on(async {
         let start = Instant::now();
         for _ in 0..calls {

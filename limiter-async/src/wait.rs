@@ -141,11 +141,13 @@ pub(crate) async fn acquire<L: Limiter>(
     max_wait: Duration,
 ) -> Result<(), AcquireError> {
     // The deadline is only needed if a retry happens: reading tokio's clock
-    // up front would double the cost of a take that needs no wait.
+    // up front would double the cost of a take.
     let mut deadline: Option<Option<Instant>> = None;
     let mut budget = max_wait;
     loop {
         match limiter.reserve_n(n, budget) {
+            // Permits free now: nothing to guard, no timer, no deadline.
+            Ok(reservation) if reservation.wait().is_zero() => return Ok(()),
             Ok(reservation) => {
                 wait_for(limiter, slots, reservation).await;
                 return Ok(());

@@ -1,8 +1,9 @@
 //! Measures the resident memory per key of a `KeyedLimiter<u64>` holding
 //! 1,000,000 limited keys, from the process's resident set (Linux
-//! `/proc/self/statm`), next to the same cells in a bare papaya map.
+//! `/proc/self/statm`), next to the layout it replaced: the same entry
+//! (cell and quota, 24 bytes) inline in a `DashMap`.
 //!
-//! Run: `cargo run --release -p limiter-keyed --example memory_per_key [keyed|papaya]`
+//! Run: `cargo run --release -p limiter-keyed --example memory_per_key [keyed|dashmap]`
 
 use limiter_core::{GcraCell, ManualClock, Quota};
 use limiter_keyed::KeyedLimiter;
@@ -22,12 +23,13 @@ fn main() {
     let quota = Quota::per_second(1).expect("valid quota");
     let before = resident();
     let held: Box<dyn std::any::Any> = match which.as_str() {
-        "papaya" => {
-            let map = papaya::HashMap::<u64, GcraCell>::new();
+        "dashmap" => {
+            let map = dashmap::DashMap::<u64, (GcraCell, Quota)>::new();
             for k in 0..KEYS {
                 let _ = map
-                    .pin()
-                    .get_or_insert_with(k, GcraCell::new)
+                    .entry(k)
+                    .or_insert_with(|| (GcraCell::new(), quota))
+                    .0
                     .try_acquire_n(quota, 0, 1);
             }
             Box::new(map)

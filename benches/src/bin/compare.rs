@@ -249,9 +249,15 @@ fn async_cases(quick: bool) -> Vec<Case> {
         );
         batch
     };
-    let (rt1, rt2, rt3) = (rt.clone(), rt.clone(), rt);
+    let ours_tsc = ap::ours_tsc();
+    let (rt1, rt2, rt3, rt4) = (rt.clone(), rt.clone(), rt.clone(), rt);
     let ours2 = ours.clone();
     vec![
+        Case {
+            name: "async/ours_tsc/take".into(),
+            calls: n,
+            measure: Box::new(move |c| check(ap::ours_take(&rt4, &ours_tsc, c), "ours_tsc/take")),
+        },
         Case {
             name: "async/ours/take".into(),
             calls: n,
@@ -446,6 +452,11 @@ fn main() {
         (
             "async_nowait_vs_governor",
             "async/ours/take".into(),
+            "async/governor/until_ready".into(),
+        ),
+        (
+            "async_tsc_nowait_vs_governor",
+            "async/ours_tsc/take".into(),
             "async/governor/until_ready".into(),
         ),
         (
