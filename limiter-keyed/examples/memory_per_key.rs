@@ -3,6 +3,9 @@
 //! `/proc/self/statm`), next to the layout it replaced: the same entry
 //! (cell and quota, 24 bytes) inline in a `DashMap`.
 //!
+//! Also prints what an empty limiter with the default `max_keys` holds (its
+//! map is presized).
+//!
 //! Run: `cargo run --release -p limiter-keyed --example memory_per_key [keyed|dashmap]`
 
 use limiter_core::{GcraCell, ManualClock, Quota};
@@ -21,6 +24,13 @@ fn resident() -> u64 {
 fn main() {
     let which = std::env::args().nth(1).unwrap_or_else(|| "keyed".into());
     let quota = Quota::per_second(1).expect("valid quota");
+    let empty_before = resident();
+    let empty = KeyedLimiter::<u64>::new(quota);
+    println!(
+        "an empty KeyedLimiter<u64> (default max_keys): {} KB resident",
+        (resident() - empty_before) >> 10
+    );
+    drop(empty);
     let before = resident();
     let held: Box<dyn std::any::Any> = match which.as_str() {
         "dashmap" => {
