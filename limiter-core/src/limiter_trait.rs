@@ -71,32 +71,26 @@ impl<C: Clock> Limiter for RateLimiter<C> {
     }
 }
 
-impl<L: Limiter + ?Sized> Limiter for &L {
-    fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
-        (**self).try_acquire_n(n)
-    }
-    fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
-        (**self).reserve_n(n, max_wait)
-    }
-    fn cancel(&self, reservation: Reservation) -> bool {
-        (**self).cancel(reservation)
-    }
-    fn now(&self) -> u64 {
-        (**self).now()
-    }
+/// A pointer to a limiter is that limiter: `&L`, `Arc<L>`.
+macro_rules! forward_limiter {
+    ($($pointer:ty),*) => {$(
+        impl<L: Limiter + ?Sized> Limiter for $pointer {
+            #[inline]
+            fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
+                (**self).try_acquire_n(n)
+            }
+            #[inline]
+            fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
+                (**self).reserve_n(n, max_wait)
+            }
+            fn cancel(&self, reservation: Reservation) -> bool {
+                (**self).cancel(reservation)
+            }
+            fn now(&self) -> u64 {
+                (**self).now()
+            }
+        }
+    )*};
 }
 
-impl<L: Limiter + ?Sized> Limiter for alloc::sync::Arc<L> {
-    fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
-        (**self).try_acquire_n(n)
-    }
-    fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
-        (**self).reserve_n(n, max_wait)
-    }
-    fn cancel(&self, reservation: Reservation) -> bool {
-        (**self).cancel(reservation)
-    }
-    fn now(&self) -> u64 {
-        (**self).now()
-    }
-}
+forward_limiter!(&L, alloc::sync::Arc<L>);
