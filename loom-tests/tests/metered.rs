@@ -1,5 +1,5 @@
 //! Model check of `Metered`'s counters: under loom every thread shares
-//! stripe 0, the most contended case, and no count may be lost.
+//! the shared stripe, the most contended case, and no count may be lost.
 #![cfg(loom)]
 
 use limiter_core::{Limiter, Metered, Quota, RateLimiter};
