@@ -32,6 +32,7 @@ use core::time::Duration;
 
 use crate::error::AcquireError;
 use crate::gcra::{self, Params};
+use crate::identity::Owner;
 use crate::limiter::acquire_error;
 use crate::quota::{MAX_SPAN, Quota, saturating_nanos};
 use crate::reservation::{Reservation, Undo};
@@ -162,6 +163,7 @@ impl GcraCell {
                         permits: n,
                         ready_at: now + grant.wait,
                         wait: grant.wait,
+                        owner: Owner::NONE,
                         undo,
                     },
                 ))

@@ -65,6 +65,7 @@ mod cell;
 mod clock;
 mod error;
 mod gcra;
+mod identity;
 mod limiter;
 mod limiter_trait;
 mod metered;

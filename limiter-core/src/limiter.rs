@@ -12,6 +12,7 @@ use core::time::Duration;
 use crate::clock::Clock;
 use crate::error::AcquireError;
 use crate::gcra::{self, Params, Refusal};
+use crate::identity::Owner;
 use crate::quota::{Quota, saturating_nanos};
 use crate::quota_slots::{QuotaSlots, generation, next_generation, pack, tat};
 use crate::reservation::{Reservation, Undo};
@@ -55,6 +56,7 @@ use crate::clock::DefaultClock;
 pub struct RateLimiter<C: Clock = DefaultClock> {
     state: AtomicState,
     slots: QuotaSlots,
+    owner: Owner,
     clock: C,
 }
 
@@ -73,6 +75,7 @@ impl<C: Clock> RateLimiter<C> {
         RateLimiter {
             state: AtomicState::new(pack(0, 0)),
             slots: QuotaSlots::new(quota),
+            owner: Owner::new(),
             clock,
         }
     }
@@ -162,6 +165,7 @@ impl<C: Clock> RateLimiter<C> {
                         permits: n,
                         ready_at: now + grant.wait,
                         wait: grant.wait,
+                        owner: self.owner,
                         undo: if CANCELLABLE && n != 0 {
                             Undo::Word {
                                 before: word,
@@ -190,6 +194,9 @@ impl<C: Clock> RateLimiter<C> {
     /// used. A reservation of 0 permits gives nothing back and returns
     /// `false`.
     pub fn cancel(&self, reservation: Reservation) -> bool {
+        if reservation.owner != self.owner {
+            return false;
+        }
         match reservation.undo {
             Undo::Word {
                 before,

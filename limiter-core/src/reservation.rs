@@ -2,6 +2,8 @@
 
 use core::time::Duration;
 
+use crate::identity::Owner;
+
 /// Permits claimed by [`RateLimiter::reserve_n`](crate::RateLimiter::reserve_n):
 /// they may be used from [`ready_at`](Reservation::ready_at) on.
 ///
@@ -14,6 +16,9 @@ pub struct Reservation {
     pub(crate) permits: u32,
     pub(crate) ready_at: u64,
     pub(crate) wait: u64,
+    /// The limiter (or per-key cell) that issued it; `cancel` refuses any
+    /// other's.
+    pub(crate) owner: Owner,
     pub(crate) undo: Undo,
 }
 
@@ -62,6 +67,7 @@ impl Reservation {
             permits,
             ready_at,
             wait,
+            owner: Owner::NONE,
             undo: Undo::Nothing,
         }
     }

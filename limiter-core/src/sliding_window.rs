@@ -49,6 +49,7 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::error::{AcquireError, QuotaError};
+use crate::identity::Owner;
 use crate::limiter_trait::Limiter;
 use crate::quota::MAX_SPAN;
 use crate::reservation::{Reservation, Undo};
@@ -138,6 +139,7 @@ pub struct SlidingWindow<C: Clock = DefaultClock> {
     state: AtomicState<AtomicU128>,
     limit: u32,
     window: u64,
+    owner: Owner,
     clock: C,
 }
 
@@ -193,6 +195,7 @@ impl<C: Clock> SlidingWindow<C> {
             state: AtomicState::new(start.pack()),
             limit,
             window: w,
+            owner: Owner::new(),
             clock,
         })
     }
@@ -272,6 +275,7 @@ impl<C: Clock> SlidingWindow<C> {
                             permits: n,
                             ready_at: now,
                             wait: 0,
+                            owner: self.owner,
                             undo,
                         },
                     ))
@@ -358,6 +362,9 @@ impl<C: Clock> Limiter for SlidingWindow<C> {
     /// Takes the permits back out of their window's count while that window
     /// still counts (the current or the previous one).
     fn cancel(&self, reservation: Reservation) -> bool {
+        if reservation.owner != self.owner {
+            return false;
+        }
         match reservation.undo {
             Undo::Window { window } => self.cancel_in(window, reservation.permits),
             _ => false,

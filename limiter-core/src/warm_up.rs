@@ -49,6 +49,7 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::error::{AcquireError, QuotaError};
+use crate::identity::Owner;
 use crate::limiter_trait::Limiter;
 use crate::quota::{MAX_SPAN, Quota, saturating_nanos};
 use crate::reservation::{Reservation, Undo};
@@ -164,6 +165,7 @@ pub struct WarmUpLimiter<C: Clock = DefaultClock> {
     curve: Curve,
     period: u64,
     warm_up: u64,
+    owner: Owner,
     clock: C,
 }
 
@@ -225,6 +227,7 @@ impl<C: Clock> WarmUpLimiter<C> {
             curve,
             period: quota.period_nanos(),
             warm_up: w,
+            owner: Owner::new(),
             clock,
         })
     }
@@ -321,6 +324,7 @@ impl<C: Clock> WarmUpLimiter<C> {
                     permits: 0,
                     ready_at: now,
                     wait: 0,
+                    owner: self.owner,
                     undo: Undo::Nothing,
                 };
                 return Ok((word, r));
@@ -342,6 +346,7 @@ impl<C: Clock> WarmUpLimiter<C> {
                     permits: n,
                     ready_at: next_free,
                     wait,
+                    owner: self.owner,
                     undo,
                 },
             ))
@@ -351,6 +356,9 @@ impl<C: Clock> WarmUpLimiter<C> {
     /// Gives back a reservation if nothing has been decided since: the state
     /// is restored exactly as before it.
     pub fn cancel(&self, reservation: Reservation) -> bool {
+        if reservation.owner != self.owner {
+            return false;
+        }
         match reservation.undo {
             Undo::WideWord { before, after } => self.state.replace_if(after, before),
             _ => false,

@@ -37,6 +37,7 @@ use alloc::sync::Arc;
 
 #[cfg(feature = "std")]
 mod coarse;
+mod epoch;
 mod manual;
 #[cfg(feature = "std")]
 mod monotonic;
@@ -45,6 +46,7 @@ mod tsc;
 
 #[cfg(feature = "std")]
 pub use coarse::{COARSE_TICK, CoarseClock};
+pub(crate) use epoch::Epoch;
 pub use manual::ManualClock;
 #[cfg(feature = "std")]
 pub use monotonic::MonotonicClock;
