@@ -7,9 +7,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use limiter_core::{Quota, QuotaError, RateLimiter};
+use limiter_core::{Quota, RateLimiter};
 
-fn main() -> Result<(), QuotaError> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let run = Duration::from_secs(1);
 
     // 1. Non-blocking: 4 threads try as fast as they can for one second.
@@ -49,7 +49,7 @@ fn main() -> Result<(), QuotaError> {
     let limiter = RateLimiter::new(quota);
     let start = Instant::now();
     for _ in 0..200 {
-        limiter.take();
+        limiter.take()?;
     }
     let elapsed = start.elapsed().as_secs_f64();
     println!("take, 1 thread, 200 permits:");

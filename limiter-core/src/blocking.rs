@@ -5,7 +5,8 @@
 //! [`ManualClock`](crate::ManualClock) the clock is moved to the slot instead,
 //! so blocking behaviour is exact and instant in tests. Either way the wait is
 //! a reservation first, so blocked callers are served in the order they
-//! reserved, and a timeout is decided before sleeping.
+//! reserved, a timeout is decided before sleeping, and a clock past the
+//! limiter's span is an error at once, never a wait that cannot end.
 
 use core::time::Duration;
 
@@ -14,44 +15,81 @@ use crate::error::AcquireError;
 use crate::{RateLimiter, Reservation};
 
 impl<C: BlockingClock> RateLimiter<C> {
-    /// Waits for one permit and returns how long it waited.
-    ///
-    /// Never fails: one permit always fits the burst. If the clock has run
-    /// past [`MAX_SPAN`](crate::MAX_SPAN) (36.5 years after its origin) no
-    /// permit can be granted any more and this blocks for good; use
-    /// [`take_n`](RateLimiter::take_n) to see that as
-    /// [`AcquireError::TimeOutOfRange`].
-    pub fn take(&self) -> Duration {
-        loop {
-            match self.take_n(1) {
-                Ok(waited) => return waited,
-                // Only TimeOutOfRange is possible for one permit and no limit
-                // on the wait; the clock will never come back into range.
-                Err(_) => self.clock().sleep_until(u64::MAX),
-            }
-        }
-    }
-
-    /// Waits for `n` permits and returns how long it waited. `n == 0` returns
-    /// at once.
+    /// Waits for one permit.
     ///
     /// # Errors
     ///
-    /// [`AcquireError::InsufficientCapacity`] if `n > burst`, at once;
-    /// [`AcquireError::TimeOutOfRange`] past [`MAX_SPAN`](crate::MAX_SPAN).
-    pub fn take_n(&self, n: u32) -> Result<Duration, AcquireError> {
-        self.reserve_n(n, Duration::MAX).map(|r| self.wait_for(r))
+    /// [`AcquireError::TimeOutOfRange`], at once, if the clock reads more
+    /// than [`MAX_SPAN`](crate::MAX_SPAN) past the limiter's creation (no
+    /// permit can be granted any more). One permit always fits the burst, so
+    /// nothing else can fail.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{Clock, ManualClock, Quota, RateLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = RateLimiter::with_clock(Quota::per_second(10)?, clock.clone());
+    /// limiter.take()?; // at once
+    /// limiter.take()?; // the manual clock moves to the next slot
+    /// assert_eq!(clock.now(), 100_000_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn take(&self) -> Result<(), AcquireError> {
+        self.take_n(1)
+    }
+
+    /// Waits for `n` permits. `n == 0` returns at once.
+    ///
+    /// # Errors
+    ///
+    /// At once, without waiting: [`AcquireError::InsufficientCapacity`] if
+    /// `n > burst`; [`AcquireError::TimeOutOfRange`] if the clock, or the
+    /// slot, lies past the limiter's span.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{AcquireError, Clock, ManualClock, Quota, RateLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = RateLimiter::with_clock(Quota::per_second(10)?.with_burst(5)?, clock.clone());
+    /// limiter.take_n(5)?;
+    /// limiter.take_n(2)?; // two more permits: 200 ms later
+    /// assert_eq!(clock.now(), 200_000_000);
+    /// assert!(matches!(limiter.take_n(6), Err(AcquireError::InsufficientCapacity { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn take_n(&self, n: u32) -> Result<(), AcquireError> {
+        self.take_n_timeout(n, Duration::MAX)
     }
 
     /// Waits for one permit if its slot comes within `timeout`; otherwise
     /// fails at once, without sleeping and without consuming anything.
+    /// `Duration::MAX` means no limit.
     ///
     /// # Errors
     ///
     /// [`AcquireError::RateLimited`] with the wait the slot would need, when
-    /// it exceeds `timeout`; [`AcquireError::TimeOutOfRange`] past
-    /// [`MAX_SPAN`](crate::MAX_SPAN).
-    pub fn take_timeout(&self, timeout: Duration) -> Result<Duration, AcquireError> {
+    /// it exceeds `timeout`; [`AcquireError::TimeOutOfRange`] as for
+    /// [`take`](RateLimiter::take).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::with_clock(Quota::per_second(10)?, ManualClock::new());
+    /// limiter.take_timeout(Duration::ZERO)?;
+    /// let refused = limiter.take_timeout(Duration::from_millis(50)).unwrap_err();
+    /// assert_eq!(refused.retry_after(), Some(Duration::from_millis(100)));
+    /// limiter.take_timeout(Duration::from_millis(100))?; // fits: waits 100 ms
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn take_timeout(&self, timeout: Duration) -> Result<(), AcquireError> {
         self.take_n_timeout(1, timeout)
     }
 
@@ -62,15 +100,27 @@ impl<C: BlockingClock> RateLimiter<C> {
     ///
     /// As [`take_timeout`](RateLimiter::take_timeout), plus
     /// [`AcquireError::InsufficientCapacity`] if `n > burst`.
-    pub fn take_n_timeout(&self, n: u32, timeout: Duration) -> Result<Duration, AcquireError> {
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::with_clock(Quota::per_second(10)?.with_burst(3)?, ManualClock::new());
+    /// limiter.take_n_timeout(3, Duration::ZERO)?;
+    /// assert!(limiter.take_n_timeout(2, Duration::from_millis(199)).is_err());
+    /// limiter.take_n_timeout(2, Duration::from_millis(200))?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn take_n_timeout(&self, n: u32, timeout: Duration) -> Result<(), AcquireError> {
         self.reserve_n(n, timeout).map(|r| self.wait_for(r))
     }
 
-    /// Sleeps until the reservation's slot; returns the reserved wait.
-    fn wait_for(&self, reservation: Reservation) -> Duration {
+    /// Sleeps until the reservation's slot.
+    fn wait_for(&self, reservation: Reservation) {
         if reservation.wait != 0 {
             self.clock().sleep_until(reservation.ready_at);
         }
-        reservation.wait()
     }
 }

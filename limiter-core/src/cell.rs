@@ -146,7 +146,7 @@ impl GcraCell {
                     return Err(None);
                 }
                 let grant =
-                    gcra::reserve_within(current, now, n, max_wait, params, params.burst)
+                    gcra::reserve_within(current, now, n, max_wait, params, params.burst, MAX_SPAN)
                         .map_err(|refusal| Some(acquire_error(refusal, n, now, params.burst)))?;
                 let undo = if n == 0 {
                     Undo::Nothing
@@ -197,7 +197,7 @@ impl GcraCell {
         // Relaxed: a snapshot of one value.
         match self.word.load(Ordering::Relaxed) {
             RETIRED => 0,
-            tat => gcra::available(tat, now, Params::from(quota)),
+            tat => gcra::available(tat, now, Params::from(quota), MAX_SPAN),
         }
     }
 

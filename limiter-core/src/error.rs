@@ -114,6 +114,34 @@ pub enum AcquireError {
     },
 }
 
+impl AcquireError {
+    /// How long to wait before the same request could succeed:
+    /// `Some(wait)` for [`RateLimited`](AcquireError::RateLimited), `None`
+    /// for the errors that waiting does not cure. An HTTP handler can answer
+    /// `429` with this as `Retry-After` without matching the variants.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::with_clock(Quota::per_second(4)?, ManualClock::new());
+    /// limiter.try_acquire()?;
+    /// let denied = limiter.try_acquire().unwrap_err();
+    /// assert_eq!(denied.retry_after(), Some(Duration::from_millis(250)));
+    /// let never = limiter.try_acquire_n(2).unwrap_err(); // more than the burst
+    /// assert_eq!(never.retry_after(), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            AcquireError::RateLimited { wait } => Some(*wait),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for AcquireError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -4,8 +4,9 @@
 //!
 //! * `t`: the emission interval, nanoseconds per permit;
 //! * `tau`: the tolerance, `t · (burst − 1)`;
-//! * `tat`: the theoretical arrival time, the instant (ns since the clock's
-//!   origin) at which the limiter would be empty again if nothing more came;
+//! * `tat`: the theoretical arrival time, the instant (ns since the limiter's
+//!   epoch, see [`crate::clock::Epoch`]) at which the whole burst would be
+//!   available again if nothing more came;
 //! * `burst_span = t · burst = tau + t`.
 //!
 //! A request for `n` permits at `now` moves `tat` to
@@ -15,10 +16,12 @@
 //! A reservation accepts that wait if it is at most `max_wait`, and its slot
 //! is `now + wait`.
 //!
-//! Bounds: the caller guarantees `tat ≤ MAX_SPAN` and the quota guarantees
+//! Bounds: every function takes the `limit` of the limiter's time
+//! (`limit ≤ MAX_SPAN`, the epoch's [`limit`](crate::clock::Epoch::limit)).
+//! The caller guarantees `tat ≤ limit` and the quota guarantees
 //! `burst_span ≤ MAX_SPAN`, with `MAX_SPAN < 2^60`. Every sum below therefore
-//! stays under 2^62 and cannot overflow a `u64`; `now` beyond `MAX_SPAN` is
-//! refused before any arithmetic.
+//! stays under 2^62 and cannot overflow a `u64`; `now` beyond `limit` is
+//! refused before any arithmetic, and so is a new `tat` beyond it.
 //!
 //! Nothing here touches an atomic: the CAS loop lives in [`crate::state`], and
 //! these functions are tested on their own (and against a `u128` reference
@@ -74,7 +77,7 @@ pub(crate) enum Refusal {
     Insufficient,
     /// Would conform after this many nanoseconds, more than allowed.
     Wait(u64),
-    /// `now`, or the new `tat`, lies past `MAX_SPAN`.
+    /// `now`, or the new `tat`, lies past the limit of the limiter's time.
     OutOfRange,
 }
 
@@ -89,13 +92,14 @@ pub(crate) fn reserve(
     max_wait: u64,
     p: Params,
 ) -> Result<Grant, Refusal> {
-    reserve_within(tat, now, n, max_wait, p, p.burst)
+    reserve_within(tat, now, n, max_wait, p, p.burst, MAX_SPAN)
 }
 
 /// As [`reserve`], for a caller that may use only `usable ≤ burst` permits of
 /// the burst: the request conforms iff `max(tat, now) + n·t ≤ now + usable·t`,
 /// leaving `burst − usable` permits of headroom for others (the priority
-/// tiers). `n > usable` is never satisfiable.
+/// tiers). `n > usable` is never satisfiable. Times past `limit` are out of
+/// range.
 #[inline]
 pub(crate) fn reserve_within(
     tat: u64,
@@ -104,12 +108,13 @@ pub(crate) fn reserve_within(
     max_wait: u64,
     p: Params,
     usable: u32,
+    limit: u64,
 ) -> Result<Grant, Refusal> {
-    debug_assert!(usable <= p.burst);
+    debug_assert!(usable <= p.burst && limit <= MAX_SPAN);
     if n > usable {
         return Err(Refusal::Insufficient);
     }
-    if now > MAX_SPAN {
+    if now > limit {
         return Err(Refusal::OutOfRange);
     }
     if n == 0 {
@@ -122,20 +127,23 @@ pub(crate) fn reserve_within(
     if wait > max_wait {
         return Err(Refusal::Wait(wait));
     }
-    if new_tat > MAX_SPAN {
+    if new_tat > limit {
         return Err(Refusal::OutOfRange);
     }
     Ok(Grant { tat: new_tat, wait })
 }
 
-/// How many permits a plain try could take at `now`: the largest `n ≤ burst`
-/// with `max(tat, now) + n·t ≤ now + burst_span`.
+/// How many permits a plain try could take at `now`: exactly the largest
+/// `n ≤ burst` that [`reserve_within`] with no wait would grant, that is
+/// with `max(tat, now) + n·t ≤ min(now + burst_span, limit)`.
 #[inline]
-pub(crate) fn available(tat: u64, now: u64, p: Params) -> u32 {
-    if now > MAX_SPAN {
+pub(crate) fn available(tat: u64, now: u64, p: Params, limit: u64) -> u32 {
+    if now > limit {
         return 0;
     }
-    let room = (now + p.burst_span()).saturating_sub(tat.max(now));
+    let room = (now + p.burst_span())
+        .min(limit)
+        .saturating_sub(tat.max(now));
     // room ≤ burst_span, so the quotient is at most burst and fits a u32.
     (room / p.t) as u32
 }
@@ -144,16 +152,15 @@ pub(crate) fn available(tat: u64, now: u64, p: Params) -> u32 {
 /// from `old` to `new` at `now`: the debt `tat − now` is scaled by
 /// `t_new / t_old`, rounded up (towards more debt, so the change never
 /// admits extra). An idle limiter (`tat ≤ now`) keeps its `tat` and so stays
-/// full at the new burst. A debt scaled past `MAX_SPAN` is held at
-/// `MAX_SPAN`.
-pub(crate) fn rescale(tat: u64, now: u64, old: Params, new: Params) -> u64 {
+/// full at the new burst. A debt scaled past `limit` is held at `limit`.
+pub(crate) fn rescale(tat: u64, now: u64, old: Params, new: Params, limit: u64) -> u64 {
     if tat <= now {
         return tat;
     }
     let debt = u128::from(tat - now);
     let scaled = (debt * u128::from(new.t)).div_ceil(u128::from(old.t));
     let scaled_tat = u128::from(now) + scaled;
-    u64::try_from(scaled_tat).map_or(MAX_SPAN, |v| v.min(MAX_SPAN))
+    u64::try_from(scaled_tat).map_or(limit, |v| v.min(limit))
 }
 
 #[cfg(test)]
@@ -199,27 +206,45 @@ mod tests {
         // State reached at now = 1_000; the clock then reads 500.
         let tat = reserve(0, 1_000, 3, 0, P).unwrap().tat;
         assert_eq!(reserve(tat, 500, 1, 0, P), Err(Refusal::Wait(600)));
-        assert_eq!(available(tat, 500, P), 0);
+        assert_eq!(available(tat, 500, P, MAX_SPAN), 0);
     }
 
     #[test]
     fn headroom_is_left_for_others() {
         let p = Params { t: 100, burst: 10 };
-        assert_eq!(reserve_within(0, 0, 5, 0, p, 5).unwrap().tat, 500);
-        assert_eq!(reserve_within(500, 0, 1, 0, p, 5), Err(Refusal::Wait(100)));
-        assert_eq!(reserve_within(500, 0, 5, 0, p, 10).unwrap().tat, 1_000);
-        assert_eq!(
-            reserve_within(0, 0, 6, u64::MAX, p, 5),
-            Err(Refusal::Insufficient)
-        );
+        let within =
+            |tat, n, max_wait, usable| reserve_within(tat, 0, n, max_wait, p, usable, MAX_SPAN);
+        assert_eq!(within(0, 5, 0, 5).unwrap().tat, 500);
+        assert_eq!(within(500, 1, 0, 5), Err(Refusal::Wait(100)));
+        assert_eq!(within(500, 5, 0, 10).unwrap().tat, 1_000);
+        assert_eq!(within(0, 6, u64::MAX, 5), Err(Refusal::Insufficient));
     }
 
     #[test]
     fn available_counts_whole_permits() {
-        assert_eq!(available(0, 0, P), 3);
-        assert_eq!(available(150, 0, P), 1);
-        assert_eq!(available(1_000, 0, P), 0);
-        assert_eq!(available(0, MAX_SPAN + 1, P), 0);
+        assert_eq!(available(0, 0, P, MAX_SPAN), 3);
+        assert_eq!(available(150, 0, P, MAX_SPAN), 1);
+        assert_eq!(available(1_000, 0, P, MAX_SPAN), 0);
+        assert_eq!(available(0, MAX_SPAN + 1, P, MAX_SPAN), 0);
+    }
+
+    #[test]
+    fn available_is_what_a_try_would_take_near_the_limit() {
+        // 50 ns of range left: no permit of t = 100 fits, and a try agrees.
+        let now = MAX_SPAN - 50;
+        assert_eq!(available(0, now, P, MAX_SPAN), 0);
+        assert_eq!(reserve(0, now, 1, 0, P), Err(Refusal::OutOfRange));
+        // 250 ns left: two permits fit, the third would end past the limit.
+        let now = MAX_SPAN - 250;
+        assert_eq!(available(0, now, P, MAX_SPAN), 2);
+        assert!(reserve(0, now, 2, 0, P).is_ok());
+        assert_eq!(reserve(0, now, 3, 0, P), Err(Refusal::OutOfRange));
+        // The same with a limiter whose own limit is lower.
+        assert_eq!(available(0, 900, P, 1_000), 1);
+        assert_eq!(
+            reserve_within(0, 900, 2, 0, P, 3, 1_000),
+            Err(Refusal::OutOfRange)
+        );
     }
 
     #[test]
@@ -234,17 +259,15 @@ mod tests {
     #[test]
     fn rescale_keeps_the_fill_level_in_permits() {
         let slow = Params { t: 200, burst: 3 };
-        assert_eq!(rescale(1_300, 1_000, P, slow), 1_600);
-        assert_eq!(rescale(1_300, 1_000, slow, P), 1_150);
-        assert_eq!(rescale(900, 1_000, P, slow), 900);
+        let m = MAX_SPAN;
+        assert_eq!(rescale(1_300, 1_000, P, slow, m), 1_600);
+        assert_eq!(rescale(1_300, 1_000, slow, P, m), 1_150);
+        assert_eq!(rescale(900, 1_000, P, slow, m), 900);
         // Rounded up: 1 ns of debt at t = 3 becomes ceil(2/3) = 1 ns at t = 2.
-        assert_eq!(
-            rescale(11, 10, Params { t: 3, burst: 1 }, Params { t: 2, burst: 1 }),
-            11
-        );
-        assert_eq!(
-            rescale(MAX_SPAN, 0, P, Params { t: 1_000, burst: 1 }),
-            MAX_SPAN
-        );
+        let (t3, t2) = (Params { t: 3, burst: 1 }, Params { t: 2, burst: 1 });
+        assert_eq!(rescale(11, 10, t3, t2, m), 11);
+        let slowest = Params { t: 1_000, burst: 1 };
+        assert_eq!(rescale(MAX_SPAN, 0, P, slowest, m), MAX_SPAN);
+        assert_eq!(rescale(1_300, 1_000, P, slow, 1_500), 1_500);
     }
 }

@@ -62,6 +62,7 @@ extern crate alloc;
 mod adaptive;
 mod blocking;
 mod cell;
+mod change_lock;
 mod clock;
 mod error;
 mod gcra;
@@ -72,6 +73,8 @@ mod metered;
 mod priority;
 mod quota;
 mod quota_slots;
+#[cfg(feature = "std")]
+mod refunds;
 mod reservation;
 mod sliding_window;
 mod state;

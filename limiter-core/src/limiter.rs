@@ -9,16 +9,17 @@
 
 use core::time::Duration;
 
-use crate::clock::Clock;
+use crate::change_lock::ChangeLock;
+use crate::clock::{Clock, DefaultClock, Epoch};
 use crate::error::AcquireError;
 use crate::gcra::{self, Params, Refusal};
 use crate::identity::Owner;
 use crate::quota::{Quota, saturating_nanos};
 use crate::quota_slots::{QuotaSlots, generation, next_generation, pack, tat};
+#[cfg(feature = "std")]
+use crate::refunds::{Pending, Refund, WordUndo};
 use crate::reservation::{Reservation, Undo};
 use crate::state::AtomicState;
-
-use crate::clock::DefaultClock;
 
 /// A lock-free GCRA rate limiter whose whole state is one `AtomicU64`.
 ///
@@ -54,8 +55,15 @@ use crate::clock::DefaultClock;
 /// ```
 #[derive(Debug)]
 pub struct RateLimiter<C: Clock = DefaultClock> {
+    /// `[gen:4 | tat:60]`, `tat` in ns since `epoch` (see `quota_slots`).
     state: AtomicState,
     slots: QuotaSlots,
+    /// Serialises quota changes, cancellations and the refund table.
+    lock: ChangeLock,
+    /// Whether the refund table may hold refunds (read without the lock).
+    #[cfg(feature = "std")]
+    pending: Pending,
+    epoch: Epoch,
     owner: Owner,
     clock: C,
 }
@@ -71,10 +79,20 @@ impl RateLimiter<DefaultClock> {
 
 impl<C: Clock> RateLimiter<C> {
     /// A full limiter for `quota` reading `clock`.
+    ///
+    /// The limiter counts time from `clock`'s reading now, its epoch, so any
+    /// clock origin works (the Unix epoch, a counter, a process start): the
+    /// [`MAX_SPAN`](crate::MAX_SPAN) of 36.5 years is measured from the
+    /// limiter's creation. Past it (or past the clock's `u64::MAX`, if that
+    /// comes first) every call answers [`AcquireError::TimeOutOfRange`].
     pub fn with_clock(quota: Quota, clock: C) -> RateLimiter<C> {
         RateLimiter {
             state: AtomicState::new(pack(0, 0)),
             slots: QuotaSlots::new(quota),
+            lock: ChangeLock::new(),
+            #[cfg(feature = "std")]
+            pending: Pending::default(),
+            epoch: Epoch::at(clock.now()),
             owner: Owner::new(),
             clock,
         }
@@ -99,8 +117,8 @@ impl<C: Clock> RateLimiter<C> {
     ///   satisfiable under this quota.
     /// * [`AcquireError::RateLimited`] with the exact wait until `n` permits
     ///   would be available. Nothing is written.
-    /// * [`AcquireError::TimeOutOfRange`] if the clock reads past
-    ///   [`MAX_SPAN`](crate::MAX_SPAN).
+    /// * [`AcquireError::TimeOutOfRange`] if the clock reads more than
+    ///   [`MAX_SPAN`](crate::MAX_SPAN) past the limiter's creation.
     #[inline]
     pub fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
         let now = self.clock.now();
@@ -110,14 +128,17 @@ impl<C: Clock> RateLimiter<C> {
     /// Claims the earliest slot for `n` permits and says how long to wait for
     /// it, if that is at most `max_wait`; otherwise fails at once and changes
     /// nothing. Slots are handed out in CAS order: first come, first served.
+    /// A slot given back by a [`cancel`](RateLimiter::cancel) that came too
+    /// late to restore the state is handed to the next reservation that
+    /// would otherwise wait longer (see `cancel`).
     ///
     /// # Errors
     ///
     /// * [`AcquireError::InsufficientCapacity`] if `n > burst`.
     /// * [`AcquireError::RateLimited`] with the wait the slot would need, if
     ///   it exceeds `max_wait`. Nothing is written.
-    /// * [`AcquireError::TimeOutOfRange`] if the clock, or the slot, lies past
-    ///   [`MAX_SPAN`](crate::MAX_SPAN).
+    /// * [`AcquireError::TimeOutOfRange`] if the clock, or the slot, lies
+    ///   more than [`MAX_SPAN`](crate::MAX_SPAN) past the limiter's creation.
     ///
     /// # Examples
     ///
@@ -139,34 +160,37 @@ impl<C: Clock> RateLimiter<C> {
         self.reserve_at::<true>(now, n, saturating_nanos(max_wait), |p| p.burst)
     }
 
-    /// The decision at a given `now`, shared by every acquiring method.
-    /// `usable(params)` is how much of the quota's burst this caller may use
-    /// (all of it, except for the lower priority tiers). `CANCELLABLE`
-    /// reservations record the quota-change count so `cancel` can check it;
-    /// plain tries skip that load.
+    /// The decision at the clock reading `clock_now`, shared by every
+    /// acquiring method. `usable(params)` is how much of the quota's burst
+    /// this caller may use (all of it, except for the lower priority tiers).
+    /// `CANCELLABLE` reservations record the quota-change count so `cancel`
+    /// can check it, and may take a refund; plain tries skip both.
     #[inline]
     pub(crate) fn reserve_at<const CANCELLABLE: bool>(
         &self,
-        now: u64,
+        clock_now: u64,
         n: u32,
         max_wait: u64,
         usable: impl Fn(Params) -> u32,
     ) -> Result<Reservation, AcquireError> {
-        self.state.update(|word| {
-            // Read before the decision: a quota change that begins after this
-            // read moves the word, so our CAS fails and we read it again.
-            let changes = if CANCELLABLE { self.slots.changes() } else { 0 };
-            let params = self.slots.params(word);
-            let usable = usable(params);
-            match gcra::reserve_within(tat(word), now, n, max_wait, params, usable) {
-                Ok(grant) => {
-                    let after = pack(generation(word), grant.tat);
-                    let reservation = Reservation {
-                        permits: n,
-                        ready_at: now + grant.wait,
-                        wait: grant.wait,
-                        owner: self.owner,
-                        undo: if CANCELLABLE && n != 0 {
+        let now = self.epoch.elapsed(clock_now);
+        let limit = self.epoch.limit();
+        loop {
+            let decided = self.state.update(|word| {
+                // Read before the decision: a quota change that begins after
+                // this read moves the word, so our CAS fails and we read it
+                // again.
+                let changes = if CANCELLABLE { self.slots.changes() } else { 0 };
+                let read = self.slots.read(word);
+                let usable = usable(read.params);
+                match gcra::reserve_within(tat(word), now, n, max_wait, read.params, usable, limit)
+                {
+                    Ok(grant) => {
+                        #[cfg(all(test, not(loom)))]
+                        tests::stall_before_cas();
+                        let after = pack(generation(word), grant.tat);
+                        let slot = now + grant.wait;
+                        let undo = if CANCELLABLE && n != 0 {
                             Undo::Word {
                                 before: word,
                                 after,
@@ -174,41 +198,236 @@ impl<C: Clock> RateLimiter<C> {
                             }
                         } else {
                             Undo::Nothing
-                        },
-                    };
-                    Ok((after, reservation))
+                        };
+                        let full = usable == read.params.burst;
+                        Ok((after, (self.reservation(n, slot, now, undo), read, full)))
+                    }
+                    Err(refusal) => Err((acquire_error(refusal, n, clock_now, usable), read)),
                 }
-                Err(refusal) => Err(acquire_error(refusal, n, now, usable)),
+            });
+            match decided {
+                // A zero-permit grant writes nothing: nothing to check.
+                Ok((reservation, read, full)) => {
+                    if n != 0 && !self.slots.unchanged_since(read) {
+                        // The slot was rewritten while we decided: the CAS
+                        // may have matched a word that now names another
+                        // quota (`quota_slots`, rule 2). Void: grant nothing
+                        // on it, keep its permits counted, decide again.
+                        continue;
+                    }
+                    #[cfg(feature = "std")]
+                    if CANCELLABLE && full && reservation.wait != 0 && self.pending.any() {
+                        return Ok(self.prefer_refund(reservation, now, max_wait));
+                    }
+                    let _ = full;
+                    return Ok(reservation);
+                }
+                #[cfg(feature = "std")]
+                Err((AcquireError::RateLimited { wait }, read))
+                    if CANCELLABLE
+                        && usable(read.params) == read.params.burst
+                        && self.pending.any() =>
+                {
+                    // Too far for `max_wait`; a refund may come sooner.
+                    let fresh_slot = now.saturating_add(saturating_nanos(wait));
+                    let mut guard = self.lock.lock();
+                    let changes = self.slots.changes();
+                    return match guard
+                        .refunds()
+                        .take(now, n, max_wait, fresh_slot, &self.pending)
+                    {
+                        Some(refund) => Ok(self.refunded(refund, now, changes)),
+                        None => Err(AcquireError::RateLimited { wait }),
+                    };
+                }
+                Err((error, _)) => return Err(error),
             }
-        })
+        }
     }
 
-    /// Gives back the permits of `reservation` if no later decision depends on
-    /// them: no quota change since it was made (checked on a full 64-bit
-    /// count) and the state word still equals what this reservation left (no
-    /// reservation came after it). Returns whether it did.
+    /// A reservation of this limiter for `n` permits at limiter time `slot`,
+    /// decided at limiter time `now`.
+    #[inline]
+    fn reservation(&self, n: u32, slot: u64, now: u64, undo: Undo) -> Reservation {
+        Reservation {
+            permits: n,
+            // slot ≤ the new tat ≤ epoch.limit(): converts without overflow.
+            ready_at: self.epoch.to_clock(slot),
+            wait: slot - now,
+            owner: self.owner,
+            undo,
+        }
+    }
+
+    /// `fresh` would wait and the refund table is not empty: hands out a
+    /// refund that comes sooner instead, giving `fresh` back.
+    #[cfg(feature = "std")]
+    #[cold]
+    fn prefer_refund(&self, fresh: Reservation, now: u64, max_wait: u64) -> Reservation {
+        let mut guard = self.lock.lock();
+        let changes = self.slots.changes();
+        let Undo::Word {
+            changes: made_at, ..
+        } = fresh.undo
+        else {
+            return fresh;
+        };
+        // A refund belongs to the quota in force; so must `fresh`.
+        if made_at != changes {
+            return fresh;
+        }
+        let fresh_slot = now + fresh.wait;
+        match guard
+            .refunds()
+            .take(now, fresh.permits, max_wait, fresh_slot, &self.pending)
+        {
+            Some(refund) => {
+                self.give_back(&mut guard, fresh, now);
+                self.refunded(refund, now, changes)
+            }
+            None => fresh,
+        }
+    }
+
+    /// A reservation made of `refund`, which was taken from the table with
+    /// the quota-change count at `changes`.
+    #[cfg(feature = "std")]
+    fn refunded(&self, refund: Refund, now: u64, changes: u64) -> Reservation {
+        let undo = match refund.undo {
+            Some(WordUndo { before, after }) => Undo::Word {
+                before,
+                after,
+                changes,
+            },
+            None => Undo::Refund {
+                slot: refund.slot,
+                changes,
+            },
+        };
+        self.reservation(refund.permits, refund.slot, now, undo)
+    }
+
+    /// Gives back the permits of `reservation` if no later decision depends
+    /// on them, or hands them to a later reservation if one does. Returns
+    /// whether the permits are back in the limiter. Refuses (returns
+    /// `false`) a reservation of another limiter, one made before a quota
+    /// change (checked on a full 64-bit count), and one of 0 permits.
     ///
-    /// Cancelling restores the state exactly as if the reservation had never
-    /// been made, so it never lets the limiter admit more than its quota.
-    /// Cancelling is a promise that the permits were not and will not be
-    /// used. A reservation of 0 permits gives nothing back and returns
-    /// `false`.
+    /// * If the state still equals what this reservation left (no
+    ///   reservation came after it), it is restored exactly as if the
+    ///   reservation had never been made.
+    /// * Otherwise (with `std`), its slot becomes a refund: the next
+    ///   reservation that would wait past that slot gets it instead, and
+    ///   once every later reservation has been cancelled too, the state is
+    ///   restored. A refund whose slot passes unclaimed is dropped, as an
+    ///   unused slot of an idle limiter is. Without `std`, such a
+    ///   cancellation returns `false` and the permits stay spent.
+    ///
+    /// Either way the limiter never admits more than its quota in any
+    /// window: a refund grants only what the schedule had already granted at
+    /// that slot. Cancelling is a promise that the permits were not and will
+    /// not be used.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::with_clock(Quota::per_second(10)?, ManualClock::new());
+    /// limiter.try_acquire()?;
+    /// let first = limiter.reserve_n(1, Duration::MAX)?; // slot at 100 ms
+    /// let second = limiter.reserve_n(1, Duration::MAX)?; // slot at 200 ms
+    /// assert!(limiter.cancel(first)); // not the last: its slot is refunded
+    /// let next = limiter.reserve_n(1, Duration::MAX)?;
+    /// assert_eq!(next.wait(), Duration::from_millis(100)); // ...and reused
+    /// # let _ = second;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn cancel(&self, reservation: Reservation) -> bool {
-        if reservation.owner != self.owner {
+        if reservation.owner != self.owner || reservation.permits == 0 {
             return false;
         }
+        let now = self.epoch.elapsed(self.clock.now());
+        let mut guard = self.lock.lock();
+        self.give_back(&mut guard, reservation, now)
+    }
+
+    /// `cancel` under the change lock, which excludes quota changes, so the
+    /// count checked here holds until the undo is done.
+    #[cfg_attr(not(feature = "std"), allow(unused_variables))]
+    fn give_back(
+        &self,
+        guard: &mut crate::change_lock::ChangeGuard<'_>,
+        reservation: Reservation,
+        now: u64,
+    ) -> bool {
+        let changes = self.slots.changes();
         match reservation.undo {
             Undo::Word {
                 before,
                 after,
-                changes,
-            } => {
-                // A quota change that begins after this check moves the word
-                // before it can matter, so the CAS below then fails.
-                self.slots.changes() == changes && self.state.replace_if(after, before)
+                changes: made_at,
+            } if made_at == changes => {
+                if self.state.replace_if(after, before) {
+                    #[cfg(feature = "std")]
+                    self.collapse(guard, now);
+                    return true;
+                }
+                #[cfg(feature = "std")]
+                {
+                    let slot = self.epoch.elapsed(reservation.ready_at);
+                    let undo = Some(WordUndo { before, after });
+                    self.record(guard, slot, reservation.permits, undo, now)
+                }
+                #[cfg(not(feature = "std"))]
+                false
             }
+            #[cfg(feature = "std")]
+            Undo::Refund {
+                slot,
+                changes: made_at,
+            } if made_at == changes => self.record(guard, slot, reservation.permits, None, now),
             _ => false,
         }
+    }
+
+    /// Records a refund of `permits` at `slot`, unless the slot has passed.
+    #[cfg(feature = "std")]
+    fn record(
+        &self,
+        guard: &mut crate::change_lock::ChangeGuard<'_>,
+        slot: u64,
+        permits: u32,
+        undo: Option<WordUndo>,
+        now: u64,
+    ) -> bool {
+        // A passed slot would be dropped at once; and `give_back` has just
+        // found that the word cannot be restored over it.
+        if slot < now {
+            return false;
+        }
+        let refund = Refund {
+            slot,
+            permits,
+            undo,
+        };
+        guard.refunds().record(refund, now, &self.pending);
+        // The word may already equal this refund's `after`.
+        self.collapse(guard, now);
+        true
+    }
+
+    /// Restores the state over every whole refund it can (see
+    /// [`crate::refunds`]).
+    #[cfg(feature = "std")]
+    fn collapse(&self, guard: &mut crate::change_lock::ChangeGuard<'_>, now: u64) {
+        guard.refunds().collapse(
+            now,
+            &self.pending,
+            || self.state.load(),
+            |after, before| self.state.replace_if(after, before),
+        );
     }
 
     /// How many permits [`try_acquire_n`](RateLimiter::try_acquire_n) could
@@ -221,11 +440,11 @@ impl<C: Clock> RateLimiter<C> {
     /// As [`available`](RateLimiter::available) for a caller that may use
     /// `usable(params)` permits of the burst.
     pub(crate) fn available_within(&self, usable: impl Fn(Params) -> u32) -> u32 {
-        let now = self.clock.now();
+        let now = self.epoch.elapsed(self.clock.now());
         let word = self.state.load();
         let params = self.slots.params(word);
         let headroom = params.burst - usable(params);
-        gcra::available(tat(word), now, params).saturating_sub(headroom)
+        gcra::available(tat(word), now, params, self.epoch.limit()).saturating_sub(headroom)
     }
 
     /// The quota in force.
@@ -243,22 +462,44 @@ impl<C: Clock> RateLimiter<C> {
     /// times, but can no longer be cancelled. No decision ever mixes the old
     /// and new parameters (see `docs/design.md`, "State encoding").
     ///
-    /// Quota changes are serialised with each other by a spin lock that the
-    /// acquisition path never touches.
+    /// Refunds of cancelled reservations (see [`cancel`](RateLimiter::cancel))
+    /// belong to the old quota and are dropped.
+    ///
+    /// Quota changes are serialised with each other (and with `cancel`) by a
+    /// lock that the acquisition path never touches.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::with_clock(Quota::per_second(10)?.with_burst(4)?, ManualClock::new());
+    /// limiter.try_acquire_n(2)?; // half empty
+    /// limiter.set_quota(Quota::per_second(1)?.with_burst(4)?);
+    /// assert_eq!(limiter.available(), 2); // still half empty, in permits
+    /// assert_eq!(limiter.try_acquire_n(3).unwrap_err().retry_after(), Some(Duration::from_secs(1)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn set_quota(&self, quota: Quota) {
-        let guard = self.slots.lock();
-        let now = self.clock.now();
+        #[cfg_attr(not(feature = "std"), allow(unused_mut))]
+        let mut guard = self.lock.lock();
+        let now = self.epoch.elapsed(self.clock.now());
+        let limit = self.epoch.limit();
         let new = Params::from(quota);
         let current = self.state.load();
         // Only setters change the generation and we hold the lock, so the
         // generation (and hence `old`) is fixed for the whole loop.
         let old = self.slots.params(current);
         let next = next_generation(generation(current));
-        guard.begin_change(next, new);
-        let installed: Result<(), core::convert::Infallible> = self
-            .state
-            .update(|word| Ok((pack(next, moved_tat(tat(word), now, old, new)), ())));
+        self.slots.begin_change(&guard, next, new);
+        let installed: Result<(), core::convert::Infallible> = self.state.update(|word| {
+            let moved = moved_tat(tat(word), now, old, new, limit);
+            Ok((pack(next, moved), ()))
+        });
         let Ok(()) = installed;
+        #[cfg(feature = "std")]
+        guard.refunds().clear(&self.pending);
         drop(guard);
     }
 
@@ -272,20 +513,21 @@ impl<C: Clock> RateLimiter<C> {
 /// ([`gcra::rescale`]), and an idle `tat` (before `now`) moved up to `now`,
 /// which no reading at or after `now` can tell apart and which is stricter
 /// for a clock that steps back. Moving it keeps 16 quota changes on an idle
-/// limiter from returning the word to a value a stalled decision loaded (see
-/// [`crate::quota_slots`] on ABA).
-fn moved_tat(tat: u64, now: u64, old: Params, new: Params) -> u64 {
-    // A clock past MAX_SPAN decides nothing; leave such a tat to rescale,
-    // which keeps it (tat ≤ MAX_SPAN < now).
-    if tat < now && now <= crate::quota::MAX_SPAN {
+/// limiter from returning the word to a value a stalled decision loaded,
+/// though correctness does not rest on it (see [`crate::quota_slots`] on
+/// ABA). A clock past the limit decides nothing, so it moves nothing: an
+/// idle `tat` is left as it is (rescale keeps it), and a clock that comes
+/// back into range finds the limiter as it was.
+fn moved_tat(tat: u64, now: u64, old: Params, new: Params, limit: u64) -> u64 {
+    if tat < now && now <= limit {
         now
     } else {
-        gcra::rescale(tat, now, old, new)
+        gcra::rescale(tat, now, old, new, limit)
     }
 }
 
-/// The public error for a refusal of `n` permits at `now`, for a caller that
-/// may use `burst` permits of the burst.
+/// The public error for a refusal of `n` permits at the clock reading `now`,
+/// for a caller that may use `burst` permits of the burst.
 pub(crate) fn acquire_error(refusal: Refusal, n: u32, now: u64, burst: u32) -> AcquireError {
     match refusal {
         Refusal::Insufficient => AcquireError::InsufficientCapacity {
@@ -296,5 +538,95 @@ pub(crate) fn acquire_error(refusal: Refusal, n: u32, now: u64, burst: u32) -> A
             wait: Duration::from_nanos(wait),
         },
         Refusal::OutOfRange => AcquireError::TimeOutOfRange { now },
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::boxed::Box;
+    use std::cell::RefCell;
+
+    use super::*;
+    use crate::ManualClock;
+
+    std::thread_local! {
+        /// Run once by the next decision of this thread, between its load
+        /// of the word and its CAS: a deterministic stall.
+        static STALL: RefCell<Option<Box<dyn FnOnce()>>> = RefCell::new(None);
+    }
+
+    pub(super) fn stall_before_cas() {
+        if let Some(stall) = STALL.with(|s| s.borrow_mut().take()) {
+            stall();
+        }
+    }
+
+    #[test]
+    fn sixteen_quota_changes_during_a_decision_cannot_admit_under_the_old_quota() {
+        // A frozen clock and an idle limiter: every change leaves tat = now,
+        // so after 16 changes the word is bit-identical to the one the
+        // stalled decision loaded, but its generation's slot now holds a
+        // burst of 1.
+        let big = Quota::per_second(1_000).unwrap().with_burst(100).unwrap();
+        let small = Quota::per_second(1_000).unwrap();
+        let limiter = std::sync::Arc::new(RateLimiter::with_clock(big, ManualClock::new()));
+        let word = limiter.state.load();
+        let setter = std::sync::Arc::clone(&limiter);
+        STALL.with(|s| {
+            *s.borrow_mut() = Some(Box::new(move || {
+                for _ in 0..16 {
+                    setter.set_quota(small);
+                }
+                assert_eq!(setter.state.load(), word, "the ABA precondition");
+            }))
+        });
+        assert_eq!(
+            limiter.try_acquire_n(100),
+            Err(AcquireError::InsufficientCapacity {
+                requested: 100,
+                burst: 1
+            }),
+            "decided under the quota the word names now"
+        );
+        assert_eq!(limiter.quota(), small);
+    }
+
+    #[test]
+    fn a_speed_up_and_slow_down_during_a_decision_cannot_admit_under_the_old_quota() {
+        // An owed tat returns to the same value when the rate is doubled and
+        // halved again; sixteen such changes bring the word back.
+        let clock = ManualClock::new();
+        let slow = Quota::per_second(10).unwrap().with_burst(4).unwrap();
+        let fast = Quota::per_second(20).unwrap().with_burst(4).unwrap();
+        let tiny = Quota::per_second(10).unwrap().with_burst(1).unwrap();
+        let limiter = std::sync::Arc::new(RateLimiter::with_clock(slow, clock));
+        limiter.try_acquire_n(2).unwrap(); // owes 200 ms
+        let word = limiter.state.load();
+        let setter = std::sync::Arc::clone(&limiter);
+        STALL.with(|s| {
+            *s.borrow_mut() = Some(Box::new(move || {
+                for i in 0..15 {
+                    setter.set_quota(if i % 2 == 0 { fast } else { slow });
+                }
+                setter.set_quota(tiny); // same t as slow: the debt is kept
+                assert_eq!(setter.state.load(), word, "the ABA precondition");
+            }))
+        });
+        // Under `slow` 2 more permits fit; under `tiny` (burst 1) none.
+        assert_eq!(
+            limiter.try_acquire_n(2),
+            Err(AcquireError::InsufficientCapacity {
+                requested: 2,
+                burst: 1
+            })
+        );
+        // The void CAS's 2 permits stay counted (200 ms more debt): the
+        // stalled decision made the limiter stricter, never looser.
+        assert_eq!(
+            limiter.try_acquire(),
+            Err(AcquireError::RateLimited {
+                wait: Duration::from_millis(400)
+            })
+        );
     }
 }

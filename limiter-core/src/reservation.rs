@@ -35,6 +35,11 @@ pub(crate) enum Undo {
         after: u64,
         changes: u64,
     },
+    /// Permits handed out of a refund that was only partly taken: cancelling
+    /// records them as a refund at `slot` (limiter time) again, if no quota
+    /// change has begun since the `changes`-th (GCRA).
+    #[cfg_attr(not(feature = "std"), allow(dead_code))]
+    Refund { slot: u64, changes: u64 },
     /// The same for a 128-bit state word (warm-up).
     WideWord { before: u128, after: u128 },
     /// Take the permits out of the count of window `window` (sliding window).

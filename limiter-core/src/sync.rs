@@ -5,15 +5,20 @@
 //! they are portable-atomic's, which are the native atomics where the target
 //! has them and a lock-free-for-readers fallback where it lacks 64-bit CAS
 //! (for example `thumbv7m-none-eabi`). No other module names an atomic type's
-//! origin.
+//! origin. The same holds for the one mutex (the change lock's, with `std`).
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 #[cfg(not(loom))]
-pub(crate) use portable_atomic::{AtomicU32, AtomicU64, AtomicU128, Ordering, fence};
+pub(crate) use portable_atomic::{AtomicU32, AtomicU64, AtomicU128, AtomicUsize, Ordering, fence};
 
 #[cfg(loom)]
 pub(crate) use loom_u128::AtomicU128;
+
+#[cfg(loom)]
+pub(crate) use loom::sync::{Mutex, MutexGuard};
+#[cfg(all(feature = "std", not(loom)))]
+pub(crate) use std::sync::{Mutex, MutexGuard};
 
 /// loom models no 128-bit atomics. Under loom the 128-bit state words
 /// (sliding window, warm-up) use this stand-in: a loom mutex around a `u128`, whose

@@ -7,8 +7,11 @@
 //! every `available` must be identical.
 //!
 //! 50,000 cases by default (`PROPTEST_CASES` overrides it; scripts/test-all
-//! sets 4 for miri). Some cases start near `MAX_SPAN` so the out-of-range
-//! refusals are compared too.
+//! sets 4 for miri). Some limiters are made with the clock near `MAX_SPAN`,
+//! at the Unix epoch's scale (1.8·10^18 ns) or an hour before `u64::MAX`,
+//! and some cases run up to the end of the limiter's span, so the epoch
+//! and the out-of-range refusals are compared too. Cancels of reservations
+//! that are not the last exercise the refunds.
 
 use std::time::Duration;
 
@@ -54,9 +57,21 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The clock reading when the limiter is made.
 fn start() -> impl Strategy<Value = u64> {
     prop_oneof![
         6 => 0u64..=1_000,
+        1 => (MAX_SPAN as u64 - 1_500)..=(MAX_SPAN as u64 - 200),
+        1 => 1_800_000_000_000_000_000u64..=1_800_000_000_000_001_000,
+        1 => (u64::MAX - 1_500)..=(u64::MAX - 200),
+        1 => (u64::MAX - 3_600_000_000_000)..=(u64::MAX - 3_599_999_999_000),
+    ]
+}
+
+/// How far the clock has moved since the limiter was made, before the ops.
+fn lead() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        6 => Just(0u64),
         1 => (MAX_SPAN as u64 - 1_500)..=(MAX_SPAN as u64 - 200),
     ]
 }
@@ -69,11 +84,12 @@ fn model_quota(q: Quota) -> ModelQuota {
 }
 
 /// Runs `ops` on both and fails at the first difference.
-fn run(t: u64, burst: u32, start: u64, ops: &[Op]) -> Result<(), TestCaseError> {
+fn run(t: u64, burst: u32, start: u64, lead: u64, ops: &[Op]) -> Result<(), TestCaseError> {
     let quota = Quota::from_nanos(t, burst).unwrap();
     let clock = ManualClock::starting_at(start);
     let limiter = RateLimiter::with_clock(quota, clock.clone());
-    let mut model = Model::new(model_quota(quota));
+    let mut model = Model::starting_at(model_quota(quota), start);
+    clock.set(start.saturating_add(lead));
     let mut outstanding: Vec<(Reservation, Option<u64>)> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         let now = clock.now();
@@ -103,7 +119,8 @@ fn run(t: u64, burst: u32, start: u64, ops: &[Op]) -> Result<(), TestCaseError> 
             Op::Cancel(pick) => {
                 if !outstanding.is_empty() {
                     let (r, id) = outstanding.swap_remove(pick % outstanding.len());
-                    prop_assert_eq!(limiter.cancel(r), model.cancel(id), "op {}: {:?}", i, op);
+                    let expected = model.cancel(now.into(), id);
+                    prop_assert_eq!(limiter.cancel(r), expected, "op {}: {:?}", i, op);
                 }
             }
             Op::SetQuota(t, burst) => {
@@ -147,9 +164,10 @@ proptest! {
         t in prop_oneof![1u64..=5, 6u64..=50],
         burst in 1u32..=8,
         start in start(),
+        lead in lead(),
         ops in prop::collection::vec(op(), 1..64),
     ) {
-        run(t, burst, start, &ops)?;
+        run(t, burst, start, lead, &ops)?;
     }
 }
 
@@ -166,7 +184,7 @@ fn cancel_after_sixteen_quota_changes_refunds_nothing() {
     let clock = ManualClock::starting_at(1_000);
     let q = |t: u64| Quota::from_nanos(t, 1_000).unwrap();
     let l = RateLimiter::with_clock(q(100), clock.clone());
-    let mut model = Model::new(model_quota(q(100)));
+    let mut model = Model::starting_at(model_quota(q(100)), 1_000);
     l.try_acquire_n(10).unwrap();
     model.try_acquire(1_000, 10).unwrap();
     let r = l.reserve_n(1, Duration::ZERO).unwrap();
@@ -178,10 +196,10 @@ fn cancel_after_sixteen_quota_changes_refunds_nothing() {
     clock.set(2_000);
     l.set_quota(q(10));
     model.set_quota(2_000, model_quota(q(10)));
-    assert!(!model.cancel(g.id));
+    assert!(!model.cancel(2_000, g.id));
     assert!(!l.cancel(r), "refunded across 16 quota changes");
     assert_eq!(l.available(), model.available(2_000));
-    assert_eq!(model.tat, 2_100);
+    assert_eq!(model.tat, 1_100, "limiter time: 2,100 on the clock");
 }
 
 #[test]
@@ -195,7 +213,7 @@ fn the_model_follows_the_specification_on_known_values() {
     let g = m.reserve(1_000, 2, 100).unwrap();
     assert_eq!((g.wait, g.ready_at), (100, 1_100));
     assert_eq!(m.available(1_100), 0);
-    assert!(m.cancel(g.id));
+    assert!(m.cancel(1_000, g.id));
     assert_eq!(m.available(1_000), 1);
     // Quota change in debt: 200 ns owed at t = 100 become 400 at t = 200.
     m.set_quota(1_000, ModelQuota { t: 200, burst: 3 });
@@ -211,4 +229,31 @@ fn the_model_follows_the_specification_on_known_values() {
         m.try_acquire(MAX_SPAN + 1, 1),
         Err(Refusal::OutOfRange { now: MAX_SPAN + 1 })
     );
+}
+
+#[test]
+fn the_model_refunds_out_of_order_cancels_on_known_values() {
+    // t = 100, burst 1, made at clock 5,000: slots at 5,100, 5,200, 5,300.
+    let mut m = Model::starting_at(ModelQuota { t: 100, burst: 1 }, 5_000);
+    m.try_acquire(5_000, 1).unwrap();
+    let a = m.reserve(5_000, 1, u128::MAX).unwrap();
+    let b = m.reserve(5_000, 1, u128::MAX).unwrap();
+    let c = m.reserve(5_000, 1, u128::MAX).unwrap();
+    assert_eq!([a.ready_at, b.ready_at, c.ready_at], [5_100, 5_200, 5_300]);
+    // a is not the last: its slot becomes a refund, which the next
+    // reservation takes instead of 5,400.
+    assert!(m.cancel(5_000, a.id));
+    let d = m.reserve(5_010, 1, u128::MAX).unwrap();
+    assert_eq!((d.ready_at, d.wait), (5_100, 90));
+    // b, then c, then d (which holds a's change again): each cancel on top
+    // restores the state, so the whole queue unwinds to just the first try.
+    assert!(m.cancel(5_010, b.id));
+    assert!(m.cancel(5_010, c.id));
+    assert!(m.cancel(5_010, d.id));
+    assert_eq!(m.tat, 100);
+    // A refund whose slot has passed is no refund.
+    let e = m.reserve(5_010, 1, u128::MAX).unwrap();
+    let _f = m.reserve(5_010, 1, u128::MAX).unwrap();
+    assert!(!m.cancel(5_150, e.id));
+    assert_eq!(m.reserve(5_150, 1, 0), Err(Refusal::Limited { wait: 150 }));
 }

@@ -120,31 +120,91 @@ fn reservations_claim_consecutive_slots() {
 }
 
 #[test]
-fn cancel_refunds_only_the_last_reservation() {
+fn cancel_of_the_last_reservation_restores_the_state() {
     let (l, _clock) = limiter(10, 1);
-    let first = l.reserve_n(1, Duration::MAX).unwrap();
+    let _first = l.reserve_n(1, Duration::MAX).unwrap();
     let second = l.reserve_n(1, Duration::MAX).unwrap();
     assert_eq!(second.wait(), 100 * MS);
-    assert!(
-        !l.cancel(first),
-        "the second reservation depends on the first"
-    );
-    let third = l.reserve_n(1, Duration::MAX).unwrap();
-    assert_eq!(
-        third.wait(),
-        200 * MS,
-        "the failed cancel gave nothing back"
-    );
-    assert!(l.cancel(third));
+    assert!(l.cancel(second));
     let again = l.reserve_n(1, Duration::MAX).unwrap();
-    assert_eq!(
-        again.wait(),
-        200 * MS,
-        "the refunded slot is handed out again"
-    );
+    assert_eq!(again.wait(), 100 * MS, "the slot is handed out again");
     assert!(l.cancel(again));
-    assert!(l.cancel(second), "cancels unwind in reverse order");
-    assert_eq!(l.reserve_n(1, Duration::MAX).unwrap().wait(), 100 * MS);
+    assert_eq!(l.try_acquire(), rate_limited(100 * MS));
+}
+
+#[test]
+fn cancel_of_an_earlier_reservation_refunds_its_slot_to_the_next_waiter() {
+    let (l, clock) = limiter(10, 1);
+    l.try_acquire().unwrap();
+    let first = l.reserve_n(1, Duration::MAX).unwrap(); // 100 ms
+    let second = l.reserve_n(1, Duration::MAX).unwrap(); // 200 ms
+    assert!(
+        l.cancel(first),
+        "its permits go back, though not to the state"
+    );
+    // The state still owes 300 ms: a try cannot have the refund...
+    assert_eq!(l.try_acquire(), rate_limited(300 * MS));
+    // ...a waiter gets the refunded slot instead of 300 ms,
+    clock.advance(10 * MS);
+    let next = l.reserve_n(1, Duration::MAX).unwrap();
+    assert_eq!(next.wait(), 90 * MS);
+    // and the one after it the fresh slot.
+    assert_eq!(l.reserve_n(1, Duration::MAX).unwrap().wait(), 290 * MS);
+    // A waiter whose deadline the refund fits, but not the fresh slot.
+    let (l, _clock) = limiter(10, 1);
+    l.try_acquire().unwrap();
+    let first = l.reserve_n(1, Duration::MAX).unwrap();
+    let _second = l.reserve_n(1, Duration::MAX).unwrap();
+    assert!(l.cancel(first));
+    assert_eq!(l.reserve_n(1, 150 * MS).unwrap().wait(), 100 * MS);
+    assert_eq!(
+        l.reserve_n(1, 150 * MS).unwrap_err(),
+        AcquireError::RateLimited { wait: 300 * MS }
+    );
+    let _ = second;
+}
+
+#[test]
+fn cancels_in_any_order_unwind_the_whole_queue() {
+    // Ten waiters queue behind a drained burst; they give up in the order
+    // they queued (as equal timeouts expire). Only the last cancel can move
+    // the state, and it then unwinds every refund below it.
+    let (l, clock) = limiter(10, 10);
+    l.try_acquire_n(10).unwrap();
+    let queue: Vec<_> = (0..10)
+        .map(|_| l.reserve_n(1, Duration::MAX).unwrap())
+        .collect();
+    assert_eq!(queue[9].wait(), 1_000 * MS);
+    clock.advance(MS);
+    for r in queue {
+        assert!(l.cancel(r));
+    }
+    assert_eq!(l.reserve_n(1, Duration::MAX).unwrap().wait(), 99 * MS);
+    assert_eq!(l.available(), 0);
+}
+
+#[test]
+fn a_refund_whose_slot_has_passed_is_not_given() {
+    let (l, clock) = limiter(10, 1);
+    l.try_acquire().unwrap();
+    let first = l.reserve_n(1, Duration::MAX).unwrap(); // 100 ms
+    let _second = l.reserve_n(1, Duration::MAX).unwrap(); // 200 ms
+    clock.advance(150 * MS);
+    assert!(!l.cancel(first), "100 ms has passed: nothing to give back");
+    assert_eq!(l.reserve_n(1, Duration::MAX).unwrap().wait(), 150 * MS);
+}
+
+#[test]
+fn a_reservation_of_another_limiter_is_refused() {
+    let (a, _) = limiter(10, 1);
+    let (b, _) = limiter(10, 1);
+    let from_a = a.reserve_n(1, Duration::MAX).unwrap();
+    b.try_acquire().unwrap();
+    let _from_b = b.reserve_n(1, Duration::MAX).unwrap();
+    // Both states now look alike, but a's reservation is not b's to refund.
+    assert!(!b.cancel(from_a));
+    assert_eq!(b.try_acquire(), rate_limited(200 * MS));
+    assert_eq!(b.available(), 0);
 }
 
 #[test]
@@ -161,11 +221,12 @@ fn cancel_of_nothing_or_after_a_quota_change_refunds_nothing() {
 #[test]
 fn take_moves_a_manual_clock_to_the_slot() {
     let (l, clock) = limiter(10, 2);
-    assert_eq!(l.take(), Duration::ZERO);
-    assert_eq!(l.take(), Duration::ZERO);
-    assert_eq!(l.take(), 100 * MS);
+    assert_eq!(l.take(), Ok(()));
+    assert_eq!(l.take(), Ok(()));
+    assert_eq!(clock.now_for_test(), 0, "the burst needs no wait");
+    assert_eq!(l.take(), Ok(()));
     assert_eq!(clock.now_for_test(), 100_000_000);
-    assert_eq!(l.take_n(2), Ok(200 * MS));
+    assert_eq!(l.take_n(2), Ok(()));
     assert_eq!(clock.now_for_test(), 300_000_000);
     assert_eq!(
         l.take_n(3),
@@ -179,15 +240,16 @@ fn take_moves_a_manual_clock_to_the_slot() {
 #[test]
 fn take_timeout_fails_at_once_consuming_nothing() {
     let (l, clock) = limiter(10, 1);
-    l.take();
+    l.take().unwrap();
     assert_eq!(
         l.take_timeout(99 * MS),
         Err(AcquireError::RateLimited { wait: 100 * MS })
     );
     assert_eq!(clock.now_for_test(), 0, "no sleeping on a timeout");
-    assert_eq!(l.take_timeout(100 * MS), Ok(100 * MS));
+    assert_eq!(l.take_timeout(100 * MS), Ok(()));
     assert_eq!(clock.now_for_test(), 100_000_000);
-    assert_eq!(l.take_timeout(Duration::MAX), Ok(100 * MS));
+    assert_eq!(l.take_timeout(Duration::MAX), Ok(()));
+    assert_eq!(clock.now_for_test(), 200_000_000);
 }
 
 #[test]
@@ -350,4 +412,89 @@ impl NowForTest for ManualClock {
     fn now_for_test(&self) -> u64 {
         limiter_core::Clock::now(self)
     }
+}
+
+#[test]
+fn any_clock_origin_works() {
+    // A clock counting from the Unix epoch, and one an hour before u64::MAX.
+    for origin in [1_800_000_000_000_000_000, u64::MAX - 3_600_000_000_000] {
+        let clock = ManualClock::starting_at(origin);
+        let q = Quota::per_second(10).unwrap().with_burst(2).unwrap();
+        let l = RateLimiter::with_clock(q, clock.clone());
+        assert_eq!(l.available(), 2);
+        assert_eq!(l.try_acquire_n(2), Ok(()));
+        assert_eq!(l.try_acquire(), rate_limited(100 * MS));
+        let r = l.reserve_n(1, Duration::MAX).unwrap();
+        assert_eq!(r.ready_at(), origin + 100_000_000, "slots in clock time");
+        clock.advance(100 * MS);
+        assert_eq!(l.try_acquire(), rate_limited(100 * MS));
+        assert_eq!(l.take(), Ok(()));
+        assert_eq!(clock.now_for_test(), origin + 200_000_000);
+    }
+    // An hour before u64::MAX, the limiter's time ends with the clock's.
+    let origin = u64::MAX - 3_600_000_000_000;
+    let clock = ManualClock::starting_at(origin);
+    let l = RateLimiter::with_clock(Quota::per_minute(1).unwrap(), clock.clone());
+    // The 60th permit of the hour ends the limiter's time exactly.
+    let slots: Vec<_> = (0..60)
+        .map(|_| l.reserve_n(1, Duration::MAX).map(|r| r.wait()))
+        .collect();
+    assert_eq!(slots[59], Ok(Duration::from_secs(3_540)));
+    assert!(matches!(
+        l.reserve_n(1, Duration::MAX),
+        Err(AcquireError::TimeOutOfRange { .. })
+    ));
+}
+
+#[test]
+fn blocking_takes_past_the_span_fail_instead_of_waiting_for_ever() {
+    // On a thread, bounded: a take that spun or slept for good would hang.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let clock = ManualClock::new();
+        let l = RateLimiter::with_clock(Quota::per_second(10).unwrap(), clock.clone());
+        clock.set(limiter_core::MAX_SPAN + 1);
+        let outcomes = [
+            l.take(),
+            l.take_n(1),
+            l.take_timeout(Duration::MAX),
+            l.take_n_timeout(1, Duration::from_secs(1)),
+        ];
+        tx.send(outcomes).unwrap();
+    });
+    let outcomes = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("blocking takes past the span returned");
+    for outcome in outcomes {
+        assert_eq!(
+            outcome,
+            Err(AcquireError::TimeOutOfRange {
+                now: limiter_core::MAX_SPAN + 1
+            })
+        );
+    }
+}
+
+#[test]
+fn available_is_exactly_what_a_try_can_take_near_the_span() {
+    let q = Quota::from_nanos(100, 3).unwrap();
+    let at = |left: u64| {
+        let clock = ManualClock::new();
+        let l = RateLimiter::with_clock(q, clock.clone());
+        clock.set(limiter_core::MAX_SPAN - left);
+        l
+    };
+    for left in [50, 99, 100, 150, 250, 299, 300, 1_000] {
+        let largest_try = (0..=3)
+            .rev()
+            .find(|&n| at(left).try_acquire_n(n).is_ok())
+            .expect("0 permits always succeed");
+        assert_eq!(
+            at(left).available(),
+            largest_try,
+            "{left} ns before the end"
+        );
+    }
+    assert_eq!(at(50).available(), 0);
+    assert_eq!(at(250).available(), 2);
 }

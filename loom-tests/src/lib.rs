@@ -281,7 +281,7 @@ impl Replay {
                     .rev()
                     .find(|(l, _)| l == label)
                     .and_then(|(_, id)| *id);
-                self.model.cancel(id) == *out
+                self.model.cancel(now, id) == *out
             }
             Event::SetQuota { quota } => {
                 self.model.set_quota(now, *quota);

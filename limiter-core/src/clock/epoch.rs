@@ -58,12 +58,6 @@ impl Epoch {
     pub(crate) fn limit(self) -> u64 {
         self.limit
     }
-
-    /// The clock reading at the epoch.
-    #[inline]
-    pub(crate) fn origin(self) -> u64 {
-        self.origin
-    }
 }
 
 #[cfg(test)]
