@@ -5,9 +5,15 @@
 //! window `[a, b]` of slots may hold more than `burst + floor((b − a)/t)`
 //! permits.
 //!
+//! Workers also hold some reservations for a while and cancel about half of
+//! them, in any order, so refunds of slots cancelled out of order are handed
+//! to other threads' reservations concurrently; a cancelled reservation is
+//! not an admission, and the refunds it feeds must not break the bound.
+//!
 //! The schedule differs from run to run, the invariant does not: it follows
 //! from every admission being one CAS in a single total order (see
-//! `docs/verification.md`), whatever the interleaving.
+//! `docs/verification.md`), and every refund being a slot the schedule had
+//! already admitted, whatever the interleaving.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -69,21 +75,40 @@ fn no_window_admits_more_than_the_quota() {
                 let (done, attempts) = (&done, &attempts);
                 s.spawn(move || {
                     let mut mine = Vec::new();
+                    let mut held = Vec::new();
                     let mut k = 0u32;
                     while !done.load(Ordering::Acquire) {
                         k = k.wrapping_add(1);
                         attempts.fetch_add(1, Ordering::Relaxed);
                         // Mix plain tries, multi-permit tries and reservations
-                        // up to two periods ahead.
+                        // up to four periods ahead, some of them held.
                         let n = 1 + (k + id) % 2;
-                        let max_wait = if k.is_multiple_of(3) { 2 * T } else { 0 };
-                        if let Ok(r) = limiter.reserve_n(n, Duration::from_nanos(max_wait)) {
-                            mine.push((r.ready_at(), r.permits()));
+                        let max_wait = if k.is_multiple_of(3) { 4 * T } else { 0 };
+                        match limiter.reserve_n(n, Duration::from_nanos(max_wait)) {
+                            Ok(r) if r.wait() > Duration::ZERO && k % 4 != 0 => held.push(r),
+                            Ok(r) => mine.push((r.ready_at(), r.permits())),
+                            Err(_) => {}
+                        }
+                        // Now and then settle a held one, oldest or newest:
+                        // cancel it, or keep it (its permits are used).
+                        if held.len() > 3 || (k.is_multiple_of(5) && !held.is_empty()) {
+                            let r = if k.is_multiple_of(2) {
+                                held.remove(0)
+                            } else {
+                                held.pop().expect("not empty")
+                            };
+                            let slot = (r.ready_at(), r.permits());
+                            // A refused cancel leaves the permits spent:
+                            // counting them as admitted is the strict check.
+                            if k.is_multiple_of(3) || !limiter.cancel(r) {
+                                mine.push(slot);
+                            }
                         }
                         // Leave the clock thread a core now and then (the
                         // machine may have fewer cores than threads).
                         std::thread::yield_now();
                     }
+                    mine.extend(held.iter().map(|r| (r.ready_at(), r.permits())));
                     mine
                 })
             })
