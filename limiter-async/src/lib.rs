@@ -1,32 +1,48 @@
-//! Waiting for rate-limit permits on tokio: the lock-free GCRA limiter of
-//! `limiter-core`, read through tokio's clock, with `async` methods that
-//! reserve a slot and then sleep until its absolute instant.
+//! Waiting for rate-limit permits on tokio: `limiter.take().await`.
 //!
-//! # Map of the crate
+//! # Which type do I use
 //!
-//! | module | one job |
+//! | you want | use |
 //! |---|---|
-//! | `clock` | [`TokioClock`]: the core's nanoseconds read from tokio's (pausable) clock |
-//! | `wait` | the waiting model: reservation guard (cancel on drop) + `sleep_until` the slot |
-//! | `limiter` | [`AsyncLimiter`]: `take`, `take_n`, `take_with_timeout`, `take_until`, `try_take`, `throttle` |
-//! | `throttle` | [`Throttled`]: a stream whose items each wait for a permit |
+//! | one limit for the whole process, waited for in `async` code | [`AsyncLimiter::new`] (GCRA on a [`TokioClock`]) |
+//! | a sliding window, warm-up, priority class or metered limiter, waited for | [`AsyncLimiter::from_limiter`] on that limiter, built on a [`TokioClock`] |
+//! | a stream whose items go out at the limited rate | [`AsyncLimiter::throttle`] ([`Throttled`]) |
+//! | one limit per client key | `limiter_keyed::KeyedLimiter` (its `take(&key)` waits the same way) |
+//! | one limit shared by many processes | `limiter_redis::RedisLimiter` |
 //!
-//! Time is nanoseconds since the [`TokioClock`]'s origin throughout, as in
-//! the core; `t` (emission interval), `tau` (tolerance) and `tat`
-//! (theoretical arrival time) are the GCRA names of `docs/design.md`.
+//! and, on any of them:
+//!
+//! | you want to | call |
+//! |---|---|
+//! | take a permit now or learn the wait | [`try_acquire`](AsyncLimiter::try_acquire) / [`try_acquire_n`](AsyncLimiter::try_acquire_n) |
+//! | wait as long as it takes | [`take`](AsyncLimiter::take) / [`take_n`](AsyncLimiter::take_n) |
+//! | wait only if the permit comes in time | [`take_timeout`](AsyncLimiter::take_timeout) / [`take_n_timeout`](AsyncLimiter::take_n_timeout) |
+//! | wait only until a deadline you already have | [`take_until`](AsyncLimiter::take_until) / [`take_n_until`](AsyncLimiter::take_n_until) |
 //!
 //! # Guarantees
 //!
 //! * **FIFO.** Waiters are served in the order they reserved (their first
-//!   poll), whatever number of permits each asks for.
+//!   poll), whatever number of permits each asks for. The one exception
+//!   delays nobody: a slot given up by a cancelled waiter goes to the next
+//!   waiter to arrive, which may then go before waiters holding later
+//!   slots; theirs do not move.
 //! * **No drift.** Each waiter sleeps until its slot's absolute instant; the
 //!   next slot is computed from `tat`, not from when the last waiter woke, so
 //!   tokio's 1 ms timer granularity delays individual wake-ups but does not
 //!   lower the rate when the burst covers it (see `docs/async.md`).
 //! * **Deadlines decided up front.** A timed acquisition computes its slot
 //!   first and fails at once, consuming nothing, when the slot is too late.
-//! * **Cancel safety.** Dropping a waiting future gives its permits back
-//!   when no later reservation depends on them.
+//! * **Cancel safety.** Dropping a waiting future gives its permits back to
+//!   the limiter, whether or not others reserved after it (the slot goes to
+//!   the next waiter that would wait longer), and the limiter never admits
+//!   more than its quota.
+//!
+//! Time is nanoseconds since the limiter's epoch, as in the core; `t`
+//! (emission interval), `tau` (tolerance) and `tat` (theoretical arrival
+//! time) are the GCRA names of `docs/design.md`. The modules: `clock`
+//! ([`TokioClock`]), `wait` (reserve, then sleep until the slot; the guard
+//! that cancels on drop), `limiter` ([`AsyncLimiter`]), `throttle`
+//! ([`Throttled`]).
 //!
 //! # Example
 //!
@@ -38,12 +54,12 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let limiter = AsyncLimiter::new(Quota::per_second(10)?);
-//! limiter.take().await; // at once: the limiter starts full
+//! limiter.take().await?; // at once: the limiter starts full
 //! assert_eq!(
-//!     limiter.take_with_timeout(Duration::from_millis(50)).await,
+//!     limiter.take_timeout(Duration::from_millis(50)).await,
 //!     Err(AcquireError::RateLimited { wait: Duration::from_millis(100) })
 //! );
-//! limiter.take_with_timeout(Duration::from_millis(100)).await?; // sleeps 100 ms
+//! limiter.take_timeout(Duration::from_millis(100)).await?; // sleeps 100 ms
 //! # Ok(())
 //! # }
 //! ```

@@ -32,7 +32,8 @@ use crate::wait::acquire;
 /// [`from_limiter`]: AsyncLimiter::from_limiter
 ///
 /// Waiters are served in the order they reserved (first poll), whatever
-/// number of permits each asks for, and each sleeps until its own slot's
+/// number of permits each asks for (a slot given up by a cancelled waiter
+/// goes to the next arrival, which delays nobody), and each sleeps until its own slot's
 /// absolute instant, so pacing does not drift with the timer's 1 ms
 /// granularity. See `docs/async.md` for the model and for choosing the burst
 /// at rates above 1,000 per second.
@@ -41,8 +42,11 @@ use crate::wait::acquire;
 ///
 /// Every waiting method is cancel safe: dropping its future (in `select!`,
 /// under `tokio::time::timeout`, by aborting the task) gives its permits
-/// back if no later reservation depends on them, and otherwise leaves them
-/// spent, which never admits more than the quota. The place in line is lost.
+/// back to the limiter, whether or not others reserved after it: the state
+/// is restored when no later reservation depends on the permits, and
+/// otherwise the slot is handed to the next waiter that would wait longer
+/// (see [`RateLimiter::cancel`]). Either way the limiter never admits more
+/// than its quota. The place in line is lost.
 ///
 /// # Panics
 ///
@@ -63,7 +67,7 @@ use crate::wait::acquire;
 /// let limiter = AsyncLimiter::new(Quota::per_second(100)?.with_burst(5)?);
 /// let start = Instant::now();
 /// for _ in 0..25 {
-///     limiter.take().await;
+///     limiter.take().await?;
 /// }
 /// // 5 at once, then one every 10 ms.
 /// assert_eq!(start.elapsed(), Duration::from_millis(200));
@@ -120,7 +124,7 @@ impl<L: Limiter> AsyncLimiter<L> {
     /// let limiter = AsyncLimiter::from_limiter(window);
     /// let start = Instant::now();
     /// for _ in 0..3 {
-    ///     limiter.take().await;
+    ///     limiter.take().await?;
     /// }
     /// // Two in window 0; the third when window 1's estimate lets it through:
     /// // 2·(1 s − x) + 1·1 s ≤ 2·1 s ⇔ x ≥ 0.5 s.
@@ -148,24 +152,42 @@ impl<L: Limiter> AsyncLimiter<L> {
     /// Waits for one permit.
     ///
     /// Completes on its first poll, without creating a timer, when a permit
-    /// is available now; otherwise sleeps until its reserved slot. Never
-    /// fails: one permit always fits the burst. (If the clock ever ran past
-    /// the core's `MAX_SPAN`, 36.5 years after the origin, no permit could be
-    /// granted and this would wait for good; [`take_n`](AsyncLimiter::take_n)
-    /// reports that as [`AcquireError::TimeOutOfRange`].)
+    /// is available now; otherwise sleeps until its reserved slot.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::TimeOutOfRange`], on the first poll, if the limiter's
+    /// clock has run past its span (36.5 years after the limiter was made).
+    /// One permit always fits the burst, so nothing else can fail.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe. The slot is reserved on the first poll; dropping the
-    /// future before it completes gives the permit back unless a later
-    /// reservation depends on it. A dropped future never took a permit it
-    /// can use.
-    pub async fn take(&self) {
-        if self.take_n(1).await.is_err() {
-            // Only TimeOutOfRange is possible for one permit with no limit on
-            // the wait, and the clock never comes back into range.
-            std::future::pending::<()>().await;
-        }
+    /// future before it completes gives the permit back to the limiter:
+    /// either the state is restored (no later reservation exists) or the
+    /// slot is handed to the next waiter that would otherwise wait longer.
+    /// A dropped future never took a permit it can use.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_async::AsyncLimiter;
+    /// use limiter_core::Quota;
+    /// use tokio::time::Instant;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = AsyncLimiter::new(Quota::per_second(10)?);
+    /// let start = Instant::now();
+    /// limiter.take().await?; // at once
+    /// limiter.take().await?; // 100 ms later
+    /// assert_eq!(start.elapsed(), Duration::from_millis(100));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn take(&self) -> Result<(), AcquireError> {
+        self.take_n_within(1, Duration::MAX).await
     }
 
     /// Waits for `n` permits, served in FIFO order with every other waiter.
@@ -175,13 +197,33 @@ impl<L: Limiter> AsyncLimiter<L> {
     ///
     /// On the first poll, without waiting or consuming anything:
     /// [`AcquireError::InsufficientCapacity`] if `n > burst` (never
-    /// satisfiable under this quota); [`AcquireError::TimeOutOfRange`] past
-    /// the core's `MAX_SPAN`.
+    /// satisfiable under this quota); [`AcquireError::TimeOutOfRange`] as for
+    /// [`take`](AsyncLimiter::take).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe, as [`take`](AsyncLimiter::take): all `n` permits are
-    /// given back together if no later reservation depends on them.
+    /// given back together.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_async::AsyncLimiter;
+    /// use limiter_core::{AcquireError, Quota};
+    /// use tokio::time::Instant;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = AsyncLimiter::new(Quota::per_second(10)?.with_burst(5)?);
+    /// let start = Instant::now();
+    /// limiter.take_n(5).await?;
+    /// limiter.take_n(3).await?; // 300 ms of permits later
+    /// assert_eq!(start.elapsed(), Duration::from_millis(300));
+    /// assert!(matches!(limiter.take_n(6).await, Err(AcquireError::InsufficientCapacity { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn take_n(&self, n: u32) -> Result<(), AcquireError> {
         self.take_n_within(n, Duration::MAX).await
     }
@@ -194,14 +236,64 @@ impl<L: Limiter> AsyncLimiter<L> {
     /// # Errors
     ///
     /// [`AcquireError::RateLimited`] with the wait the slot would need, when
-    /// it exceeds `timeout`; [`AcquireError::TimeOutOfRange`] past the core's
-    /// `MAX_SPAN`.
+    /// it exceeds `timeout`; [`AcquireError::TimeOutOfRange`] as for
+    /// [`take`](AsyncLimiter::take).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe, as [`take`](AsyncLimiter::take).
-    pub async fn take_with_timeout(&self, timeout: Duration) -> Result<(), AcquireError> {
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_async::AsyncLimiter;
+    /// use limiter_core::Quota;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = AsyncLimiter::new(Quota::per_second(10)?);
+    /// limiter.take().await?;
+    /// let refused = limiter.take_timeout(Duration::from_millis(50)).await.unwrap_err();
+    /// assert_eq!(refused.retry_after(), Some(Duration::from_millis(100)));
+    /// limiter.take_timeout(Duration::from_millis(100)).await?; // fits
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn take_timeout(&self, timeout: Duration) -> Result<(), AcquireError> {
         self.take_n_within(1, timeout).await
+    }
+
+    /// Waits for `n` permits if their slot comes within `timeout` of the
+    /// first poll; otherwise fails at once, consuming nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`take_timeout`](AsyncLimiter::take_timeout), plus
+    /// [`AcquireError::InsufficientCapacity`] if `n > burst`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`take`](AsyncLimiter::take).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_async::AsyncLimiter;
+    /// use limiter_core::Quota;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = AsyncLimiter::new(Quota::per_second(10)?.with_burst(4)?);
+    /// limiter.take_n_timeout(4, Duration::ZERO).await?;
+    /// assert!(limiter.take_n_timeout(2, Duration::from_millis(150)).await.is_err());
+    /// limiter.take_n_timeout(2, Duration::from_millis(200)).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn take_n_timeout(&self, n: u32, timeout: Duration) -> Result<(), AcquireError> {
+        self.take_n_within(n, timeout).await
     }
 
     /// Waits for one permit if its slot comes no later than `deadline`;
@@ -211,14 +303,70 @@ impl<L: Limiter> AsyncLimiter<L> {
     ///
     /// # Errors
     ///
-    /// As [`take_with_timeout`](AsyncLimiter::take_with_timeout).
+    /// As [`take_timeout`](AsyncLimiter::take_timeout).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe, as [`take`](AsyncLimiter::take).
+    ///
+    /// # Examples
+    ///
+    /// A call to a downstream with a deadline: the permit and the call share
+    /// it, and a permit that would come too late fails before any waiting.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_async::AsyncLimiter;
+    /// use limiter_core::Quota;
+    /// use tokio::time::{Instant, timeout_at};
+    ///
+    /// # async fn call_downstream() -> u32 { 7 }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = AsyncLimiter::new(Quota::per_second(10)?);
+    /// let deadline = Instant::now() + Duration::from_millis(250);
+    /// limiter.take_until(deadline).await?;
+    /// let answer = timeout_at(deadline, call_downstream()).await?;
+    /// assert_eq!(answer, 7);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn take_until(&self, deadline: Instant) -> Result<(), AcquireError> {
+        self.take_n_until(1, deadline).await
+    }
+
+    /// Waits for `n` permits if their slot comes no later than `deadline`;
+    /// otherwise fails at once, consuming nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`take_n_timeout`](AsyncLimiter::take_n_timeout).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`take`](AsyncLimiter::take).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_async::AsyncLimiter;
+    /// use limiter_core::Quota;
+    /// use tokio::time::Instant;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = AsyncLimiter::new(Quota::per_second(10)?.with_burst(2)?);
+    /// limiter.take_n(2).await?;
+    /// let soon = Instant::now() + Duration::from_millis(100);
+    /// assert!(limiter.take_n_until(2, soon).await.is_err()); // needs 200 ms
+    /// limiter.take_n_until(1, soon).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn take_n_until(&self, n: u32, deadline: Instant) -> Result<(), AcquireError> {
         let timeout = deadline.saturating_duration_since(Instant::now());
-        self.take_n_within(1, timeout).await
+        self.take_n_within(n, timeout).await
     }
 
     /// Takes one permit if it is available now; takes nothing otherwise.
@@ -226,14 +374,57 @@ impl<L: Limiter> AsyncLimiter<L> {
     /// # Errors
     ///
     /// [`AcquireError::RateLimited`] with the exact wait until a permit would
-    /// be available; [`AcquireError::TimeOutOfRange`] past the core's
-    /// `MAX_SPAN`.
+    /// be available; [`AcquireError::TimeOutOfRange`] as for
+    /// [`take`](AsyncLimiter::take).
     ///
     /// # Cancel safety
     ///
     /// Not a future: it decides in one call and there is nothing to cancel.
-    pub fn try_take(&self) -> Result<(), AcquireError> {
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_async::AsyncLimiter;
+    /// use limiter_core::Quota;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = AsyncLimiter::new(Quota::per_second(10)?);
+    /// limiter.try_acquire()?;
+    /// let denied = limiter.try_acquire().unwrap_err();
+    /// assert_eq!(denied.retry_after(), Some(Duration::from_millis(100)));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn try_acquire(&self) -> Result<(), AcquireError> {
         self.core.try_acquire_n(1)
+    }
+
+    /// Takes `n` permits if all are available now; takes none otherwise.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](AsyncLimiter::try_acquire), plus
+    /// [`AcquireError::InsufficientCapacity`] if `n > burst`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_async::AsyncLimiter;
+    /// use limiter_core::Quota;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = AsyncLimiter::new(Quota::per_second(10)?.with_burst(3)?);
+    /// limiter.try_acquire_n(2)?;
+    /// assert!(limiter.try_acquire_n(2).is_err()); // all or nothing
+    /// limiter.try_acquire_n(1)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
+        self.core.try_acquire_n(n)
     }
 
     /// A stream yielding `stream`'s items, each once a permit for it has

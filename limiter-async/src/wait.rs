@@ -19,11 +19,13 @@
 //! Invariant (cancel safety): between the reservation and the end of the
 //! sleep, the reservation is owned by a [`ReservationGuard`]. If the waiting
 //! future is dropped, the guard hands the permits back through
-//! [`cancel`](limiter_core::RateLimiter::cancel), which succeeds only while
-//! no later reservation (or quota change) depends on them; otherwise they
-//! stay spent, which can only make the limiter stricter, never looser. Once
-//! the sleep completes the guard is disarmed and the permits are the
-//! caller's.
+//! [`cancel`](limiter_core::RateLimiter::cancel): the core restores its
+//! state when no later reservation depends on them, and otherwise keeps the
+//! slot as a refund that the next reservation which would wait longer takes
+//! (so a waiter that times out and retries gets its own slot back). Only a
+//! quota change in between, or a slot that has already passed, leaves them
+//! spent, which can only make the limiter stricter, never looser. Once the
+//! sleep completes the guard is disarmed and the permits are the caller's.
 //!
 //! # Algorithms that cannot hold a future slot
 //!
@@ -93,8 +95,8 @@ impl<L: Limiter> ReservationGuard<L> {
 impl<L: Limiter> Drop for ReservationGuard<L> {
     fn drop(&mut self) {
         if let Some(reservation) = self.reservation.take() {
-            // Refused when a later reservation depends on these permits: they
-            // then stay spent, which errs on the strict side.
+            // Refused only after a quota change, or for a slot already past:
+            // the permits then stay spent, which errs on the strict side.
             let _given_back = self.limiter.cancel(reservation);
         }
     }

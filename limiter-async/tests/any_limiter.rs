@@ -19,7 +19,7 @@ async fn a_sliding_window_is_waited_for_by_exact_retries() {
     let start = Instant::now();
     let mut done = vec![];
     for _ in 0..7 {
-        limiter.take().await;
+        limiter.take().await.unwrap();
         done.push(start.elapsed());
     }
     // Window 0 takes 4. In window 1 (prev = 4) the k-th more needs
@@ -34,11 +34,11 @@ async fn a_timeout_on_a_window_fails_at_once_when_the_wait_exceeds_it() {
     limiter.take_n(2).await.unwrap();
     let start = Instant::now();
     assert_eq!(
-        limiter.take_with_timeout(1_499 * MS).await,
+        limiter.take_timeout(1_499 * MS).await,
         Err(AcquireError::RateLimited { wait: 1_500 * MS })
     );
     assert_eq!(start.elapsed(), Duration::ZERO, "decided without sleeping");
-    assert_eq!(limiter.take_with_timeout(1_500 * MS).await, Ok(()));
+    assert_eq!(limiter.take_timeout(1_500 * MS).await, Ok(()));
     assert_eq!(start.elapsed(), 1_500 * MS);
 }
 
@@ -52,7 +52,7 @@ async fn a_warm_up_limiter_reserves_fifo_slots() {
         .map(|_| {
             let limiter = limiter.clone();
             tokio::spawn(async move {
-                limiter.take().await;
+                limiter.take().await.unwrap();
                 start.elapsed()
             })
         })
@@ -73,7 +73,7 @@ async fn a_low_priority_class_waits_without_taking_class_zeros_headroom() {
     let low = AsyncLimiter::from_limiter(tiers.class(1).unwrap());
     let start = Instant::now();
     for _ in 0..7 {
-        low.take().await;
+        low.take().await.unwrap();
     }
     // 5 at once (its half of the burst), then one per 100 ms.
     assert_eq!(start.elapsed(), 200 * MS);
@@ -86,7 +86,7 @@ async fn a_metered_limiter_counts_async_waits() {
         limiter_core::RateLimiter::with_clock(Quota::per_second(10).unwrap(), TokioClock::new());
     let limiter = AsyncLimiter::from_limiter(Metered::new(core));
     for _ in 0..3 {
-        limiter.take().await;
+        limiter.take().await.unwrap();
     }
     let stats = limiter.limiter().stats();
     // The second and third each reserved a 100 ms wait.

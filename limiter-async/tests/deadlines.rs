@@ -26,17 +26,17 @@ async fn a_timeout_shorter_than_the_slot_fails_at_once_and_consumes_nothing() {
     limiter.take_n(2).await.expect("burst");
     let start = Instant::now();
     let refused = limiter
-        .take_with_timeout(Duration::from_millis(99))
+        .take_timeout(Duration::from_millis(99))
         .now_or_never();
     assert_eq!(refused, Some(limited(100)), "decided on the first poll");
     assert_eq!(start.elapsed(), Duration::ZERO);
     // Capacity untouched: nothing available, and the next slot is still the
     // one 100 ms away (a consumed permit would have pushed it to 200 ms).
     assert_eq!(limiter.limiter().available(), 0);
-    assert_eq!(limiter.try_take(), limited(100));
+    assert_eq!(limiter.try_acquire(), limited(100));
     // A timeout that the slot fits always succeeds, at the slot.
     limiter
-        .take_with_timeout(Duration::from_millis(100))
+        .take_timeout(Duration::from_millis(100))
         .await
         .expect("slot fits");
     assert_eq!(start.elapsed(), Duration::from_millis(100));
@@ -68,11 +68,8 @@ async fn take_until_compares_the_slot_with_the_deadline() {
 async fn unbounded_timeouts_and_deadlines_do_not_panic() {
     let limiter = AsyncLimiter::new(quota(10, 1));
     let start = Instant::now();
-    limiter.take().await;
-    limiter
-        .take_with_timeout(Duration::MAX)
-        .await
-        .expect("no limit");
+    limiter.take().await.unwrap();
+    limiter.take_timeout(Duration::MAX).await.expect("no limit");
     assert_eq!(start.elapsed(), Duration::from_millis(100));
     let far = TokioClock::with_origin(start).instant_at(u64::MAX);
     limiter.take_until(far).await.expect("no limit");
@@ -100,12 +97,12 @@ async fn a_take_whose_slot_is_now_completes_on_the_first_poll() {
     // "now" apart from no timer; `a_free_permit_needs_no_runtime_at_all`
     // does, since building a Sleep outside a runtime panics.)
     let limiter = AsyncLimiter::new(quota(10, 2));
-    assert_eq!(limiter.take().now_or_never(), Some(()));
+    assert_eq!(limiter.take().now_or_never(), Some(Ok(())));
     assert_eq!(limiter.take_n(1).now_or_never(), Some(Ok(())));
     // The third must wait, so its first poll is pending; dropping it hands
     // the permit back.
     assert_eq!(limiter.take().now_or_never(), None);
-    assert_eq!(limiter.try_take(), limited(100));
+    assert_eq!(limiter.try_acquire(), limited(100));
 }
 
 #[test]
@@ -115,5 +112,5 @@ fn a_free_permit_needs_no_runtime_at_all() {
     // time this test takes cannot refill it.
     let limiter = AsyncLimiter::new(Quota::per_hour(1).expect("valid quota"));
     futures::executor::block_on(limiter.take());
-    assert!(limiter.try_take().is_err());
+    assert!(limiter.try_acquire().is_err());
 }

@@ -54,7 +54,7 @@ async fn waiters_are_served_in_reservation_order_whatever_n() {
     // is 1300 ms, so one more permit would have to wait 1400 − 300 − 150.
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(
-        limiter.try_take(),
+        limiter.try_acquire(),
         Err(AcquireError::RateLimited {
             wait: Duration::from_millis(950)
         })
@@ -98,7 +98,7 @@ async fn take_n_10_among_20_take_loops_completes_at_its_fifo_slot() {
         let served = Arc::clone(&served);
         loops.spawn(async move {
             loop {
-                limiter.take().await;
+                limiter.take().await.unwrap();
                 // Relaxed: a plain count, read on the same (single) thread.
                 served.fetch_add(1, Ordering::Relaxed);
             }

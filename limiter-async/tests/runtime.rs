@@ -21,7 +21,7 @@ fn the_limiter_is_send_and_sync_and_its_futures_are_send() {
     // Futures are only built here, never polled: nothing is reserved.
     assert_send(&limiter.take());
     assert_send(&limiter.take_n(2));
-    assert_send(&limiter.take_with_timeout(Duration::from_secs(1)));
+    assert_send(&limiter.take_timeout(Duration::from_secs(1)));
     assert_send(&limiter.take_until(Instant::now()));
     let throttled: Throttled<stream::Iter<std::ops::Range<u8>>> =
         limiter.throttle(stream::iter(0..3));
@@ -46,10 +46,10 @@ async fn tasks_on_worker_threads_share_one_limiter_exactly() {
         let insufficient = Arc::clone(&insufficient);
         tasks.push(tokio::spawn(async move {
             for _ in 0..100 {
-                limiter.take().await;
+                limiter.take().await.unwrap();
             }
             limiter
-                .take_with_timeout(Duration::from_secs(1))
+                .take_timeout(Duration::from_secs(1))
                 .await
                 .expect("within the burst");
             if let Err(AcquireError::InsufficientCapacity { .. }) = limiter.take_n(1_001).await {
@@ -66,7 +66,7 @@ async fn tasks_on_worker_threads_share_one_limiter_exactly() {
     assert_eq!(limiter.limiter().available(), 192);
     limiter.take_n(192).await.expect("the rest of the burst");
     assert!(matches!(
-        limiter.take_with_timeout(Duration::from_secs(1)).await,
+        limiter.take_timeout(Duration::from_secs(1)).await,
         Err(AcquireError::RateLimited { .. })
     ));
     assert_eq!(limiter.limiter().available(), 0);

@@ -98,7 +98,7 @@ async fn a_dropped_next_keeps_the_item_and_a_dropped_stream_refunds() {
     assert!(futures::poll!(third.as_mut()).is_pending());
     drop(third);
     assert_eq!(
-        limiter.try_take(),
+        limiter.try_acquire(),
         Err(AcquireError::RateLimited {
             wait: Duration::from_millis(200)
         }),
@@ -106,7 +106,7 @@ async fn a_dropped_next_keeps_the_item_and_a_dropped_stream_refunds() {
     );
     drop(throttled);
     assert_eq!(
-        limiter.try_take(),
+        limiter.try_acquire(),
         Err(AcquireError::RateLimited {
             wait: Duration::from_millis(100)
         }),
