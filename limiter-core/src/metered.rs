@@ -1,16 +1,28 @@
 //! [`Metered`]: counts what a limiter decides, without adding contention.
 //!
 //! Counters are striped and, where possible, single-writer. Each of
-//! [`STRIPES`] cache-padded stripes can be *owned* by one thread: the first
-//! thread (by a per-thread token) to land on a free stripe claims it with one
-//! CAS, and from then on counts there with a relaxed load and store, no
-//! read-modify-write at all, since no other thread writes that stripe. A
-//! thread whose stripe is owned by another counts on one shared stripe with
-//! relaxed `fetch_add`s. [`Metered::stats`] sums every stripe. So metering
-//! costs an owner two plain memory operations on its own cache line, and
-//! never a counter that every thread fights over. Without `std` (or under
-//! loom) there are no thread tokens and every count goes to the shared
-//! stripe.
+//! [`STRIPES`] cache-padded stripes belongs, process-wide, to at most one
+//! live thread: the first time a thread meters anything it claims a free
+//! stripe index with one CAS on a process-wide bitmap, and from then on it
+//! counts on that stripe of every [`Metered`] with a relaxed load and store,
+//! no read-modify-write at all, since no other thread writes that stripe.
+//! When the thread exits, a thread-local guard releases its index, and the
+//! next thread to meter claims it. A thread that finds every index held
+//! counts on one shared stripe with relaxed `fetch_add`s, and looks for a
+//! free index again at its next count. [`Metered::stats`] sums every stripe.
+//! So metering costs a stripe holder two plain memory operations on its own
+//! cache line, and never a counter that every thread fights over. Without
+//! `std` (or under loom) there are no thread-locals and every count goes to
+//! the shared stripe.
+//!
+//! # Memory ordering
+//!
+//! A stripe passes from an exiting thread to the next holder through the
+//! bitmap: the release clears the bit with a release RMW, the claim sets it
+//! with an acquire CAS, so every count the old holder made happens before
+//! the new holder's first load, and the new holder's load-and-store loses
+//! none of them. The counters themselves are relaxed: they are statistics,
+//! summed without ordering.
 //!
 //! Names follow the metrics convention `rate_limit.allowed`,
 //! `rate_limit.rejected`, `rate_limit.delayed`, `rate_limit.wait_time` and
@@ -28,14 +40,11 @@ use crate::reservation::Reservation;
 use crate::sync::{AtomicU64, Ordering};
 
 /// How many single-writer counter stripes a [`Metered`] limiter has (plus
-/// one shared stripe for threads that find theirs taken).
+/// one shared stripe for threads that find every stripe held).
 pub const STRIPES: usize = 16;
 
 #[derive(Debug, Default)]
 struct Stripe {
-    /// The token of the thread that owns this stripe; 0 while free. The
-    /// shared stripe is never owned.
-    owner: AtomicU64,
     allowed: AtomicU64,
     rejected: AtomicU64,
     delayed: AtomicU64,
@@ -162,27 +171,13 @@ impl<L: Limiter> Metered<L> {
         metrics::counter!("rate_limit.cancelled").absolute(s.cancelled);
     }
 
-    /// The calling thread's counter: its own stripe if it owns (or can
-    /// claim) the stripe its token maps to, the shared stripe otherwise.
+    /// The calling thread's counter: the stripe whose index it holds, the
+    /// shared stripe if it holds none.
     #[inline]
     fn counter(&self) -> Counter<'_> {
-        let Some(token) = thread_token() else {
-            return Counter::Shared(&self.shared);
-        };
-        let stripe = &self.stripes[(token % STRIPES as u64) as usize];
-        // Relaxed: the owner field only decides who may write the stripe's
-        // counters, and the claim CAS makes that decision unique.
-        let owner = stripe.owner.load(Ordering::Relaxed);
-        if owner == token
-            || (owner == 0
-                && stripe
-                    .owner
-                    .compare_exchange(0, token, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok())
-        {
-            Counter::Owned(stripe)
-        } else {
-            Counter::Shared(&self.shared)
+        match held_stripe() {
+            Some(i) => Counter::Owned(&self.stripes[i]),
+            None => Counter::Shared(&self.shared),
         }
     }
 
@@ -231,32 +226,126 @@ impl<L: Limiter> Limiter for Metered<L> {
     }
 }
 
-/// A token unique to the calling thread (never 0), assigned the first time
-/// it meters anything; `None` while the thread is being torn down.
+/// The stripe indices held by live threads: bit `i` is set while a thread
+/// holds stripe `i`.
 #[cfg(all(feature = "std", not(loom)))]
-#[inline]
-fn thread_token() -> Option<u64> {
-    use std::cell::Cell;
-    use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering as StdOrdering};
-    static NEXT: StdAtomicU64 = StdAtomicU64::new(1);
-    thread_local! {
-        static TOKEN: Cell<u64> = const { Cell::new(0) };
+mod holders {
+    use crate::sync::{AtomicU32, Ordering};
+
+    /// Bits of the claimable indices.
+    const CLAIMABLE: u32 = if super::STRIPES == 32 {
+        u32::MAX
+    } else {
+        (1 << super::STRIPES) - 1
+    };
+
+    /// No index held and no claim tried yet.
+    const UNCLAIMED: u8 = u8::MAX;
+    /// No index held: every one was taken at the last try.
+    const NONE_FREE: u8 = u8::MAX - 1;
+
+    fn held() -> &'static AtomicU32 {
+        static HELD: AtomicU32 = AtomicU32::new(0);
+        &HELD
     }
-    TOKEN
-        .try_with(|token| {
-            if token.get() == 0 {
-                // Relaxed: only uniqueness matters, which the RMW gives.
-                token.set(NEXT.fetch_add(1, StdOrdering::Relaxed));
+
+    /// The calling thread's index, released when the thread exits.
+    struct Holding(core::cell::Cell<u8>);
+
+    impl Drop for Holding {
+        fn drop(&mut self) {
+            let i = self.0.get();
+            if u32::from(i) < u32::BITS {
+                // Release: every count this thread made on stripe `i`
+                // happens before the next holder's acquire claim.
+                held().fetch_and(!(1 << i), Ordering::Release);
             }
-            token.get()
-        })
-        .ok()
+        }
+    }
+
+    std::thread_local! {
+        static HOLDING: Holding = const { Holding(core::cell::Cell::new(UNCLAIMED)) };
+    }
+    /// Claims a free index, or `None` if every one is held.
+    fn claim() -> Option<u8> {
+        // Relaxed: a guess at the bitmap; the CAS decides.
+        let mut bits = held().load(Ordering::Relaxed);
+        loop {
+            let free = CLAIMABLE & !bits;
+            if free == 0 {
+                return None;
+            }
+            let i = free.trailing_zeros();
+            // Acquire: see every count of the index's previous holder, whose
+            // release cleared the bit. Relaxed on failure: just retry.
+            match held().compare_exchange_weak(
+                bits,
+                bits | 1 << i,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(i as u8),
+                Err(actual) => bits = actual,
+            }
+        }
+    }
+
+    /// The stripe index the calling thread holds, claiming one if it holds
+    /// none; `None` if every index is held by another thread, or while the
+    /// thread is being torn down.
+    #[inline]
+    pub(super) fn held_stripe() -> Option<usize> {
+        HOLDING
+            .try_with(|holding| {
+                let i = holding.0.get();
+                if u32::from(i) < u32::BITS {
+                    return Some(usize::from(i));
+                }
+                let claimed = claim();
+                holding.0.set(claimed.unwrap_or(NONE_FREE));
+                claimed.map(usize::from)
+            })
+            .ok()
+            .flatten()
+    }
 }
 
-/// Without `std` (or under loom) there are no thread-locals: every count
-/// goes to the shared stripe.
+#[cfg(all(feature = "std", not(loom)))]
+use holders::held_stripe;
+
+/// Without `std` (and under loom, whose thread-local destructors cannot
+/// touch a model atomic) there are no stripe holders: every count goes to
+/// the shared stripe.
 #[cfg(any(not(feature = "std"), loom))]
 #[inline]
-fn thread_token() -> Option<u64> {
+fn held_stripe() -> Option<usize> {
     None
+}
+
+#[cfg(all(test, feature = "std", not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{ManualClock, Quota, RateLimiter};
+
+    #[test]
+    fn a_stripe_returns_when_its_thread_exits() {
+        let limiter = RateLimiter::with_clock(
+            Quota::per_second(1).unwrap().with_burst(1_000).unwrap(),
+            ManualClock::new(),
+        );
+        let metered = Metered::new(limiter);
+        // More threads than stripes, one after another: each finds the
+        // stripe its predecessor released, and none counts on the shared one.
+        let threads = 3 * STRIPES as u64;
+        for _ in 0..threads {
+            std::thread::scope(|s| {
+                // Joined explicitly: a join waits for the thread's
+                // thread-local destructors, which release its stripe.
+                s.spawn(|| metered.try_acquire().unwrap()).join().unwrap();
+            });
+        }
+        // Relaxed: the threads were joined.
+        assert_eq!(metered.shared.allowed.load(Ordering::Relaxed), 0);
+        assert_eq!(metered.stats().allowed, threads);
+    }
 }

@@ -16,10 +16,14 @@
 //! `[1.0, 0.5]`, an idle limiter lets class 1 take 5 and class 0 the other 5;
 //! once class 1 has taken 5 it is denied while class 0 still gets 5.
 //!
-//! Shares are held in parts per billion (`round(share · 10^9)`), so decimal
-//! shares such as 0.3 or 0.7 are exact and the hot path stays in integers
-//! (a division by a constant); `headroom_i` is rounded up, so a lower class
-//! never gets more than its share.
+//! The headroom is exact, rounded up: `usable_i = ⌊shares[i] · burst⌋` in
+//! integer arithmetic, so a lower class never gets more than its share and
+//! any share below 1.0 leaves class 0 at least one permit. A share written
+//! as a decimal of at most nine places (0.3, 0.7, 0.999999999) is that
+//! decimal, held in parts per billion (usable: one multiply and a division
+//! by a constant); any other share is its exact binary value, a 53-bit
+//! mantissa and a shift (usable: one multiply and a shift). Either way the
+//! hot path stays in integers.
 //!
 //! # Starvation freedom of class 0
 //!
@@ -48,13 +52,61 @@ use crate::clock::DefaultClock;
 /// 1.0 in parts per billion.
 const ONE: u64 = 1_000_000_000;
 
-/// Permits of `burst` that a class with `share` (parts per billion) may use.
-#[inline]
-fn usable(share: u64, burst: u32) -> u32 {
-    // (ONE − share) · burst < 2^30 · 2^32: no overflow.
-    let headroom = ((ONE - share) * u64::from(burst)).div_ceil(ONE);
-    // headroom ≤ burst because share ≥ 0.
-    burst - headroom as u32
+/// A class's share of the burst, held exactly.
+///
+/// A share that is a decimal of at most nine places (0.3, 0.999999999) is
+/// that decimal, in parts per billion; any other share is its exact binary
+/// value `mantissa · 2^-shift`. Either way `usable` is `⌊share · burst⌋`
+/// exactly, so `headroom = burst − usable = ⌈(1 − share) · burst⌉` exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Share {
+    /// `ppb / 10^9`, with `ppb ≤ 10^9`.
+    Decimal(u64),
+    /// `mantissa · 2^-shift`, with `mantissa < 2^53` and `shift ≥ 53`.
+    Binary { mantissa: u64, shift: u32 },
+}
+
+impl Share {
+    /// The share of `share` ∈ (0, 1] (checked by the caller).
+    fn of(share: f64) -> Share {
+        // share ≤ 1.0, so share·10^9 ≤ 10^9; `as` rounds towards zero after
+        // `round` made it whole.
+        let ppb = (share * ONE as f64).round() as u64;
+        // Division is correctly rounded: equality holds exactly when `share`
+        // is the double nearest to the decimal ppb / 10^9, i.e. when it was
+        // written as that decimal.
+        if ppb as f64 / ONE as f64 == share {
+            return Share::Decimal(ppb);
+        }
+        let bits = share.to_bits();
+        let exponent = ((bits >> 52) & 0x7ff) as u32;
+        let fraction = bits & ((1 << 52) - 1);
+        // A double is fraction·2^-1074 when subnormal, else
+        // (2^52 + fraction)·2^(exponent − 1075); share < 1.0 here, so
+        // exponent ≤ 1022 and shift ≥ 53.
+        let (mantissa, shift) = if exponent == 0 {
+            (fraction, 1074)
+        } else {
+            (fraction | 1 << 52, 1075 - exponent)
+        };
+        Share::Binary { mantissa, shift }
+    }
+
+    /// Permits of `burst` that a class with this share may use:
+    /// `⌊share · burst⌋`.
+    #[inline]
+    fn usable(self, burst: u32) -> u32 {
+        match self {
+            // ppb · burst ≤ 10^9 · 2^32 < 2^62: no overflow; the quotient is
+            // at most burst.
+            Share::Decimal(ppb) => (ppb * u64::from(burst) / ONE) as u32,
+            // mantissa · burst < 2^85 fits u128; shifting by 128 or more
+            // would be an overflow, and any shift past 85 gives 0 anyway.
+            Share::Binary { mantissa, shift } => {
+                ((u128::from(mantissa) * u128::from(burst)) >> shift.min(127)) as u32
+            }
+        }
+    }
 }
 
 /// A rate limiter whose burst is shared by priority classes, class 0 the
@@ -75,7 +127,7 @@ fn usable(share: u64, burst: u32) -> u32 {
 #[derive(Debug)]
 pub struct PriorityLimiter<C: Clock = DefaultClock> {
     limiter: RateLimiter<C>,
-    shares: Vec<u64>,
+    shares: Vec<Share>,
 }
 
 #[cfg(feature = "std")]
@@ -123,12 +175,8 @@ impl<C: Clock> PriorityLimiter<C> {
         if shares.windows(2).any(|w| w[1] > w[0]) {
             return invalid("non-increasing with the class number");
         }
-        // Rounded to the nearest part per billion; s ≤ 1.0 so s·10^9 ≤ 10^9.
-        let shares: Vec<u64> = shares
-            .iter()
-            .map(|s| ((s * ONE as f64) + 0.5) as u64)
-            .collect();
-        if shares.iter().any(|&s| usable(s, quota.burst()) == 0) {
+        let shares: Vec<Share> = shares.iter().map(|&s| Share::of(s)).collect();
+        if shares.iter().any(|s| s.usable(quota.burst()) == 0) {
             return invalid("large enough that share · burst is at least one permit");
         }
         Ok(PriorityLimiter {
@@ -142,7 +190,7 @@ impl<C: Clock> PriorityLimiter<C> {
         self.shares.len()
     }
 
-    fn share(&self, class: usize, n: u32) -> Result<u64, AcquireError> {
+    fn share(&self, class: usize, n: u32) -> Result<Share, AcquireError> {
         self.shares
             .get(class)
             .copied()
@@ -186,17 +234,22 @@ impl<C: Clock> PriorityLimiter<C> {
         };
         let now = self.limiter.clock().now();
         self.limiter
-            .reserve_at::<true>(now, n, max_wait, |p: Params| usable(share, p.burst))
+            .reserve_at::<true>(now, n, max_wait, |p: Params| share.usable(p.burst))
     }
 
-    /// Permits `class` could take now. Changes nothing.
-    pub fn available(&self, class: usize) -> u32 {
-        match self.shares.get(class) {
-            Some(&share) => self
-                .limiter
-                .available_within(|p: Params| usable(share, p.burst)),
-            None => 0,
-        }
+    /// Permits `class` could take now: the largest `n` for which
+    /// [`try_acquire_n`](PriorityLimiter::try_acquire_n) would succeed.
+    /// Changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::UnknownClass`] (with `requested: 0`) for a class past
+    /// the last.
+    pub fn available(&self, class: usize) -> Result<u32, AcquireError> {
+        let share = self.share(class, 0)?;
+        Ok(self
+            .limiter
+            .available_within(|p: Params| share.usable(p.burst)))
     }
 
     /// Gives back a reservation if nothing has been decided since.
@@ -217,7 +270,7 @@ impl<C: Clock> PriorityLimiter<C> {
     /// [`QuotaError::InvalidParameter`] (and no change) when the new burst
     /// is too small for some class's share to be at least one permit.
     pub fn set_quota(&self, quota: Quota) -> Result<(), QuotaError> {
-        if self.shares.iter().any(|&s| usable(s, quota.burst()) == 0) {
+        if self.shares.iter().any(|s| s.usable(quota.burst()) == 0) {
             return Err(QuotaError::InvalidParameter {
                 name: "quota.burst",
                 requirement: "large enough that every class's share of it is at least one permit",
@@ -281,13 +334,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn headroom_rounds_up() {
-        assert_eq!(usable(ONE, 10), 10);
-        assert_eq!(usable(ONE / 2, 10), 5);
-        assert_eq!(usable(ONE / 2, 3), 1);
-        assert_eq!(usable(300_000_000, 10), 3);
-        assert_eq!(usable(700_000_000, 10), 7);
-        assert_eq!(usable(100_000_000, 10), 1);
-        assert_eq!(usable(1, 10), 0);
+    fn decimal_shares_are_held_as_written() {
+        assert_eq!(Share::of(1.0), Share::Decimal(ONE));
+        assert_eq!(Share::of(0.3), Share::Decimal(300_000_000));
+        assert_eq!(Share::of(0.999999999), Share::Decimal(999_999_999));
+        assert_eq!(Share::of(0.000000001), Share::Decimal(1));
+        assert_eq!(Share::Decimal(ONE / 2).usable(3), 1);
+        assert_eq!(Share::Decimal(700_000_000).usable(10), 7);
+        assert_eq!(Share::Decimal(100_000_000).usable(10), 1);
+        assert_eq!(Share::Decimal(1).usable(10), 0);
+    }
+
+    #[test]
+    fn other_shares_are_their_exact_binary_value() {
+        assert_eq!(
+            Share::of(0.75 + 2f64.powi(-40)),
+            Share::Binary {
+                mantissa: (3 << 51) + (1 << 13),
+                shift: 53
+            }
+        );
+        assert_eq!(
+            Share::of(f64::MIN_POSITIVE / 4.0),
+            Share::Binary {
+                mantissa: 1 << 50,
+                shift: 1074
+            }
+        );
+        let below_one = Share::of(1.0 - f64::EPSILON / 2.0);
+        assert_eq!(below_one.usable(u32::MAX), u32::MAX - 1);
+        assert_eq!(below_one.usable(1), 0);
+        assert_eq!(Share::of(2f64.powi(-30)).usable(u32::MAX), 3);
+        assert_eq!(Share::of(f64::MIN_POSITIVE).usable(u32::MAX), 0);
     }
 }

@@ -1,7 +1,9 @@
 //! [`SlidingWindow`]: the two-counter estimate of a sliding window, as
 //! Cloudflare runs it, in one 128-bit atomic word.
 //!
-//! Time is cut into windows of `W` ns; window `k` covers `[k·W, (k+1)·W)`.
+//! Time is nanoseconds since the limiter's epoch (the clock's reading when
+//! it was made), so any clock origin works, the Unix epoch included. It is
+//! cut into windows of `W` ns; window `k` covers `[k·W, (k+1)·W)`.
 //! With `prev` permits admitted in window `k − 1` and `curr` in window `k`,
 //! at `e` ns into window `k`, the estimate of the last `W` ns is
 //! `prev·(W − e)/W + curr`, and `n` permits are admitted iff
@@ -21,15 +23,23 @@
 //! ```text
 //!  127                      64 63            32 31             0
 //! +--------------------------+----------------+----------------+
-//! | k: window index (now / W) |     prev       |      curr      |
+//! | k: window index (time / W)|     prev       |      curr      |
 //! +--------------------------+----------------+----------------+
 //! ```
 //!
-//! The window index needs all 64 bits: a wrapped index could not tell a long
+//! The window index needs up to 60 bits (limiter time is at most
+//! [`MAX_SPAN`], and `W` may be 1 ns): a wrapped index could not tell a long
 //! idle from a clock that stepped back, and one of the two would then admit
 //! too much. So the word is an `AtomicU128` (portable-atomic's `cmpxchg16b`
 //! on x86-64), and the counts get 32 bits each: `limit` may be up to
 //! `u32::MAX` ([`SlidingWindow::MAX_LIMIT`]).
+//!
+//! # Range
+//!
+//! Limiter time runs to `limit = min(MAX_SPAN, u64::MAX − origin)`: 36.5
+//! years after construction, or the clock's last reading if that comes
+//! first. A reading past it is refused with
+//! [`AcquireError::TimeOutOfRange`], and nothing is available then.
 //!
 //! A clock reading in a window before `k` (a clock that stepped back) is
 //! decided as if it were at the very start of window `k`: the strictest
@@ -43,11 +53,13 @@
 //! time until `n` would conform if nothing else were admitted, even when
 //! that wait is within `max_wait`; waiting layers sleep that long and try
 //! again. `cancel` takes the permits back out of the count of the window they
-//! were admitted in, if that window is still the current or previous one.
+//! were admitted in, if that window is still the current or previous one,
+//! and refuses a reservation that another limiter issued.
+//! [`Reservation::ready_at`] is a reading of the limiter's clock.
 
 use core::time::Duration;
 
-use crate::clock::Clock;
+use crate::clock::{Clock, Epoch};
 use crate::error::{AcquireError, QuotaError};
 use crate::identity::Owner;
 use crate::limiter_trait::Limiter;
@@ -79,7 +91,8 @@ impl Counts {
         (u128::from(self.window) << 64) | (u128::from(self.prev) << 32) | u128::from(self.curr)
     }
 
-    /// The counts as seen at `now`, and the ns elapsed in their window.
+    /// The counts as seen at limiter time `now`, and the ns elapsed in their
+    /// window.
     fn at(self, now: u64, w: u64) -> (Counts, u64) {
         let window = now / w;
         match window.checked_sub(self.window) {
@@ -105,8 +118,9 @@ impl Counts {
         }
     }
 
-    /// Nanoseconds from `now` until the start of this window: zero unless the
-    /// clock stepped back before it (then `at` reads it as that start).
+    /// Nanoseconds from limiter time `now` until the start of this window:
+    /// zero unless the clock stepped back before it (then `at` reads it as
+    /// that start).
     fn lag(self, now: u64, w: u64) -> u64 {
         (u128::from(self.window) * u128::from(w))
             .saturating_sub(u128::from(now))
@@ -139,6 +153,7 @@ pub struct SlidingWindow<C: Clock = DefaultClock> {
     state: AtomicState<AtomicU128>,
     limit: u32,
     window: u64,
+    epoch: Epoch,
     owner: Owner,
     clock: C,
 }
@@ -187,7 +202,7 @@ impl<C: Clock> SlidingWindow<C> {
             }
         };
         let start = Counts {
-            window: clock.now() / w,
+            window: 0,
             prev: 0,
             curr: 0,
         };
@@ -195,6 +210,7 @@ impl<C: Clock> SlidingWindow<C> {
             state: AtomicState::new(start.pack()),
             limit,
             window: w,
+            epoch: Epoch::at(clock.now()),
             owner: Owner::new(),
             clock,
         })
@@ -231,14 +247,20 @@ impl<C: Clock> SlidingWindow<C> {
     /// [`AcquireError::InsufficientCapacity`] if `n > limit`;
     /// [`AcquireError::RateLimited`] with the exact wait until the estimate
     /// lets `n` through (if nothing else is admitted meanwhile). A denial
-    /// writes nothing.
+    /// writes nothing. [`AcquireError::TimeOutOfRange`] for a clock reading
+    /// past the limiter's range (see the module docs).
     pub fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
         self.acquire_at(self.clock.now(), n).map(|_| ())
     }
 
-    /// How many permits `try_acquire_n` could take now. Changes nothing.
+    /// How many permits [`try_acquire_n`](SlidingWindow::try_acquire_n) could
+    /// take now: exactly the largest `n` it would grant, 0 past the limiter's
+    /// range. Changes nothing.
     pub fn available(&self) -> u32 {
-        let (c, e) = Counts::unpack(self.state.load()).at(self.clock.now(), self.window);
+        let Some(now) = self.time(self.clock.now()) else {
+            return 0;
+        };
+        let (c, e) = Counts::unpack(self.state.load()).at(now, self.window);
         // Largest n with prev·(W − e) + (curr + n)·W ≤ limit·W.
         let w = u128::from(self.window);
         let room =
@@ -248,13 +270,24 @@ impl<C: Clock> SlidingWindow<C> {
         n as u32
     }
 
-    fn acquire_at(&self, now: u64, n: u32) -> Result<Reservation, AcquireError> {
+    /// Limiter time at the clock reading `now`, `None` past the range.
+    #[inline]
+    fn time(&self, now: u64) -> Option<u64> {
+        let t = self.epoch.elapsed(now);
+        (t <= self.epoch.limit()).then_some(t)
+    }
+
+    /// The decision at the clock reading `clock_now`.
+    fn acquire_at(&self, clock_now: u64, n: u32) -> Result<Reservation, AcquireError> {
         if n > self.limit {
             return Err(AcquireError::InsufficientCapacity {
                 requested: n,
                 burst: self.limit,
             });
         }
+        let now = self
+            .time(clock_now)
+            .ok_or(AcquireError::TimeOutOfRange { now: clock_now })?;
         self.state.update(|word| {
             let (c, e) = Counts::unpack(word).at(now, self.window);
             match self.wait(c, e, n) {
@@ -273,7 +306,8 @@ impl<C: Clock> SlidingWindow<C> {
                         next.pack(),
                         Reservation {
                             permits: n,
-                            ready_at: now,
+                            // now ≤ limit: converts back without overflow.
+                            ready_at: self.epoch.to_clock(now),
                             wait: 0,
                             owner: self.owner,
                             undo,
@@ -326,8 +360,12 @@ impl<C: Clock> SlidingWindow<C> {
         offset as u64
     }
 
+    /// Takes `n` permits out of the count of `window`, if it still counts.
     fn cancel_in(&self, window: u64, n: u32) -> bool {
-        let now = self.clock.now();
+        // Past the range nothing is decided, so nothing needs giving back.
+        let Some(now) = self.time(self.clock.now()) else {
+            return false;
+        };
         let refunded: Result<(), ()> = self.state.update(|word| {
             let (c, _) = Counts::unpack(word).at(now, self.window);
             let next = if c.window == window {
@@ -335,7 +373,7 @@ impl<C: Clock> SlidingWindow<C> {
                     curr: c.curr.checked_sub(n).ok_or(())?,
                     ..c
                 }
-            } else if c.window == window + 1 {
+            } else if window.checked_add(1) == Some(c.window) {
                 Counts {
                     prev: c.prev.checked_sub(n).ok_or(())?,
                     ..c
@@ -431,6 +469,22 @@ mod tests {
             ),
             2 * W - 200
         );
+    }
+
+    #[test]
+    fn a_window_index_at_the_top_refunds_nothing_elsewhere() {
+        let s = window(10);
+        let start = Counts {
+            window: 0,
+            prev: 3,
+            curr: 2,
+        };
+        s.state
+            .update::<(), ()>(|_| Ok((start.pack(), ())))
+            .unwrap();
+        // Window u64::MAX is neither window 0 nor the one before it.
+        assert!(!s.cancel_in(u64::MAX, 1));
+        assert_eq!(Counts::unpack(s.state.load()), start);
     }
 
     #[test]

@@ -31,12 +31,21 @@
 //! From cold at 2 permits/s with a 4 s warm-up and factor 3 the successive
 //! waits are 1.375 s, 1.125 s, 0.875 s, 0.625 s, then 0.5 s.
 //!
+//! # Time and range
+//!
+//! Time is nanoseconds since the limiter's epoch, the clock's reading when
+//! it was made, so any clock origin works (the Unix epoch included);
+//! [`Reservation::ready_at`] is converted back to a reading of the clock.
+//! Limiter time runs to `limit = min(MAX_SPAN, u64::MAX − origin)`: a clock
+//! reading past it, or a request whose cost would move `next_free` past it,
+//! is refused with [`AcquireError::TimeOutOfRange`].
+//!
 //! # State word
 //!
 //! ```text
 //!  127                       64 63                               0
 //! +---------------------------+----------------------------------+
-//! |  next_free: ns since origin |  stored: fixed point, 32.32 bits |
+//! |  next_free: ns since epoch |  stored: fixed point, 32.32 bits  |
 //! +---------------------------+----------------------------------+
 //! ```
 //!
@@ -47,7 +56,7 @@
 
 use core::time::Duration;
 
-use crate::clock::Clock;
+use crate::clock::{Clock, Epoch};
 use crate::error::{AcquireError, QuotaError};
 use crate::identity::Owner;
 use crate::limiter_trait::Limiter;
@@ -105,6 +114,28 @@ impl Curve {
         self.stable + p * self.slope
     }
 
+    /// The state `(next_free, stored)` of `word` as seen at limiter time
+    /// `now`: idle time since `next_free` refilled into stored permits.
+    fn refill(&self, word: u128, now: u64) -> (u64, f64) {
+        let (next_free, stored) = unpack(word);
+        if now > next_free {
+            let stored = (stored + (now - next_free) as f64 / self.cool_down).min(self.max);
+            (now, stored)
+        } else {
+            (next_free, stored)
+        }
+    }
+
+    /// `next_free` and stored permits after a request for `n` permits that
+    /// proceeds at `next_free` with `stored` permits: it spends
+    /// `min(n, stored)` of them and pays the stable interval for the rest.
+    /// Saturates at `u64::MAX`, which is out of every range.
+    fn spend(&self, next_free: u64, stored: f64, n: u32) -> (u64, f64) {
+        let spend = f64::from(n).min(stored);
+        let cost = self.stored_cost(stored, spend) + self.stable * (f64::from(n) - spend);
+        (next_free.saturating_add(ceil_nanos(cost)), stored - spend)
+    }
+
     /// Nanoseconds that spending `take` of `stored` permits costs (Guava's
     /// `storedPermitsToWaitTime`, in the same order of operations): the
     /// integral of the interval from `stored − take` to `stored`.
@@ -149,15 +180,21 @@ fn ceil_nanos(x: f64) -> u64 {
 ///
 /// ```
 /// use core::time::Duration;
-/// use limiter_core::{ManualClock, Quota, WarmUpLimiter};
+/// use limiter_core::{Clock, ManualClock, Quota, WarmUpLimiter};
 ///
 /// let clock = ManualClock::new();
 /// let quota = Quota::per_second(2)?;
 /// let limiter = WarmUpLimiter::with_clock(quota, Duration::from_secs(4), clock.clone())?;
-/// let waits: Vec<Duration> = (0..6).map(|_| limiter.take()).collect();
+/// let waits: Vec<Duration> = (0..6)
+///     .map(|_| limiter.reserve_n(1, Duration::MAX).unwrap().wait())
+///     .collect();
 /// let ms = |m| Duration::from_millis(m);
-/// assert_eq!(waits, [ms(0), ms(1375), ms(1125), ms(875), ms(625), ms(500)]);
-/// # Ok::<(), limiter_core::QuotaError>(())
+/// assert_eq!(waits, [ms(0), ms(1375), ms(2500), ms(3375), ms(4000), ms(4500)]);
+///
+/// // `take` sleeps through the clock; a manual clock simply moves on.
+/// limiter.take()?;
+/// assert_eq!(clock.now(), 5_000_000_000);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
 pub struct WarmUpLimiter<C: Clock = DefaultClock> {
@@ -165,6 +202,7 @@ pub struct WarmUpLimiter<C: Clock = DefaultClock> {
     curve: Curve,
     period: u64,
     warm_up: u64,
+    epoch: Epoch,
     owner: Owner,
     clock: C,
 }
@@ -221,12 +259,12 @@ impl<C: Clock> WarmUpLimiter<C> {
             });
         }
         let curve = Curve::new(quota.period_nanos(), w, Self::DEFAULT_COLD_FACTOR)?;
-        let state = AtomicState::new(pack(clock.now().min(MAX_SPAN), curve.max));
         Ok(WarmUpLimiter {
-            state,
+            state: AtomicState::new(pack(0, curve.max)),
             curve,
             period: quota.period_nanos(),
             warm_up: w,
+            epoch: Epoch::at(clock.now()),
             owner: Owner::new(),
             clock,
         })
@@ -241,10 +279,10 @@ impl<C: Clock> WarmUpLimiter<C> {
     /// least 1.
     pub fn with_cold_factor(self, cold_factor: f64) -> Result<WarmUpLimiter<C>, QuotaError> {
         let curve = Curve::new(self.period, self.warm_up, cold_factor)?;
-        let state = AtomicState::new(pack(self.clock.now().min(MAX_SPAN), curve.max));
         Ok(WarmUpLimiter {
-            state,
+            state: AtomicState::new(pack(0, curve.max)),
             curve,
+            epoch: Epoch::at(self.clock.now()),
             ..self
         })
     }
@@ -253,7 +291,7 @@ impl<C: Clock> WarmUpLimiter<C> {
     /// and [`max_permits`](WarmUpLimiter::max_permits).
     pub fn stored_permits(&self) -> f64 {
         let (next_free, stored) = unpack(self.state.load());
-        let now = self.clock.now();
+        let now = self.epoch.elapsed(self.clock.now());
         if now > next_free {
             (stored + (now - next_free) as f64 / self.curve.cool_down).min(self.curve.max)
         } else {
@@ -286,8 +324,9 @@ impl<C: Clock> WarmUpLimiter<C> {
     /// # Errors
     ///
     /// [`AcquireError::RateLimited`] with the wait until a request may
-    /// proceed (writes nothing); [`AcquireError::TimeOutOfRange`] past
-    /// [`MAX_SPAN`].
+    /// proceed (writes nothing); [`AcquireError::TimeOutOfRange`] for a clock
+    /// reading past the limiter's range, or a cost that would end past it
+    /// (see the module docs).
     pub fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
         self.reserve_n(n, Duration::ZERO).map(|_| ())
     }
@@ -301,18 +340,17 @@ impl<C: Clock> WarmUpLimiter<C> {
     /// As [`try_acquire_n`](WarmUpLimiter::try_acquire_n), with the wait
     /// compared to `max_wait`.
     pub fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
-        let now = self.clock.now();
-        if now > MAX_SPAN {
-            return Err(AcquireError::TimeOutOfRange { now });
+        let clock_now = self.clock.now();
+        let out_of_range = AcquireError::TimeOutOfRange { now: clock_now };
+        let now = self.epoch.elapsed(clock_now);
+        let limit = self.epoch.limit();
+        if now > limit {
+            return Err(out_of_range);
         }
         let max_wait = saturating_nanos(max_wait);
         let c = self.curve;
         self.state.update(|word| {
-            let (mut next_free, mut stored) = unpack(word);
-            if now > next_free {
-                stored = (stored + (now - next_free) as f64 / c.cool_down).min(c.max);
-                next_free = now;
-            }
+            let (next_free, stored) = c.refill(word, now);
             let wait = next_free - now;
             if wait > max_wait {
                 return Err(AcquireError::RateLimited {
@@ -322,20 +360,18 @@ impl<C: Clock> WarmUpLimiter<C> {
             if n == 0 {
                 let r = Reservation {
                     permits: 0,
-                    ready_at: now,
+                    ready_at: clock_now,
                     wait: 0,
                     owner: self.owner,
                     undo: Undo::Nothing,
                 };
                 return Ok((word, r));
             }
-            let spend = f64::from(n).min(stored);
-            let cost = c.stored_cost(stored, spend) + c.stable * (f64::from(n) - spend);
-            let after_free = next_free.saturating_add(ceil_nanos(cost));
-            if after_free > MAX_SPAN {
-                return Err(AcquireError::TimeOutOfRange { now });
+            let (after_free, left) = c.spend(next_free, stored, n);
+            if after_free > limit {
+                return Err(out_of_range);
             }
-            let after = pack(after_free, stored - spend);
+            let after = pack(after_free, left);
             let undo = Undo::WideWord {
                 before: word,
                 after,
@@ -344,7 +380,9 @@ impl<C: Clock> WarmUpLimiter<C> {
                 after,
                 Reservation {
                     permits: n,
-                    ready_at: next_free,
+                    // next_free ≤ limit (the state only holds times in
+                    // range): converts back without overflow.
+                    ready_at: self.epoch.to_clock(next_free),
                     wait,
                     owner: self.owner,
                     undo,
@@ -353,8 +391,45 @@ impl<C: Clock> WarmUpLimiter<C> {
         })
     }
 
+    /// How many permits [`try_acquire_n`](WarmUpLimiter::try_acquire_n)
+    /// could take now: exactly the largest `n` it would grant. Changes
+    /// nothing.
+    ///
+    /// A request that may proceed takes any number of permits (their cost
+    /// delays the next request), so this is 0 while a request must wait and
+    /// otherwise the most permits whose cost still ends within the limiter's
+    /// range (`u32::MAX` when all of them fit).
+    pub fn available(&self) -> u32 {
+        let now = self.epoch.elapsed(self.clock.now());
+        let limit = self.epoch.limit();
+        if now > limit {
+            return 0;
+        }
+        let (next_free, stored) = self.curve.refill(self.state.load(), now);
+        if next_free > now {
+            return 0;
+        }
+        let fits = |n: u32| self.curve.spend(next_free, stored, n).0 <= limit;
+        if fits(u32::MAX) {
+            return u32::MAX;
+        }
+        // The cost only grows with n: the largest n that fits, by bisection
+        // over [lo, hi) with fits(lo) and !fits(hi). fits(0): 0 costs nothing.
+        let (mut lo, mut hi) = (0u32, u32::MAX);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
     /// Gives back a reservation if nothing has been decided since: the state
-    /// is restored exactly as before it.
+    /// is restored exactly as before it. Returns false for a reservation
+    /// that another limiter issued.
     pub fn cancel(&self, reservation: Reservation) -> bool {
         if reservation.owner != self.owner {
             return false;
@@ -367,21 +442,19 @@ impl<C: Clock> WarmUpLimiter<C> {
 }
 
 impl<C: crate::clock::BlockingClock> WarmUpLimiter<C> {
-    /// Waits for one permit (sleeping through the clock) and returns how long
-    /// it waited. As [`RateLimiter::take`](crate::RateLimiter::take), it
-    /// blocks for good once the clock has passed [`MAX_SPAN`], when no
-    /// permit can be granted any more.
-    pub fn take(&self) -> Duration {
-        loop {
-            match self.reserve_n(1, Duration::MAX) {
-                Ok(r) => {
-                    self.clock.sleep_until(r.ready_at);
-                    return r.wait();
-                }
-                // Only TimeOutOfRange: the clock will not come back.
-                Err(_) => self.clock.sleep_until(u64::MAX),
-            }
+    /// Waits for one permit, sleeping through the clock until its slot.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::TimeOutOfRange`], at once and without sleeping, for a
+    /// clock reading past the limiter's range or a slot whose cost would end
+    /// past it (see the module docs).
+    pub fn take(&self) -> Result<(), AcquireError> {
+        let r = self.reserve_n(1, Duration::MAX)?;
+        if r.wait != 0 {
+            self.clock.sleep_until(r.ready_at);
         }
+        Ok(())
     }
 }
 

@@ -63,3 +63,32 @@ fn any_limiter_can_be_metered() {
     assert!(metered.try_acquire().is_err());
     assert_eq!((metered.stats().allowed, metered.stats().rejected), (1, 1));
 }
+
+#[test]
+fn threads_that_come_and_go_are_all_counted() {
+    // Waves of more threads than stripes, each wave joined before the next:
+    // stripes pass from exited threads to new ones and no count is lost.
+    let limiter = RateLimiter::with_clock(
+        Quota::per_second(1).unwrap().with_burst(1_000_000).unwrap(),
+        ManualClock::new(),
+    );
+    let metered = Metered::new(limiter);
+    let (waves, threads, tries) = if cfg!(miri) { (2, 3, 5) } else { (6, 24, 200) };
+    for _ in 0..waves {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        for _ in 0..tries {
+                            metered.try_acquire().unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().unwrap();
+            }
+        });
+    }
+    assert_eq!(metered.stats().allowed, waves * threads * tries);
+}

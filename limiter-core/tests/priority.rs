@@ -20,13 +20,13 @@ fn tiers(shares: &[f64]) -> (PriorityLimiter<ManualClock>, ManualClock) {
 #[test]
 fn the_lower_class_leaves_the_headroom_to_class_zero() {
     let (p, _clock) = tiers(&[1.0, 0.5]);
-    assert_eq!((p.available(0), p.available(1)), (10, 5));
+    assert_eq!((p.available(0).unwrap(), p.available(1).unwrap()), (10, 5));
     assert_eq!(p.try_acquire_n(1, 5), Ok(()));
     assert_eq!(
         p.try_acquire_n(1, 1),
         Err(AcquireError::RateLimited { wait: 100 * MS })
     );
-    assert_eq!(p.available(0), 5);
+    assert_eq!(p.available(0).unwrap(), 5);
     assert_eq!(p.try_acquire_n(0, 5), Ok(()));
     assert_eq!(
         p.try_acquire_n(0, 1),
@@ -115,7 +115,7 @@ fn shares_are_validated() {
     // Decimal shares are exact: 0.7 and 0.3 of 10 are 7 and 3, 0.1 is 1.
     let ok = PriorityLimiter::with_clock(q, &[1.0, 0.7, 0.3, 0.1], clock.clone()).unwrap();
     assert_eq!(
-        (0..4).map(|c| ok.available(c)).collect::<Vec<_>>(),
+        (0..4).map(|c| ok.available(c).unwrap()).collect::<Vec<_>>(),
         [10, 7, 3, 1]
     );
     for shares in [
@@ -142,7 +142,7 @@ fn a_quota_change_keeps_each_class_share() {
     let (p, _clock) = tiers(&[1.0, 0.5]);
     p.set_quota(Quota::per_second(10).unwrap().with_burst(4).unwrap())
         .unwrap();
-    assert_eq!((p.available(0), p.available(1)), (4, 2));
+    assert_eq!((p.available(0).unwrap(), p.available(1).unwrap()), (4, 2));
     // A burst of 1 would leave class 1 nothing: refused, nothing changed.
     assert!(matches!(
         p.set_quota(Quota::per_second(10).unwrap()),
@@ -152,6 +152,75 @@ fn a_quota_change_keeps_each_class_share() {
         })
     ));
     assert_eq!(p.quota().burst(), 4);
+}
+
+#[test]
+fn available_of_an_unknown_class_is_an_error() {
+    let (p, _clock) = tiers(&[1.0, 0.5]);
+    assert_eq!(
+        p.available(2),
+        Err(AcquireError::UnknownClass {
+            class: 2,
+            classes: 2,
+            requested: 0
+        })
+    );
+    assert_eq!(p.available(1), Ok(5));
+}
+
+/// The permits class 1 may use of an idle limiter with `burst`, and what
+/// class 0 then still gets: `(usable, headroom)`.
+fn split(share: f64, burst: u32) -> (u32, u32) {
+    let quota = Quota::from_nanos(1, burst).unwrap();
+    let p = PriorityLimiter::with_clock(quota, &[1.0, share], ManualClock::new()).unwrap();
+    let usable = p.available(1).unwrap();
+    p.try_acquire_n(1, usable).unwrap();
+    assert!(
+        p.try_acquire_n(1, 1).is_err(),
+        "share {share}, burst {burst}"
+    );
+    (usable, p.available(0).unwrap())
+}
+
+#[test]
+fn the_headroom_is_exact_and_never_rounds_against_class_zero() {
+    const MAX: u32 = u32::MAX;
+    // headroom = ceil((1 − share) · burst), usable = burst − headroom.
+    for (share, burst, headroom) in [
+        // Just below 1.0: class 0 keeps one permit.
+        (0.9999999999, 10, 1),
+        (1.0 - f64::EPSILON / 2.0, 10, 1),
+        (1.0 - f64::EPSILON / 2.0, MAX, 1),
+        (1.0 - 2f64.powi(-40), MAX, 1),
+        (0.999999999, 10, 1),
+        (0.999999999, 2_000_000_000, 2),
+        (0.999999999, MAX, 5),
+        // Decimal shares are the decimals they are written as.
+        (0.5, 3, 2),
+        (0.7, 10, 3),
+        (0.3, 10, 7),
+        (0.1, 10, 9),
+        (0.1000000001, 10, 9),
+        // Just above 0: class 1 gets the whole permits its share holds.
+        (0.000000001, 1_000_000_000, 999_999_999),
+        (0.000000002, MAX, MAX - 8),
+        (2f64.powi(-30), MAX, MAX - 3),
+        (2f64.powi(-30), 1 << 31, (1 << 31) - 2),
+    ] {
+        assert_eq!(
+            split(share, burst),
+            (burst - headroom, headroom),
+            "share {share}, burst {burst}"
+        );
+    }
+    // A share that holds less than a permit of the burst is refused.
+    let quota = Quota::per_second(1).unwrap().with_burst(10).unwrap();
+    for share in [0.0999999999, 0.000000001, 2f64.powi(-30), f64::MIN_POSITIVE] {
+        assert!(
+            PriorityLimiter::with_clock(quota, &[1.0, share], ManualClock::new()).is_err(),
+            "share {share}"
+        );
+    }
 }
 
 trait NowNs {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use limiter_core::{AcquireError, Limiter, ManualClock, QuotaError, SlidingWindow};
+use limiter_core::{AcquireError, Limiter, MAX_SPAN, ManualClock, QuotaError, SlidingWindow};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -141,4 +141,112 @@ fn limits_and_windows_are_validated() {
     let big = SlidingWindow::with_clock(u32::MAX, Duration::from_nanos(1), clock).unwrap();
     assert_eq!(big.try_acquire_n(u32::MAX), Ok(()));
     assert_eq!(big.available(), 0);
+}
+
+#[test]
+fn a_reservation_from_another_window_is_refused() {
+    let (a, _) = window(10);
+    let (b, _) = window(10);
+    let from_a = a.reserve_n(4, Duration::ZERO).unwrap();
+    let on_b = b.reserve_n(4, Duration::ZERO).unwrap();
+    assert_eq!(
+        (from_a.permits(), from_a.ready_at()),
+        (on_b.permits(), on_b.ready_at())
+    );
+    assert!(!b.cancel(from_a));
+    assert_eq!(b.available(), 6);
+    assert_eq!(b.try_acquire_n(7), limited(1_250 * MS));
+    assert!(b.cancel(on_b));
+    assert_eq!(b.available(), 10);
+}
+
+/// A script of decisions at clock readings `origin + offset`, its outcomes
+/// with every instant given relative to `origin`.
+fn window_script(origin: u64) -> Vec<String> {
+    let clock = ManualClock::starting_at(origin);
+    let s = SlidingWindow::with_clock(10, Duration::from_secs(1), clock.clone()).unwrap();
+    let mut out = Vec::new();
+    clock.advance(300 * MS);
+    out.push(format!("{:?}", s.try_acquire_n(8)));
+    out.push(format!("{:?} {}", s.try_acquire_n(3), s.available()));
+    // Into the next window: the 8 still count by their remaining share.
+    clock.advance(900 * MS);
+    out.push(format!("available {}", s.available()));
+    let r = s.reserve_n(3, Duration::ZERO).unwrap();
+    out.push(format!(
+        "ready {} wait {:?}",
+        r.ready_at() - origin,
+        r.wait()
+    ));
+    out.push(format!("{:?}", s.try_acquire_n(5)));
+    // The clock steps back into the previous window: read as this one's start.
+    clock.set(origin + 900_000_000);
+    out.push(format!("back {:?} {}", s.try_acquire_n(1), s.available()));
+    clock.set(origin + 1_250_000_000);
+    out.push(format!("cancel {} {}", s.cancel(r), s.available()));
+    clock.advance(5_000 * MS);
+    out.push(format!("idle {} {:?}", s.available(), s.try_acquire_n(10)));
+    out
+}
+
+#[test]
+fn any_clock_origin_decides_as_origin_zero() {
+    let at_zero = window_script(0);
+    for origin in [1_800_000_000_000_000_000, u64::MAX - 3_600_000_000_000] {
+        assert_eq!(window_script(origin), at_zero, "origin {origin}");
+    }
+}
+
+#[test]
+fn past_the_span_nothing_is_available_and_tries_are_out_of_range() {
+    let (s, clock) = window(10);
+    clock.set(MAX_SPAN);
+    assert_eq!(s.available(), 10);
+    clock.set(MAX_SPAN + 1);
+    assert_eq!(s.available(), 0);
+    assert_eq!(
+        s.try_acquire(),
+        Err(AcquireError::TimeOutOfRange { now: MAX_SPAN + 1 })
+    );
+    // A clock an hour from its end gives the window an hour of range, up to
+    // the clock's last reading.
+    let clock = ManualClock::starting_at(u64::MAX - 3_600_000_000_000);
+    let s = SlidingWindow::with_clock(10, Duration::from_nanos(1), clock.clone()).unwrap();
+    clock.set(u64::MAX);
+    assert_eq!(s.available(), 10);
+    let r = s.reserve_n(3, Duration::ZERO).unwrap();
+    assert_eq!(r.ready_at(), u64::MAX);
+    assert!(s.cancel(r));
+}
+
+#[test]
+fn available_is_the_largest_n_a_try_takes() {
+    for limit in [1, 7, 10] {
+        for first in 0..=limit {
+            for second in [0, 1, 3] {
+                for at in [0, 1, 250, 999, 1_000, 1_001, 1_500, 1_999, 2_000] {
+                    let run = |n: u32| {
+                        let clock = ManualClock::new();
+                        let s = SlidingWindow::with_clock(
+                            limit,
+                            Duration::from_nanos(1_000),
+                            clock.clone(),
+                        )
+                        .unwrap();
+                        let _ = s.try_acquire_n(first);
+                        clock.set(700);
+                        let _ = s.try_acquire_n(second);
+                        clock.set(at.max(700));
+                        (s.available(), s.try_acquire_n(n))
+                    };
+                    let (available, _) = run(0);
+                    let case = format!("limit {limit} first {first} second {second} at {at}");
+                    assert_eq!(run(available).1, Ok(()), "{case}");
+                    if available < limit {
+                        assert!(run(available + 1).1.is_err(), "{case}");
+                    }
+                }
+            }
+        }
+    }
 }

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use limiter_core::{AcquireError, ManualClock, Quota, QuotaError, WarmUpLimiter};
+use std::sync::mpsc;
+
+use limiter_core::{AcquireError, MAX_SPAN, ManualClock, Quota, QuotaError, WarmUpLimiter};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -19,8 +21,15 @@ fn guava() -> (WarmUpLimiter<ManualClock>, ManualClock) {
     (l, clock)
 }
 
+/// The time each of `count` blocking takes spent waiting on the clock.
 fn waits(l: &WarmUpLimiter<ManualClock>, count: usize) -> Vec<Duration> {
-    (0..count).map(|_| l.take()).collect()
+    (0..count)
+        .map(|_| {
+            let before = l.clock().now_ns();
+            l.take().unwrap();
+            Duration::from_nanos(l.clock().now_ns() - before)
+        })
+        .collect()
 }
 
 #[test]
@@ -141,6 +150,157 @@ fn bad_parameters_are_errors() {
             ..
         })
     ));
+}
+
+#[test]
+fn take_past_the_span_returns_at_once() {
+    let (l, clock) = guava();
+    clock.set(MAX_SPAN + 1);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(l.take());
+    });
+    let taken = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("take() returned");
+    assert_eq!(
+        taken,
+        Err(AcquireError::TimeOutOfRange { now: MAX_SPAN + 1 })
+    );
+}
+
+#[test]
+fn a_reservation_from_another_limiter_is_refused() {
+    let (a, _) = guava();
+    let (b, _) = guava();
+    let from_a = a.reserve_n(1, Duration::MAX).unwrap();
+    let on_b = b.reserve_n(1, Duration::MAX).unwrap();
+    assert_eq!(
+        (from_a.permits(), from_a.ready_at()),
+        (on_b.permits(), on_b.ready_at())
+    );
+    assert!(!b.cancel(from_a));
+    // B still owes the first permit's cost: its next request waits 1.375 s.
+    assert_eq!(
+        b.try_acquire(),
+        Err(AcquireError::RateLimited { wait: 1_375 * MS })
+    );
+    assert_eq!(b.stored_permits(), 7.0);
+    assert!(b.cancel(on_b));
+}
+
+/// A script of decisions at clock readings `origin + offset`, its outcomes
+/// with every instant given relative to `origin`.
+fn warm_up_script(origin: u64) -> Vec<String> {
+    let clock = ManualClock::starting_at(origin);
+    let l = WarmUpLimiter::with_clock(
+        Quota::per_second(2).unwrap(),
+        Duration::from_secs(4),
+        clock.clone(),
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    for _ in 0..6 {
+        let before = clock.now_ns();
+        out.push(format!(
+            "take {:?}",
+            l.take().map(|()| clock.now_ns() - before)
+        ));
+    }
+    out.push(format!("try {:?}", l.try_acquire()));
+    clock.advance(3_000 * MS);
+    // (Not `available` here: with the range it depends on the origin.)
+    out.push(format!("stored {}", l.stored_permits()));
+    let r = l.reserve_n(3, Duration::ZERO).unwrap();
+    out.push(format!(
+        "ready {} wait {:?}",
+        r.ready_at() - origin,
+        r.wait()
+    ));
+    let next = l.reserve_n(1, Duration::from_secs(10)).unwrap();
+    out.push(format!(
+        "ready {} wait {:?}",
+        next.ready_at() - origin,
+        next.wait()
+    ));
+    out.push(format!("refused {:?}", l.reserve_n(1, 100 * MS)));
+    out.push(format!("cancel {}", l.cancel(next)));
+    out.push(format!("available {}", l.available()));
+    out.push(format!("now {}", clock.now_ns() - origin));
+    out
+}
+
+#[test]
+fn any_clock_origin_decides_as_origin_zero() {
+    let at_zero = warm_up_script(0);
+    for origin in [1_800_000_000_000_000_000, u64::MAX - 3_600_000_000_000] {
+        assert_eq!(warm_up_script(origin), at_zero, "origin {origin}");
+    }
+}
+
+#[test]
+fn the_span_is_counted_from_construction() {
+    // A clock an hour from its end: the limiter has one hour of range.
+    let origin = u64::MAX - 3_600_000_000_000;
+    let clock = ManualClock::starting_at(origin);
+    let l = WarmUpLimiter::with_clock(
+        Quota::per_second(2).unwrap(),
+        Duration::from_secs(4),
+        clock.clone(),
+    )
+    .unwrap();
+    clock.set(u64::MAX - 2_000_000_000);
+    // Two seconds left: a request proceeds now, but a cost past the end is
+    // out of range; cold, the first two permits cost 1.375 + 1.125 s, so
+    // exactly the first one fits.
+    assert_eq!(l.available(), 1);
+    assert_eq!(
+        l.try_acquire_n(2),
+        Err(AcquireError::TimeOutOfRange {
+            now: u64::MAX - 2_000_000_000
+        })
+    );
+    assert_eq!(l.try_acquire_n(1), Ok(()));
+    assert_eq!(l.available(), 0);
+}
+
+#[test]
+fn available_is_the_largest_n_a_try_takes() {
+    // Near the span limit, where the cost of n decides, and far from it.
+    for (origin, at) in [
+        (0, MAX_SPAN - 7_777_000_000),
+        (0, MAX_SPAN - 1),
+        (0, MAX_SPAN),
+        (0, 123_456_789),
+        (u64::MAX - 3_600_000_000_000, u64::MAX - 10_000_000_000),
+    ] {
+        for warm in [0, 3, 9] {
+            let try_with = |n: u32| {
+                let clock = ManualClock::starting_at(origin);
+                let l = WarmUpLimiter::with_clock(
+                    Quota::per_second(2).unwrap(),
+                    Duration::from_secs(4),
+                    clock.clone(),
+                )
+                .unwrap();
+                for _ in 0..warm {
+                    l.take().unwrap();
+                }
+                clock.set(clock.now_ns().max(at));
+                (l.available(), l.try_acquire_n(n))
+            };
+            let (available, _) = try_with(0);
+            if available > 0 {
+                assert_eq!(try_with(available).1, Ok(()), "{origin} {at} {warm}");
+            }
+            if available < u32::MAX {
+                assert!(
+                    try_with(available + 1).1.is_err(),
+                    "{origin} {at} {warm}: {available} + 1 taken"
+                );
+            }
+        }
+    }
 }
 
 trait NowNs {

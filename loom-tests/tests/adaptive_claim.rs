@@ -93,3 +93,33 @@ fn a_reader_sees_no_decision_or_a_whole_one() {
         }
     });
 }
+
+#[test]
+fn a_reader_that_sees_the_new_rate_sees_its_quota() {
+    check("record vs current_rate", &["old rate", "new rate"], || {
+        let clock = ManualClock::new();
+        let adaptive = AdaptiveBuilder::with_clock(Halving::default(), clock.clone())
+            .min_rate(1.0)
+            .max_rate(1_000.0)
+            .build()
+            .unwrap();
+        clock.set(10);
+        let adaptive = Arc::new(adaptive);
+        let a = adaptive.clone();
+        let recorder = thread::spawn(move || a.record(Duration::from_nanos(1)));
+        let a = adaptive.clone();
+        let reader = thread::spawn(move || {
+            let rate = a.current_rate();
+            (rate, a.limiter().quota().period_nanos())
+        });
+        recorder.join().unwrap();
+        match reader.join().unwrap() {
+            (1_000.0, _) => "old rate".to_string(),
+            (rate, period) => {
+                // 500 permits per second: one every 2 ms.
+                assert_eq!((rate, period), (500.0, 2_000_000));
+                "new rate".to_string()
+            }
+        }
+    });
+}

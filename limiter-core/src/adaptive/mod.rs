@@ -74,7 +74,10 @@ const NANOS_PER_SECOND: f64 = 1e9;
 ///
 /// Acquisitions are those of the inner [`RateLimiter`] (linearizable), plus
 /// one relaxed `fetch_add` on the admission counter. Adjustments are
-/// serialised by the interval claim (acquire CAS, release store).
+/// serialised by the interval claim (acquire CAS, release store). The rate
+/// is published with a release store after its quota is installed, and
+/// [`current_rate`](AdaptiveLimiter::current_rate) reads it with an acquire
+/// load: a caller that sees a rate sees its quota in force.
 ///
 /// # Examples
 ///
@@ -242,9 +245,13 @@ impl Drop for Claim<'_> {
 
 impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     /// The rate in force, in permits per second.
+    ///
+    /// A caller that reads a rate here then sees the limiter enforcing it
+    /// (or a later one): [`limiter`](AdaptiveLimiter::limiter)`().quota()`
+    /// read afterwards is that rate's quota or a later one.
     pub fn current_rate(&self) -> f64 {
-        // Acquire: pairs with nothing stronger than the claim; a reader
-        // wants the latest value, and the word is one value.
+        // Acquire: pairs with the release store in `adjust`, which follows
+        // the rate's `set_quota`; seeing the rate, we see that quota.
         f64::from_bits(self.rate.load(Ordering::Acquire))
     }
 
@@ -317,9 +324,10 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
             match Quota::from_rate(rate).and_then(|q| q.with_burst(self.burst)) {
                 Ok(quota) => {
                     self.limiter.set_quota(quota);
-                    // Relaxed: published by the claim's release store;
-                    // readers of current_rate only want the value.
-                    self.rate.store(rate.to_bits(), Ordering::Relaxed);
+                    // Release: a reader whose acquire load in current_rate
+                    // sees this rate also sees the quota installed above.
+                    // The next adjustment sees it through the claim anyway.
+                    self.rate.store(rate.to_bits(), Ordering::Release);
                 }
                 // Unreachable for rates within the validated range; hold.
                 Err(_) => rate = previous,

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 
 use super::{BlockingClock, Clock};
+use crate::error::QuotaError;
 use crate::sync::{AtomicU64, Ordering};
 
 /// The default refresh interval of a [`CoarseClock`].
@@ -101,12 +102,39 @@ impl CoarseClock {
     }
 
     /// A clock whose origin is now, refreshed every `tick`: a shorter tick
-    /// means finer resolution and more wake-ups of the updater thread.
+    /// means finer resolution and more wake-ups of the updater thread. Any
+    /// tick above zero is accepted; with a very long one only
+    /// [`sleep_until`](BlockingClock::sleep_until) moves the time.
     ///
     /// # Errors
     ///
-    /// The OS error if the updater thread cannot be started.
+    /// An error of kind [`InvalidInput`](std::io::ErrorKind::InvalidInput)
+    /// for a zero tick (the updater would never sleep), whose
+    /// [`get_ref`](std::io::Error::get_ref) is
+    /// [`QuotaError::InvalidParameter`] naming `tick`; the OS error if the
+    /// updater thread cannot be started.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{CoarseClock, QuotaError};
+    ///
+    /// let err = CoarseClock::with_tick(Duration::ZERO).unwrap_err();
+    /// assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    /// assert!(matches!(
+    ///     err.get_ref().and_then(|e| e.downcast_ref::<QuotaError>()),
+    ///     Some(QuotaError::InvalidParameter { name: "tick", .. })
+    /// ));
+    /// ```
     pub fn with_tick(tick: Duration) -> std::io::Result<CoarseClock> {
+        if tick.is_zero() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                QuotaError::InvalidParameter {
+                    name: "tick",
+                    requirement: "longer than zero",
+                },
+            ));
+        }
         let shared = Arc::new(Cached {
             nanos: CachePadded::new(AtomicU64::new(0)),
             origin: Instant::now(),
@@ -163,6 +191,25 @@ impl BlockingClock for CoarseClock {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zero_tick_is_refused() {
+        let err = CoarseClock::with_tick(Duration::ZERO).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+        let cause = err.get_ref().and_then(|e| e.downcast_ref::<QuotaError>());
+        assert!(
+            matches!(
+                cause,
+                Some(QuotaError::InvalidParameter { name: "tick", .. })
+            ),
+            "{err:?}"
+        );
+        // The longest tick is fine: only sleep_until then moves the time.
+        let clock = CoarseClock::with_tick(Duration::MAX).unwrap();
+        let deadline = clock.now() + 1_000;
+        clock.sleep_until(deadline);
+        assert!(clock.now() >= deadline);
+    }
 
     #[test]
     fn sleep_until_moves_the_cached_time_to_the_deadline() {
