@@ -266,6 +266,12 @@ impl GcraCell {
         }
     }
 
+    /// What [`available`](GcraCell::available) says of a new cell at `now`:
+    /// the burst, but near [`MAX_SPAN`] only what fits before it.
+    pub fn available_when_new(quota: Quota, now: u64) -> u32 {
+        available(0, now, Params::from(quota))
+    }
+
     /// Whether the cell is full again at `now` (`tat ≤ now`): it would grant
     /// a whole burst, exactly like a new cell, so forgetting it loses nothing.
     pub fn is_idle(&self, now: u64) -> bool {
