@@ -81,7 +81,7 @@ impl<T: fmt::Debug> Error for Refused<T> {
 /// refuses an item with anything but a wait
 /// ([`AcquireError::InsufficientCapacity`] or
 /// [`AcquireError::TimeOutOfRange`]: no permit will come by waiting), the
-/// item is yielded at once as `Err(Refused { item, error })` (`limiter_async::Refused`), and the
+/// item is yielded at once as `Err(Refused { item, error })`, and the
 /// stream goes on with the next item on the next poll; the consumer decides
 /// whether to stop (`try_next`, `take_while`) or carry on. A limiter that
 /// answers with a wait but cannot hold a future slot is asked again after
