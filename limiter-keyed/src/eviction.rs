@@ -16,9 +16,11 @@
 //! leaves the cursor at the next entry; at the end of the table a pass is
 //! complete and the next step starts over. No call ever walks the whole map:
 //!
-//! * every insertion of a new key takes a step of [`STEP`] entries (skipped
-//!   when another thread holds the cursor), so a pass over `len` keys takes
-//!   `len / STEP` insertions and idle keys never pile up to the cap;
+//! * once the map is more than half full, every insertion of a new key
+//!   takes a step of [`STEP`] entries (skipped when another thread holds
+//!   the cursor), so a pass over `len` keys takes `len / STEP` insertions
+//!   and idle keys never pile up to the cap (below half full no step is
+//!   taken: walking a sparse table costs more than the idle keys do);
 //! * a new key that finds the cap reached takes a step of [`FULL_STEP`]
 //!   entries, waiting for the cursor (held by another caller for at most
 //!   one such step; nobody yields or spins).
@@ -52,7 +54,7 @@
 
 use core::hash::Hash;
 use std::sync::PoisonError;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use limiter_core::Clock;
 use scc::hash_index::OccupiedEntry;
@@ -107,6 +109,16 @@ impl<K> Victim<K> {
     }
 }
 
+/// `fetch_min`, skipped when the bound is already at or below `now` (the
+/// usual case: an RMW per new key would cost more than the rest).
+pub(crate) fn lower(bound: &AtomicU64, now: u64) {
+    // SeqCst: see `end_pass`; a skipped update read a value at or below
+    // `now` at its place in the total order, which serves as well.
+    if bound.load(Ordering::SeqCst) > now {
+        bound.fetch_min(now, Ordering::SeqCst);
+    }
+}
+
 type At<'h, K> = Option<OccupiedEntry<'h, K, Box<Entry>>>;
 
 impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
@@ -153,12 +165,16 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         }
     }
 
-    /// After an insertion: one step of [`STEP`] entries, unless another
-    /// thread holds the cursor.
+    /// After an insertion: one step of [`STEP`] entries once the map is
+    /// more than half full, unless another thread holds the cursor.
     pub(crate) fn after_insert(&self, now: u64) {
         // SeqCst, then the same on `next_idle_at` (in `insert`): see
         // `end_pass`.
-        self.inserted_min.fetch_min(now, Ordering::SeqCst);
+        lower(&self.inserted_min, now);
+        // Relaxed: a counter read as a hint.
+        if self.count.load(Ordering::Relaxed) <= self.max_keys / 2 {
+            return;
+        }
         if let Ok(mut cursor) = self.cursor.try_lock() {
             self.step(&mut cursor, now, STEP, false, false);
         }

@@ -457,7 +457,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
             // SeqCst: inserted_min first, then this (see
             // `eviction::end_pass`): a lower bound, only lowered here.
             self.after_insert(now);
-            self.next_idle_at.fetch_min(now, Ordering::SeqCst);
+            crate::eviction::lower(&self.next_idle_at, now);
             Ok(result)
         } else {
             // Another thread inserted it first: free our slot and decide
