@@ -9,11 +9,16 @@
 //!
 //! Invariant: `waiting` is `Some` exactly while an item has been pulled from
 //! the source and not yet yielded; its guard owns that item's reservation.
+//! Every item pulled from the source is yielded exactly once: as `Ok(item)`
+//! after its permit, or as `Err(Refused { item, .. })` when the limiter
+//! refuses it for a reason that waiting cannot cure. Every `Pending` is
+//! returned with a waker registered (by the source or by the timer).
 
 use core::fmt;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
+use std::error::Error;
 use std::sync::Arc;
 
 use futures::Stream;
@@ -32,8 +37,55 @@ enum Held<T, L: Limiter> {
     Retry(T),
 }
 
+/// An item that the limiter refused for a reason waiting cannot cure,
+/// handed back with that reason.
+///
+/// Yielded by [`Throttled`] in place of the item when the limiter answers
+/// neither a slot nor a wait: [`AcquireError::InsufficientCapacity`] (the
+/// limiter cannot grant even one permit, e.g. a limit lowered to zero) or
+/// [`AcquireError::TimeOutOfRange`] (the clock is past the limiter's span).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused<T> {
+    /// The item, untouched: send it elsewhere, retry it, or drop it.
+    pub item: T,
+    /// Why no permit could be granted.
+    pub error: AcquireError,
+}
+
+impl<T> Refused<T> {
+    /// The item, discarding the reason.
+    pub fn into_item(self) -> T {
+        self.item
+    }
+}
+
+impl<T> fmt::Display for Refused<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a throttled item was refused a permit")
+    }
+}
+
+impl<T: fmt::Debug> Error for Refused<T> {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
 /// A stream that yields the items of `S`, each after a permit; made by
 /// [`AsyncLimiter::throttle`](crate::AsyncLimiter::throttle).
+///
+/// # Errors
+///
+/// The stream never loses an item and never stops early on its own. Each
+/// item is yielded as `Ok(item)` once its permit is due. If the limiter
+/// refuses an item with anything but a wait
+/// ([`AcquireError::InsufficientCapacity`] or
+/// [`AcquireError::TimeOutOfRange`]: no permit will come by waiting), the
+/// item is yielded at once as `Err(Refused { item, error })`, and the
+/// stream goes on with the next item on the next poll; the consumer decides
+/// whether to stop (`try_next`, `take_while`) or carry on. A limiter that
+/// answers with a wait but cannot hold a future slot is asked again after
+/// exactly that wait.
 ///
 /// The source is pinned in a box once, so any stream may be throttled; no
 /// allocation happens per item (the timer is allocated on the first wait and
@@ -49,7 +101,7 @@ enum Held<T, L: Limiter> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use futures::StreamExt;
+/// use futures::TryStreamExt;
 /// use limiter_async::AsyncLimiter;
 /// use limiter_core::Quota;
 /// use tokio::time::Instant;
@@ -58,7 +110,10 @@ enum Held<T, L: Limiter> {
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let limiter = AsyncLimiter::new(Quota::per_second(10)?);
 /// let start = Instant::now();
-/// let items: Vec<_> = limiter.throttle(futures::stream::iter(1..=3)).collect().await;
+/// let items: Vec<_> = limiter
+///     .throttle(futures::stream::iter(1..=3))
+///     .try_collect()
+///     .await?;
 /// assert_eq!(items, [1, 2, 3]);
 /// assert_eq!(start.elapsed(), Duration::from_millis(200)); // at 0, 100, 200 ms
 /// # Ok(())
@@ -95,9 +150,9 @@ impl<S: Stream, L: Limiter> Throttled<S, L> {
 impl<S: Stream, L: Limiter> Unpin for Throttled<S, L> {}
 
 impl<S: Stream, L: Limiter> Stream for Throttled<S, L> {
-    type Item = S::Item;
+    type Item = Result<S::Item, Refused<S::Item>>;
 
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
             let item = match this.waiting.take() {
@@ -109,7 +164,7 @@ impl<S: Stream, L: Limiter> Stream for Throttled<S, L> {
                     match held {
                         Held::Reserved(item, guard) => {
                             guard.keep();
-                            return Poll::Ready(Some(item));
+                            return Poll::Ready(Some(Ok(item)));
                         }
                         Held::Retry(item) => item,
                     }
@@ -120,7 +175,9 @@ impl<S: Stream, L: Limiter> Stream for Throttled<S, L> {
                 },
             };
             match this.limiter.reserve_n(1, Duration::MAX) {
-                Ok(reservation) if reservation.wait().is_zero() => return Poll::Ready(Some(item)),
+                Ok(reservation) if reservation.wait().is_zero() => {
+                    return Poll::Ready(Some(Ok(item)));
+                }
                 Ok(reservation) => {
                     let guard =
                         ReservationGuard::new(Arc::clone(&this.limiter), &this.slots, reservation);
@@ -135,10 +192,9 @@ impl<S: Stream, L: Limiter> Stream for Throttled<S, L> {
                     this.waiting = Some(Held::Retry(item));
                 }
                 // InsufficientCapacity (a limit lowered below one permit) or
-                // TimeOutOfRange (the clock 36.5 years past its origin): no
-                // permit can ever be granted, so the item is held for good,
-                // as `AsyncLimiter::take` waits for good.
-                Err(_) => return Poll::Pending,
+                // TimeOutOfRange (the clock past the span): waiting cannot
+                // help, so the item goes back to the consumer with the reason.
+                Err(error) => return Poll::Ready(Some(Err(Refused { item, error }))),
             }
         }
     }

@@ -2,10 +2,13 @@
 
 use std::time::Duration;
 
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
 use futures::stream;
-use futures::{Stream, StreamExt};
-use limiter_async::AsyncLimiter;
-use limiter_core::{AcquireError, Quota};
+use futures::{Stream, StreamExt, TryStreamExt};
+use limiter_async::{AsyncLimiter, TokioClock};
+use limiter_core::{AcquireError, Limiter, Quota, RateLimiter, Reservation};
 use tokio::time::Instant;
 
 fn quota(per_second: u32, burst: u32) -> Quota {
@@ -22,9 +25,10 @@ async fn items_are_paced_at_their_slots() {
     let start = Instant::now();
     let times: Vec<(u32, Duration)> = limiter
         .throttle(stream::iter(0..6))
-        .map(|item| (item, start.elapsed()))
-        .collect()
-        .await;
+        .map_ok(|item| (item, start.elapsed()))
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
     let ms = Duration::from_millis;
     assert_eq!(
         times,
@@ -51,9 +55,10 @@ async fn a_slow_source_is_not_delayed() {
     });
     let times: Vec<Duration> = limiter
         .throttle(source)
-        .map(|_| start.elapsed())
-        .collect()
-        .await;
+        .map_ok(|_| start.elapsed())
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
     let expected: Vec<Duration> = (1..=4).map(|k| Duration::from_millis(250 * k)).collect();
     assert_eq!(times, expected);
 }
@@ -66,16 +71,16 @@ async fn the_stream_shares_fifo_order_with_other_waiters() {
     let limiter = AsyncLimiter::new(quota(10, 1));
     let start = Instant::now();
     let mut throttled = limiter.throttle(stream::iter(0..3));
-    assert_eq!(throttled.next().await, Some(0));
+    assert_eq!(throttled.next().await, Some(Ok(0)));
     let mut second = Box::pin(throttled.next());
     assert!(futures::poll!(second.as_mut()).is_pending());
     let mut other = Box::pin(limiter.take());
     assert!(futures::poll!(other.as_mut()).is_pending());
-    assert_eq!(second.await, Some(1));
+    assert_eq!(second.await, Some(Ok(1)));
     assert_eq!(start.elapsed(), Duration::from_millis(100));
     other.await;
     assert_eq!(start.elapsed(), Duration::from_millis(200));
-    assert_eq!(throttled.next().await, Some(2));
+    assert_eq!(throttled.next().await, Some(Ok(2)));
     assert_eq!(start.elapsed(), Duration::from_millis(300));
     assert_eq!(throttled.next().await, None);
 }
@@ -85,13 +90,13 @@ async fn a_dropped_next_keeps_the_item_and_a_dropped_stream_refunds() {
     let limiter = AsyncLimiter::new(quota(10, 1));
     let start = Instant::now();
     let mut throttled = limiter.throttle(stream::iter(0..3));
-    assert_eq!(throttled.next().await, Some(0));
+    assert_eq!(throttled.next().await, Some(Ok(0)));
     // Item 1 waits for the 100 ms slot; the `next()` future is dropped at
     // 30 ms, but the item and its slot stay in the stream.
     let outcome = tokio::time::timeout(Duration::from_millis(30), throttled.next()).await;
     assert!(outcome.is_err());
     assert_eq!(throttled.size_hint(), (2, Some(2)));
-    assert_eq!(throttled.next().await, Some(1));
+    assert_eq!(throttled.next().await, Some(Ok(1)));
     assert_eq!(start.elapsed(), Duration::from_millis(100));
     // Item 2 waits for 200 ms; dropping the stream gives that slot back.
     let mut third = Box::pin(throttled.next());
@@ -111,5 +116,61 @@ async fn a_dropped_next_keeps_the_item_and_a_dropped_stream_refunds() {
             wait: Duration::from_millis(100)
         }),
         "the stream's slot was given back"
+    );
+}
+
+/// A GCRA limiter that answers with scripted refusals first.
+struct Refusing {
+    refusals: Mutex<VecDeque<Option<AcquireError>>>,
+    inner: RateLimiter<TokioClock>,
+}
+
+impl Limiter for Refusing {
+    fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
+        self.reserve_n(n, Duration::ZERO).map(|_| ())
+    }
+    fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
+        match self.refusals.lock().unwrap().pop_front().flatten() {
+            Some(error) => Err(error),
+            None => self.inner.reserve_n(n, max_wait),
+        }
+    }
+    fn cancel(&self, reservation: Reservation) -> bool {
+        self.inner.cancel(reservation)
+    }
+    fn now(&self) -> u64 {
+        Limiter::now(&self.inner)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_item_refused_for_good_comes_back_with_the_reason() {
+    let insufficient = AcquireError::InsufficientCapacity {
+        requested: 1,
+        burst: 0,
+    };
+    let out_of_range = AcquireError::TimeOutOfRange { now: u64::MAX };
+    let limiter = AsyncLimiter::from_limiter(Refusing {
+        refusals: Mutex::new([None, Some(insufficient), Some(out_of_range)].into()),
+        inner: RateLimiter::with_clock(quota(10, 1), TokioClock::new()),
+    });
+    let start = Instant::now();
+    let items = tokio::time::timeout(
+        Duration::from_secs(10),
+        limiter
+            .throttle(stream::iter(0..4))
+            .map_err(|refused| (refused.item, refused.error))
+            .collect::<Vec<_>>(),
+    )
+    .await
+    .expect("the stream lost an item and hung");
+    assert_eq!(
+        items,
+        [Ok(0), Err((1, insufficient)), Err((2, out_of_range)), Ok(3)]
+    );
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(100),
+        "item 3 waited its slot"
     );
 }

@@ -1,28 +1,40 @@
 //! [`GcraCell`]: the GCRA state of one limited subject in a bare `AtomicU64`,
-//! with the quota passed in by the caller. The building block of keyed
-//! limiters, which keep one cell per key and one quota for all of them.
+//! with the quota passed in by the caller, and the identity of the cell. The
+//! building block of keyed limiters, which keep one cell per key and one
+//! quota for all of them.
 //!
-//! # Layout of the cell word
+//! # Layout
 //!
 //! ```text
+//!  offset 0   word: AtomicU64
 //!  63                                                              0
 //! +-----------------------------------------------------------------+
-//! |  tat: ns since the clock's origin, at most MAX_SPAN (2^60 - 1)   |
+//! |  tat: ns since the caller's epoch, at most MAX_SPAN (2^60 - 1)   |
 //! +-----------------------------------------------------------------+
+//!  offset 8   owner: u64, fixed at construction, never written again
 //! ```
 //!
-//! or [`RETIRED`] (`u64::MAX`, above every valid `tat`): the cell has been
-//! taken out of service by [`GcraCell::retire_if_idle`] or
-//! [`GcraCell::retire`] and makes no more decisions. Retiring is how a keyed
-//! map removes a key safely: a thread that found the cell before it was
-//! removed from the map either changed it before the retiring CAS (which
-//! then fails, so the key stays) or sees `RETIRED` and looks the key up
-//! again. No admission is ever made on a cell that has left the map.
+//! 16 bytes, not padded to a cache line. The word is `tat`, or [`RETIRED`]
+//! (`u64::MAX`, above every valid `tat`): the cell has been taken out of
+//! service by [`GcraCell::retire_if_idle`] or [`GcraCell::retire`] and
+//! makes no more decisions. Retiring is how a keyed map removes a key
+//! safely: a thread that found the cell before it was removed from the map
+//! either changed it before the retiring CAS (which then fails, so the key
+//! stays) or sees `RETIRED` and looks the key up again. No admission is ever
+//! made on a cell that has left the map.
 //!
-//! Unlike [`RateLimiter`](crate::RateLimiter) the cell holds no quota and no
-//! generation: it is 8 bytes, not padded to a cache line, and the caller
-//! must pass the same quota (or deliberately a new one) on every call. A
-//! quota change is not rescaled: the `tat` keeps its meaning in nanoseconds.
+//! The owner is a process-unique number drawn when the cell is made and
+//! stamped on every reservation the cell issues; [`GcraCell::cancel`]
+//! refuses a reservation of any other cell. A keyed map that evicts a key
+//! and later makes a new cell for it therefore never lets a reservation made
+//! on the old cell refund the new one, even when the two words happen to be
+//! equal.
+//!
+//! Unlike [`RateLimiter`](crate::RateLimiter) the cell holds no quota, no
+//! generation and no epoch: the caller passes the same quota (or
+//! deliberately a new one) on every call, and `now` in nanoseconds since
+//! its own epoch. A quota change is not rescaled: the `tat` keeps its
+//! meaning in nanoseconds.
 //!
 //! The decision is [`crate::gcra::reserve_within`] with the whole burst; the CAS loop is the one of
 //! [`crate::state`] (load once, decide, `compare_exchange_weak`, decide again
@@ -31,7 +43,7 @@
 use core::time::Duration;
 
 use crate::error::AcquireError;
-use crate::gcra::{self, Params};
+use crate::gcra::{self, Params, Refusal};
 use crate::identity::Owner;
 use crate::limiter::acquire_error;
 use crate::quota::{MAX_SPAN, Quota, saturating_nanos};
@@ -46,10 +58,12 @@ pub const RETIRED: u64 = u64::MAX;
 const _: () = assert!(RETIRED > MAX_SPAN);
 
 /// The GCRA state of one subject: a theoretical arrival time in one
-/// `AtomicU64`, decided against a quota the caller passes in.
+/// `AtomicU64`, decided against a quota the caller passes in, and the cell's
+/// own identity (16 bytes in all).
 ///
 /// A new cell is full (it grants the quota's burst at once). Every method
-/// takes `&self` and is lock-free.
+/// takes `&self` and is lock-free. Times (`now`) are nanoseconds since the
+/// caller's epoch, at most [`MAX_SPAN`].
 ///
 /// # Memory ordering
 ///
@@ -69,13 +83,19 @@ const _: () = assert!(RETIRED > MAX_SPAN);
 /// assert!(cell.try_acquire_n(quota, 0, 1).unwrap().is_err());
 /// assert!(!cell.is_idle(100_000_000)); // one permit back, not both
 /// assert!(cell.is_idle(200_000_000)); // full again: it carries no information
-/// assert!(cell.retire_if_idle(200_000_000));
-/// assert!(cell.try_acquire_n(quota, 200_000_000, 1).is_none());
-/// # Ok::<(), limiter_core::QuotaError>(())
+///
+/// // A reservation refunds only the cell that issued it.
+/// let r = cell.reserve_n(quota, 200_000_000, 1, Duration::ZERO).unwrap()?;
+/// assert!(!GcraCell::new().cancel(r));
+///
+/// assert!(cell.retire_if_idle(300_000_000));
+/// assert!(cell.try_acquire_n(quota, 300_000_000, 1).is_none());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
 pub struct GcraCell {
     word: AtomicU64,
+    owner: Owner,
 }
 
 impl Default for GcraCell {
@@ -85,10 +105,12 @@ impl Default for GcraCell {
 }
 
 impl GcraCell {
-    /// A full cell (`tat = 0`).
+    /// A full cell (`tat = 0`) with an identity never used before in this
+    /// process.
     pub fn new() -> GcraCell {
         GcraCell {
             word: AtomicU64::new(0),
+            owner: Owner::new(),
         }
     }
 
@@ -105,11 +127,12 @@ impl GcraCell {
         now: u64,
         n: u32,
     ) -> Option<Result<(), AcquireError>> {
-        self.reserve_at(quota, now, n, 0).map(|r| r.map(|_| ()))
+        self.reserve_at(quota, 0, now, n, 0).map(|r| r.map(|_| ()))
     }
 
     /// Claims the earliest slot for `n` permits at `now` if it comes within
-    /// `max_wait`. `None` if the cell is retired.
+    /// `max_wait`. `None` if the cell is retired. The reservation's
+    /// [`ready_at`](Reservation::ready_at) is in the scale of `now`.
     ///
     /// # Errors
     ///
@@ -122,18 +145,51 @@ impl GcraCell {
         n: u32,
         max_wait: Duration,
     ) -> Option<Result<Reservation, AcquireError>> {
-        self.reserve_at(quota, now, n, saturating_nanos(max_wait))
+        self.reserve_at(quota, 0, now, n, saturating_nanos(max_wait))
+    }
+
+    /// As [`reserve_n`](GcraCell::reserve_n) for a caller whose epoch is the
+    /// clock reading `origin`: `now` is nanoseconds since `origin`, and the
+    /// reservation's [`ready_at`](Reservation::ready_at) is a clock reading,
+    /// `origin` plus the slot.
+    ///
+    /// # Errors
+    ///
+    /// As [`reserve_n`](GcraCell::reserve_n), and
+    /// [`AcquireError::TimeOutOfRange`] (with `now` as a clock reading) for
+    /// a slot whose clock reading would pass `u64::MAX`.
+    #[inline]
+    pub fn reserve_n_since(
+        &self,
+        origin: u64,
+        quota: Quota,
+        now: u64,
+        n: u32,
+        max_wait: Duration,
+    ) -> Option<Result<Reservation, AcquireError>> {
+        self.reserve_at(quota, origin, now, n, saturating_nanos(max_wait))
     }
 
     #[inline]
     fn reserve_at(
         &self,
         quota: Quota,
+        origin: u64,
         now: u64,
         n: u32,
         max_wait: u64,
     ) -> Option<Result<Reservation, AcquireError>> {
         let params = Params::from(quota);
+        // The furthest slot whose clock reading `origin + slot` exists.
+        let last_slot = u64::MAX - origin;
+        let refuse = |refusal| {
+            Some(acquire_error(
+                refusal,
+                n,
+                origin.saturating_add(now),
+                params.burst,
+            ))
+        };
         // Relaxed throughout: the word names no other data; the CAS alone
         // orders decisions on this cell among themselves (linearizable).
         let outcome = update_word(
@@ -147,7 +203,12 @@ impl GcraCell {
                 }
                 let grant =
                     gcra::reserve_within(current, now, n, max_wait, params, params.burst, MAX_SPAN)
-                        .map_err(|refusal| Some(acquire_error(refusal, n, now, params.burst)))?;
+                        .map_err(refuse)?;
+                // now ≤ MAX_SPAN and wait ≤ tat ≤ MAX_SPAN: no overflow.
+                let slot = now + grant.wait;
+                if slot > last_slot {
+                    return Err(refuse(Refusal::OutOfRange));
+                }
                 let undo = if n == 0 {
                     Undo::Nothing
                 } else {
@@ -161,9 +222,9 @@ impl GcraCell {
                     grant.tat,
                     Reservation {
                         permits: n,
-                        ready_at: now + grant.wait,
+                        ready_at: origin + slot,
                         wait: grant.wait,
-                        owner: Owner::NONE,
+                        owner: self.owner,
                         undo,
                     },
                 ))
@@ -177,8 +238,12 @@ impl GcraCell {
     }
 
     /// Gives back the permits of a reservation made on this cell if nothing
-    /// has changed the cell since; returns whether it did.
+    /// has changed the cell since; returns whether it did. A reservation
+    /// made by any other cell (or limiter) is refused, whatever the words.
     pub fn cancel(&self, reservation: Reservation) -> bool {
+        if reservation.owner != self.owner {
+            return false;
+        }
         let Undo::Word { before, after, .. } = reservation.undo else {
             return false;
         };
@@ -191,14 +256,21 @@ impl GcraCell {
                 .is_ok()
     }
 
-    /// How many permits a try could take at `now` under `quota` (0 if
-    /// retired).
+    /// How many permits a try could take at `now` under `quota`: exactly the
+    /// largest `n` that [`try_acquire_n`](GcraCell::try_acquire_n) would
+    /// grant, including near [`MAX_SPAN`] (0 if retired).
     pub fn available(&self, quota: Quota, now: u64) -> u32 {
         // Relaxed: a snapshot of one value.
         match self.word.load(Ordering::Relaxed) {
             RETIRED => 0,
             tat => gcra::available(tat, now, Params::from(quota), MAX_SPAN),
         }
+    }
+
+    /// What [`available`](GcraCell::available) says of a new cell at `now`:
+    /// the burst, but near [`MAX_SPAN`] only what fits before it.
+    pub fn available_when_new(quota: Quota, now: u64) -> u32 {
+        gcra::available(0, now, Params::from(quota), MAX_SPAN)
     }
 
     /// Whether the cell is full again at `now` (`tat ≤ now`): it would grant
@@ -305,5 +377,98 @@ mod tests {
         assert_eq!(busy.try_acquire_n(quota(), 0, 3), Some(Ok(())));
         assert!(busy.retire());
         assert_eq!(busy.tat(), None);
+    }
+    #[test]
+    fn a_reservation_refunds_only_the_cell_that_issued_it() {
+        // Two cells in the same state: a reservation made on one must not
+        // turn back the other, although its words match.
+        let issuer = GcraCell::new();
+        let other = GcraCell::new();
+        let r = issuer
+            .reserve_n(quota(), 0, 1, Duration::ZERO)
+            .unwrap()
+            .unwrap();
+        assert_eq!(other.try_acquire_n(quota(), 0, 1), Some(Ok(())));
+        assert_eq!(issuer.tat(), other.tat());
+        assert!(!other.cancel(r), "a foreign reservation refunded a cell");
+        assert_eq!(other.available(quota(), 0), 2);
+        let r = issuer
+            .reserve_n(quota(), 0, 1, Duration::ZERO)
+            .unwrap()
+            .unwrap();
+        assert!(issuer.cancel(r));
+        assert_eq!(issuer.available(quota(), 0), 2);
+    }
+
+    #[test]
+    fn available_is_exactly_what_a_try_takes_near_the_span_limit() {
+        let q = Quota::from_nanos(100, 3).unwrap();
+        let now = MAX_SPAN - 50;
+        let cell = GcraCell::new();
+        assert_eq!(cell.available(q, now), 0);
+        assert_eq!(
+            cell.try_acquire_n(q, now, 1),
+            Some(Err(AcquireError::TimeOutOfRange { now }))
+        );
+        // Everywhere: available() is taken by a try, one more is refused.
+        for now in [
+            0,
+            150,
+            MAX_SPAN - 1_000,
+            MAX_SPAN - 250,
+            MAX_SPAN - 100,
+            MAX_SPAN,
+        ] {
+            for tat in [
+                0,
+                now.saturating_sub(120),
+                now,
+                now + 30,
+                (now + 150).min(MAX_SPAN),
+            ] {
+                let a = GcraCell {
+                    word: AtomicU64::new(tat),
+                    owner: Owner::new(),
+                };
+                let n = a.available(q, now);
+                assert!(n <= 3);
+                let b = GcraCell {
+                    word: AtomicU64::new(tat),
+                    owner: Owner::new(),
+                };
+                assert!(
+                    matches!(b.try_acquire_n(q, now, n + 1), Some(Err(_))),
+                    "tat {tat}, now {now}: {} permits were available",
+                    n + 1
+                );
+                assert_eq!(
+                    a.try_acquire_n(q, now, n),
+                    Some(Ok(())),
+                    "tat {tat}, now {now}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_reservation_since_an_origin_is_ready_at_a_clock_reading() {
+        let origin = 1_800_000_000_000_000_000;
+        let cell = GcraCell::new();
+        let first = cell
+            .reserve_n_since(origin, quota(), 5, 3, Duration::ZERO)
+            .unwrap()
+            .unwrap();
+        assert_eq!(first.ready_at(), origin + 5);
+        let second = cell
+            .reserve_n_since(origin, quota(), 5, 1, Duration::from_secs(1))
+            .unwrap()
+            .unwrap();
+        assert_eq!(second.ready_at(), origin + 5 + 100_000_000);
+        // A slot whose clock reading would pass u64::MAX is out of range.
+        let late = GcraCell::new();
+        assert_eq!(
+            late.reserve_n_since(u64::MAX - 10, quota(), 20, 1, Duration::ZERO),
+            Some(Err(AcquireError::TimeOutOfRange { now: u64::MAX }))
+        );
     }
 }

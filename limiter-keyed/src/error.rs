@@ -5,6 +5,10 @@ use core::fmt;
 use limiter_core::AcquireError;
 
 /// Why permits for a key were not granted.
+///
+/// [`Limited`](KeyedError::Limited) is transparent: it displays the core's
+/// message and its [`source`](std::error::Error::source) is that error's own
+/// source (none), so an error chain tells the refusal once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KeyedError {
@@ -43,7 +47,8 @@ impl fmt::Display for KeyedError {
 impl std::error::Error for KeyedError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            KeyedError::Limited(e) => Some(e),
+            // Transparent: the message above is already the inner error's.
+            KeyedError::Limited(e) => std::error::Error::source(e),
             KeyedError::TooManyKeys { .. } => None,
         }
     }

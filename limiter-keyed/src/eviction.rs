@@ -1,197 +1,372 @@
-//! Bounded memory: the key count, amortised sweeps of idle keys, and what a
-//! full limiter does with a new key.
+//! Bounded memory: the key count, an incremental sweep of idle keys, and
+//! what a full limiter does with a new key, all with bounded work per call.
 //!
 //! # Idle keys
 //!
 //! A key whose cell is full again (`tat ≤ now`) would grant a whole burst,
-//! exactly like a key never seen: it carries no information and may go. A
-//! sweep walks the map once, retires every idle cell (one CAS each, which
-//! fails if the key was used meanwhile, so the key stays) and removes it.
-//! The walk also records the smallest `tat` of the keys that stay: no key
+//! exactly like a key never seen: it carries no information and may go.
+//! Retiring it is one CAS (which fails if the key was used meanwhile, so the
+//! key stays), then it is removed from the map.
+//!
+//! # The sweep: a cursor, a few entries per call
+//!
+//! The map is swept by a cursor that remembers the key of the next entry to
+//! examine. A *step* resumes at the cursor, examines at most a fixed number
+//! of entries in table order (retiring and removing the idle ones), and
+//! leaves the cursor at the next entry; at the end of the table a pass is
+//! complete and the next step starts over. No call ever walks the whole map:
+//!
+//! * once the map is more than half full, every insertion of a new key
+//!   takes a step of [`STEP`] entries (skipped when another thread holds
+//!   the cursor), so a pass over `len` keys takes `len / STEP` insertions
+//!   and idle keys never pile up to the cap (below half full no step is
+//!   taken: walking a sparse table costs more than the idle keys do);
+//! * a new key that finds the cap reached takes a step of [`FULL_STEP`]
+//!   entries, waiting for the cursor (held by another caller for at most
+//!   one such step; nobody yields or spins).
+//!
+//! One pass also records the smallest `tat` of the keys that stay: no key
 //! can become idle before it (`next_idle_at`, lowered by every insertion).
+//! Under [`WhenFull::RejectNewKeys`] a new key at a full map with
+//! `now < next_idle_at` is refused in `O(1)`, without a step.
 //!
-//! # When sweeps run (the amortisation)
+//! # Room for a new key at a full map
 //!
-//! * After every `max_keys / 2` insertions of new keys, the inserting call
-//!   sweeps: `O(len)` work per `max_keys / 2` insertions, so `O(1)`
-//!   amortised per new key, and idle keys never pile up to the cap.
-//! * When a new key finds the cap reached: if `now < next_idle_at`, no key
-//!   can be idle and nothing is scanned (the refusal costs `O(1)`);
-//!   otherwise one sweep runs. Under [`WhenFull::EvictLeastRecent`], if the
-//!   sweep freed nothing, the `max(1, max_keys / 64)` keys with the smallest
-//!   `tat` (the least recently used under one quota, and those whose debt is
-//!   smallest) are evicted in the same pass, so the next insertions find
-//!   room without scanning: `O(64)` amortised map operations per new key at
-//!   worst.
+//! A slot freed by a step goes to the caller that freed it (the count is
+//! not lowered and raised again, so no other thread can take it first).
 //!
-//! One thread sweeps at a time (a flag); the others do not wait for it: a
-//! new key that finds the cap reached while another thread sweeps is
-//! refused (or, when evicting, retries once the sweep is done).
+//! * [`WhenFull::RejectNewKeys`]: if the step freed an idle key, the new
+//!   key takes its slot; otherwise it is refused
+//!   ([`KeyedError::TooManyKeys`]).
+//! * [`WhenFull::EvictLeastRecent`]: if the step found no idle key, it
+//!   evicts, among the entries it examined, the key whose forgetting gives
+//!   away the fewest permits, and the new key takes that slot. Forgetting a
+//!   key restores its full burst, so it admits beyond the key's quota
+//!   exactly its debt, `(tat − now) / t` permits under the key's own quota
+//!   (`burst − available` of them at once, the rest as they would have come
+//!   back): the victim is the key with the smallest debt in permits. Under
+//!   one quota that is the smallest `tat`, the least recently used. A new
+//!   key always gets a cell: when every slot belongs to a key that another
+//!   thread is still inserting (possible only with fewer slots than
+//!   inserting threads), there is nothing to evict, and the new key is
+//!   decided on a fresh cell that is not kept, exactly as if it had been
+//!   inserted and at once evicted.
 
 use core::hash::Hash;
-use std::collections::BinaryHeap;
-use std::sync::atomic::Ordering;
+use std::sync::PoisonError;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use limiter_core::Clock;
+use scc::hash_index::OccupiedEntry;
 
 use crate::error::KeyedError;
-use crate::limiter::{KeyedLimiter, WhenFull};
+use crate::limiter::{Entry, KeyedLimiter, WhenFull};
 
-/// Sweeps to make room before a new key is refused.
-const ROOM_ATTEMPTS: usize = 3;
+/// Entries examined by the step that follows each insertion of a new key.
+pub(crate) const STEP: usize = 4;
+/// Entries examined by a new key that finds the map full.
+pub(crate) const FULL_STEP: usize = 32;
+
+/// Where the sweep stands; held under the limiter's cursor lock.
+#[derive(Debug)]
+pub(crate) struct Cursor<K> {
+    /// The next entry to examine; `None`: start a pass at the table's first.
+    next: Option<K>,
+    /// The smallest `tat` of the keys kept so far in this pass.
+    pass_min: u64,
+}
+
+impl<K> Cursor<K> {
+    pub(crate) fn new() -> Cursor<K> {
+        Cursor {
+            next: None,
+            pass_min: u64::MAX,
+        }
+    }
+}
+
+/// What a new key got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Room {
+    /// A slot in the key count: insert the key.
+    Slot,
+    /// No slot could be had without waiting for another insertion: decide
+    /// on a fresh cell and keep it nowhere (eviction only).
+    Unkept,
+}
+
+/// The entry a step would evict: the smallest debt `debt / t` in permits.
+struct Victim<K> {
+    debt: u64,
+    t: u64,
+    key: K,
+}
+
+impl<K> Victim<K> {
+    /// Whether `debt / t` is below this victim's, exactly (in `u128`).
+    fn costs_more_than(&self, debt: u64, t: u64) -> bool {
+        u128::from(debt) * u128::from(self.t) < u128::from(self.debt) * u128::from(t)
+    }
+}
+
+/// `fetch_min`, skipped when the bound is already at or below `now` (the
+/// usual case: an RMW per new key would cost more than the rest).
+pub(crate) fn lower(bound: &AtomicU64, now: u64) {
+    // SeqCst: see `end_pass`; a skipped update read a value at or below
+    // `now` at its place in the total order, which serves as well.
+    if bound.load(Ordering::SeqCst) > now {
+        bound.fetch_min(now, Ordering::SeqCst);
+    }
+}
+
+type At<'h, K> = Option<OccupiedEntry<'h, K, Box<Entry>>>;
 
 impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
-    /// Claims a slot in the key count for a new key, making room if full.
-    pub(crate) fn claim_slot(&self, now: u64) -> Result<(), KeyedError> {
-        let mut attempts = 0;
-        // Relaxed: the count is a bound on its own; the CAS keeps it ≤ max.
-        let mut n = self.count.load(Ordering::Relaxed);
-        loop {
-            if n < self.max_keys {
-                match self.count.compare_exchange_weak(
-                    n,
-                    n + 1,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => return Ok(()),
-                    Err(actual) => {
-                        n = actual;
-                        continue;
-                    }
-                }
-            }
-            if attempts == ROOM_ATTEMPTS || !self.make_room(now) {
-                return Err(KeyedError::TooManyKeys {
-                    max_keys: self.max_keys,
-                });
-            }
-            attempts += 1;
-            n = self.count.load(Ordering::Relaxed);
-        }
+    /// Claims a slot in the key count if one is free. Relaxed: the count is
+    /// a bound on its own; the CAS keeps it ≤ `max_keys`.
+    fn try_claim(&self) -> bool {
+        self.count
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < self.max_keys).then_some(n + 1)
+            })
+            .is_ok()
     }
 
-    /// Counts an insertion; every `max_keys / 2` of them, sweeps.
-    pub(crate) fn after_insert(&self, now: u64) {
-        let every = (self.max_keys / 2).max(1);
-        // Relaxed: a counter; reset by the sweep.
-        if self.inserted.fetch_add(1, Ordering::Relaxed) + 1 >= every {
-            self.try_sweep(now, false);
+    /// Room for a new key: a free slot, or one made by a step (see the
+    /// module doc).
+    pub(crate) fn claim_slot(&self, now: u64) -> Result<Room, KeyedError> {
+        if self.try_claim() {
+            return Ok(Room::Slot);
         }
-    }
-
-    /// Called when full: sweeps (and evicts, if so configured) unless no key
-    /// can be idle yet. Returns whether a retry may find room.
-    fn make_room(&self, now: u64) -> bool {
         let evict = self.when_full == WhenFull::EvictLeastRecent;
-        // Relaxed: a hint; a stale value at worst sweeps once for nothing or
-        // refuses a key that a sweep a moment later would have admitted.
-        if !evict && now < self.next_idle_at.load(Ordering::Relaxed) {
-            return false;
+        // SeqCst: pairs with the pass's publication (see `end_pass`); a
+        // stale value at worst takes a step for nothing.
+        if !evict && now < self.next_idle_at.load(Ordering::SeqCst) {
+            return Err(self.too_many());
         }
-        match self.try_sweep(now, evict) {
-            Some(freed) => freed > 0,
-            // Another thread is sweeping: retry after it, if evicting.
-            None => {
-                while evict && self.sweeping.load(Ordering::Acquire) {
-                    std::thread::yield_now();
-                }
-                evict
-            }
+        let mut cursor = self.cursor.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.try_claim() {
+            return Ok(Room::Slot);
+        }
+        if self.step(&mut cursor, now, FULL_STEP, evict, true) > 0 {
+            return Ok(Room::Slot);
+        }
+        drop(cursor);
+        match (evict, self.try_claim()) {
+            (_, true) => Ok(Room::Slot),
+            (true, false) => Ok(Room::Unkept),
+            (false, false) => Err(self.too_many()),
         }
     }
 
-    /// Retires and removes every idle key; with `evict`, if none was idle,
-    /// also the least recent batch. `None` if another thread is sweeping,
-    /// otherwise how many keys were freed.
-    pub(crate) fn try_sweep(&self, now: u64, evict: bool) -> Option<usize> {
-        // Acquire: see the previous sweeper's writes; the flag is a lock
-        // around the walk, not around any decision.
-        if self
-            .sweeping
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            return None;
+    fn too_many(&self) -> KeyedError {
+        KeyedError::TooManyKeys {
+            max_keys: self.max_keys,
         }
-        // Relaxed: a hint. Parked at MAX during the walk so that insertions
-        // meanwhile (which lower it to their `now`) survive the final
-        // fetch_min; until then full callers refuse, as they would anyway
-        // while a sweep runs.
-        self.next_idle_at.store(u64::MAX, Ordering::Relaxed);
-        let batch = (self.max_keys / 64).max(1);
+    }
+
+    /// After an insertion: one step of [`STEP`] entries once the map is
+    /// more than half full, unless another thread holds the cursor.
+    pub(crate) fn after_insert(&self, now: u64) {
+        // SeqCst, then the same on `next_idle_at` (in `insert`): see
+        // `end_pass`.
+        lower(&self.inserted_min, now);
+        // Relaxed: a counter read as a hint.
+        if self.count.load(Ordering::Relaxed) <= self.max_keys / 2 {
+            return;
+        }
+        if let Ok(mut cursor) = self.cursor.try_lock() {
+            self.step(&mut cursor, now, STEP, false, false);
+        }
+    }
+
+    /// Examines at most `budget` entries from the cursor, retiring and
+    /// removing the idle ones; with `evict` and none idle, evicts the
+    /// cheapest examined key. Frees the slots it made, except one kept for
+    /// the caller if `keep_one`. Returns how many keys it freed.
+    fn step(
+        &self,
+        cursor: &mut Cursor<K>,
+        now: u64,
+        budget: usize,
+        evict: bool,
+        keep_one: bool,
+    ) -> usize {
         let mut freed = 0;
-        let mut min_tat = u64::MAX;
-        // The `batch` smallest tats seen, as a max-heap of (tat, key).
-        let mut oldest: BinaryHeap<(u64, HeapKey<K>)> = BinaryHeap::new();
-        // Locks one bucket at a time; readers of that bucket do not wait. A
-        // resize by another thread may show an entry twice: its retiring CAS
-        // succeeds once, so it is counted once.
-        self.map.retain_sync(|key, e| {
-            if e.cell.retire_if_idle(now) {
-                freed += 1;
-                return false;
-            }
-            let Some(tat) = e.cell.tat() else {
-                return false; // retired by someone else, who counted it
-            };
-            min_tat = min_tat.min(tat);
-            if evict {
-                oldest.push((tat, HeapKey(key.clone())));
-                if oldest.len() > batch {
-                    oldest.pop();
-                }
-            }
-            true
-        });
-        if evict && freed == 0 {
-            for (_, HeapKey(key)) in oldest {
-                let retired = self
-                    .map
-                    .peek_with(&key, |_, e| e.cell.retire())
-                    .unwrap_or(false);
-                if retired {
-                    freed += 1;
-                }
-                self.remove_retired(&key);
-            }
-            min_tat = 0; // unknown after evicting; the next full call sweeps
+        let mut victim: Option<Victim<K>> = None;
+        let mut examined = 0;
+        let mut wrapped = false;
+        let mut at: At<'_, K> = match cursor.next.take() {
+            Some(key) => self.map.get_sync(&key),
+            None => None,
+        };
+        if at.is_none() {
+            at = self.start_pass(cursor);
         }
-        // Relaxed: counters and a hint, published by the flag's release.
-        self.count.fetch_sub(freed, Ordering::Relaxed);
-        self.inserted.store(0, Ordering::Relaxed);
-        self.next_idle_at.fetch_min(min_tat, Ordering::Relaxed);
-        // Release: the next sweeper sees this one's writes.
-        self.sweeping.store(false, Ordering::Release);
-        Some(freed)
+        loop {
+            let Some(entry) = at else {
+                // The end of the table: the pass is complete.
+                self.end_pass(cursor);
+                if wrapped {
+                    break;
+                }
+                wrapped = true;
+                at = self.start_pass(cursor);
+                if at.is_none() {
+                    break;
+                }
+                continue;
+            };
+            if examined == budget {
+                cursor.next = Some(entry.key().clone());
+                break;
+            }
+            examined += 1;
+            #[cfg(test)]
+            tests::examined(1);
+            let e: &Entry = entry.get();
+            let tat = if e.cell.retire_if_idle(now) {
+                freed += 1;
+                None
+            } else {
+                // None: retired by an eviction that counted it; remove it.
+                e.cell.tat()
+            };
+            let Some(tat) = tat else {
+                at = entry.remove_and_sync();
+                continue;
+            };
+            cursor.pass_min = cursor.pass_min.min(tat);
+            if evict {
+                let (debt, t) = (tat.saturating_sub(now), e.quota.period_nanos());
+                if victim.as_ref().is_none_or(|v| v.costs_more_than(debt, t)) {
+                    victim = Some(Victim {
+                        debt,
+                        t,
+                        key: entry.key().clone(),
+                    });
+                }
+            }
+            at = entry.next_sync();
+        }
+        if evict
+            && freed == 0
+            && let Some(Victim { key, .. }) = victim
+        {
+            // No bucket lock is held here. Only a step retires a cell
+            // whatever its state, and steps run under the cursor, so this
+            // swap is the one that retires it.
+            if self
+                .map
+                .peek_with(&key, |_, e| e.cell.retire())
+                .unwrap_or(false)
+            {
+                freed += 1;
+            }
+            self.remove_retired(&key);
+        }
+        let released = freed - usize::from(keep_one && freed > 0);
+        // Relaxed: a counter; a slot freed here may be claimed at once.
+        self.count.fetch_sub(released, Ordering::Relaxed);
+        freed
     }
 
-    /// Removes every key that is idle now; returns how many. Normal calls do
-    /// this on their own (see the module doc); this is for callers who want
-    /// memory back at a moment of their choosing. Returns 0 if another
-    /// thread is sweeping.
+    fn start_pass<'h>(&'h self, cursor: &mut Cursor<K>) -> At<'h, K> {
+        cursor.pass_min = u64::MAX;
+        self.map.begin_sync()
+    }
+
+    /// Publishes the pass's bound: no key kept by the pass, and none
+    /// inserted since the previous pass ended, can be idle before it.
+    fn end_pass(&self, cursor: &mut Cursor<K>) {
+        // SeqCst on these and on an insertion's two fetch_min (inserted_min
+        // first, then next_idle_at): in the single total order, an
+        // insertion whose next_idle_at update the store below overwrites
+        // made its inserted_min update before the final load, which
+        // restores it. So `next_idle_at` never exceeds a live key's tat
+        // (but for cancelled reservations: see docs/keyed.md).
+        let inserted = self.inserted_min.swap(u64::MAX, Ordering::SeqCst);
+        self.next_idle_at
+            .store(cursor.pass_min.min(inserted), Ordering::SeqCst);
+        let since = self.inserted_min.load(Ordering::SeqCst);
+        self.next_idle_at.fetch_min(since, Ordering::SeqCst);
+        cursor.pass_min = u64::MAX;
+    }
+
+    /// Removes every key that is idle now, in one full pass from the
+    /// cursor; returns how many. Normal calls do this a few entries at a
+    /// time (see the module doc); this is for callers who want memory back
+    /// at a moment of their choosing. Waits for a step another thread is
+    /// taking.
     pub fn evict_idle(&self) -> usize {
-        self.try_sweep(self.clock.now(), false).unwrap_or(0)
+        let now = self.now();
+        let mut cursor = self.cursor.lock().unwrap_or_else(PoisonError::into_inner);
+        self.step(&mut cursor, now, usize::MAX, false, false)
     }
 }
 
-/// A key in the eviction heap, ordered as equal to every other: only the
-/// `tat` orders the heap.
-struct HeapKey<K>(K);
+#[cfg(test)]
+mod tests {
+    use core::cell::Cell;
+    use core::time::Duration;
 
-impl<K> PartialEq for HeapKey<K> {
-    fn eq(&self, _: &Self) -> bool {
-        true
+    use limiter_core::{ManualClock, Quota};
+
+    use crate::{KeyedLimiter, WhenFull};
+
+    std::thread_local! {
+        static EXAMINED: Cell<usize> = const { Cell::new(0) };
     }
-}
-impl<K> Eq for HeapKey<K> {}
-impl<K> PartialOrd for HeapKey<K> {
-    fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
-        Some(self.cmp(other))
+
+    /// Counts map entries examined by this thread.
+    pub(super) fn examined(n: usize) {
+        EXAMINED.with(|c| c.set(c.get() + n));
     }
-}
-impl<K> Ord for HeapKey<K> {
-    fn cmp(&self, _: &Self) -> core::cmp::Ordering {
-        core::cmp::Ordering::Equal
+
+    fn taken() -> usize {
+        EXAMINED.with(|c| c.replace(0))
+    }
+
+    /// The most entries any one call examined, over `calls` calls.
+    fn worst(mut calls: impl FnMut(u64)) -> impl FnMut(core::ops::Range<u64>) -> usize {
+        move |keys| {
+            keys.map(|k| {
+                taken();
+                calls(k);
+                taken()
+            })
+            .max()
+            .unwrap_or(0)
+        }
+    }
+
+    const KEYS: u64 = 4_096;
+    /// What one call may examine, whatever the map holds.
+    const BOUND: usize = 64;
+
+    #[test]
+    fn no_call_examines_more_than_a_bounded_number_of_entries() {
+        for when_full in [WhenFull::RejectNewKeys, WhenFull::EvictLeastRecent] {
+            let clock = ManualClock::new();
+            let quota = Quota::per_second(1).unwrap();
+            let l = KeyedLimiter::builder(quota)
+                .max_keys(KEYS as usize)
+                .when_full(when_full)
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+            let mut call = worst(|k| {
+                let _ = l.try_acquire(&k);
+            });
+            // Filling the map, then new keys at a full map with nothing idle.
+            assert!(call(0..KEYS) <= BOUND, "{when_full:?}: filling");
+            assert!(
+                call(KEYS..3 * KEYS) <= BOUND,
+                "{when_full:?}: full, none idle"
+            );
+            // Every key idle: new keys find room after bounded work.
+            clock.advance(Duration::from_secs(2));
+            assert!(call(3 * KEYS..6 * KEYS) <= BOUND, "{when_full:?}: all idle");
+        }
     }
 }

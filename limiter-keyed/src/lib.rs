@@ -3,13 +3,13 @@
 //! optionally overridden per key.
 //!
 //! Each key's state is a [`GcraCell`](limiter_core::GcraCell) (one
-//! `AtomicU64`) in an [`scc::HashIndex`](https://docs.rs/scc): the path for
+//! `AtomicU64` and the cell's identity) in an [`scc::HashIndex`](https://docs.rs/scc): the path for
 //! a key that exists takes no lock (an epoch-protected lookup that writes no
 //! shared word) and then the cell's CAS, and allocates nothing; a new key
 //! allocates once and locks one bucket to publish itself. Memory is bounded
 //! without the caller's help: at most `max_keys` keys ([`DEFAULT_MAX_KEYS`]
 //! by default), idle keys (whose state is full again, so they carry no
-//! information) are swept as part of normal calls, and a full limiter either
+//! information) are swept a few entries per call, and a full limiter either
 //! refuses new keys ([`WhenFull::RejectNewKeys`], the default) or evicts the
 //! least recent ones ([`WhenFull::EvictLeastRecent`]). Never unbounded
 //! growth, never a panic. `docs/keyed.md` gives the measured memory per key

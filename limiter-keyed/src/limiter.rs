@@ -15,8 +15,25 @@
 //!   `max_keys`), allocate the entry once, make the first decision on it
 //!   while it is still private, then `insert_sync` it (under the bucket's
 //!   lock); if another thread inserted the key first, give the slot back and
-//!   decide on its entry. When no slot is free, room is made (see
-//!   [`crate::eviction`]).
+//!   decide on its entry. A first decision that refuses (more than the
+//!   burst, or out of range) leaves the state of a key never seen, so the
+//!   entry is not kept. When no slot is free, room is made with bounded
+//!   work (see [`crate::eviction`]).
+//!
+//! # Time
+//!
+//! The limiter counts nanoseconds since its construction (the clock's
+//! reading then, `origin`), so a clock of any origin (a Unix-time clock,
+//! a TSC counter) works: the 36.5-year span is measured from the limiter's
+//! birth. A reading before `origin` counts as 0. Reservations report
+//! [`ready_at`](Reservation::ready_at) as a clock reading, `origin` plus
+//! the slot.
+//!
+//! # Identity of a key's state
+//!
+//! Each cell has its own identity ([`GcraCell`]), carried by its
+//! reservations: when a key is evicted (or removed while idle) and comes
+//! back in a new cell, a reservation made on the old one refunds nothing.
 //!
 //! # Why the entry is boxed
 //!
@@ -31,7 +48,8 @@
 //!
 //! * `count` (what [`len`](KeyedLimiter::len) reports) never exceeds
 //!   `max_keys`: a key is inserted only after a successful slot claim, and a
-//!   slot is freed only by the call that retired the key's cell.
+//!   slot is freed (or handed to the new key that made it) only by the call
+//!   that retired the key's cell.
 //! * No decision is ever made on a cell that has left the map: removal
 //!   first retires the cell with a CAS (see [`GcraCell`]), and a caller
 //!   that meets a retired cell helps remove it and looks the key up again.
@@ -41,13 +59,15 @@
 use core::hash::Hash;
 use core::time::Duration;
 use std::collections::HashMap as StdHashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use limiter_core::{AcquireError, Clock, GcraCell, MonotonicClock, Quota, QuotaError, Reservation};
 
 use scc::HashIndex;
 
 use crate::error::KeyedError;
+use crate::eviction::{Cursor, Room};
 
 /// How many keys a limiter tracks when the builder is not told: 100,000
 /// (about 7 MB with `u64` keys at the measured ~69 bytes per key; see
@@ -71,9 +91,11 @@ pub enum WhenFull {
     /// someone else's limit.
     #[default]
     RejectNewKeys,
-    /// Evict the least recent keys (those whose state would be full
-    /// soonest) to make room, forgetting their debt: an evicted key comes
-    /// back full.
+    /// Evict a key to make room, forgetting its debt (an evicted key comes
+    /// back full): among the keys a bounded step examines, the one whose
+    /// debt is the fewest permits under its own quota, so forgetting it
+    /// admits the fewest extra permits (under one quota: the least recently
+    /// used). A new key is never refused.
     EvictLeastRecent,
 }
 
@@ -122,14 +144,18 @@ pub struct KeyedLimiter<K, C: Clock = MonotonicClock> {
     pub(crate) clock: C,
     pub(crate) max_keys: usize,
     pub(crate) when_full: WhenFull,
+    /// The clock reading at construction: the limiter counts time in ns
+    /// since then, whatever the clock's origin.
+    pub(crate) origin: u64,
     /// Keys holding a slot; at most `max_keys`.
     pub(crate) count: AtomicUsize,
-    /// New keys inserted since the last sweep.
-    pub(crate) inserted: AtomicUsize,
-    /// Held by the one thread sweeping.
-    pub(crate) sweeping: AtomicBool,
+    /// The sweep's position; held for one bounded step at a time.
+    pub(crate) cursor: Mutex<Cursor<K>>,
+    /// The smallest `now` of the insertions since the last complete pass.
+    pub(crate) inserted_min: AtomicU64,
     /// No key can be idle before this instant (ns): a lower bound of every
-    /// key's `tat`, refreshed by each sweep and lowered by each insertion.
+    /// key's `tat`, refreshed by each complete pass and lowered by each
+    /// insertion.
     pub(crate) next_idle_at: AtomicU64,
 }
 
@@ -235,6 +261,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
     }
 
     fn assemble(self) -> KeyedLimiter<K, C> {
+        let origin = self.clock.now();
         KeyedLimiter {
             map: HashIndex::with_capacity(self.max_keys.clamp(1, PRESIZED_KEYS)),
             quota: self.quota,
@@ -242,9 +269,10 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
             clock: self.clock,
             max_keys: self.max_keys.max(1),
             when_full: self.when_full,
+            origin,
             count: AtomicUsize::new(0),
-            inserted: AtomicUsize::new(0),
-            sweeping: AtomicBool::new(false),
+            cursor: Mutex::new(Cursor::new()),
+            inserted_min: AtomicU64::new(u64::MAX),
             next_idle_at: AtomicU64::new(0),
         }
     }
@@ -269,7 +297,11 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// rate limited); [`KeyedError::TooManyKeys`] for a new key when full.
     #[inline]
     pub fn try_acquire_n(&self, key: &K, n: u32) -> Result<(), KeyedError> {
-        self.decide(key, |e, now| e.cell.try_acquire_n(e.quota, now, n))
+        self.decide(key, |e, now| {
+            e.cell
+                .reserve_n_since(self.origin, e.quota, now, n, Duration::ZERO)
+                .map(|r| r.map(|_| ()))
+        })
     }
 
     /// Claims the earliest slot for `n` permits for `key` if it comes within
@@ -286,27 +318,41 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         n: u32,
         max_wait: Duration,
     ) -> Result<Reservation, KeyedError> {
-        self.decide(key, |e, now| e.cell.reserve_n(e.quota, now, n, max_wait))
+        self.decide(key, |e, now| {
+            e.cell
+                .reserve_n_since(self.origin, e.quota, now, n, max_wait)
+        })
     }
 
     /// Gives back a reservation made for `key` if nothing has changed the
-    /// key's state since; returns whether it did.
+    /// key's state since; returns whether it did. A reservation made on a
+    /// state the key no longer has (it was evicted or idle and removed, and
+    /// came back) is refused: each state has its own identity.
     pub fn cancel(&self, key: &K, reservation: Reservation) -> bool {
         self.map
             .peek_with(key, |_, e| e.cell.cancel(reservation))
             .unwrap_or(false)
     }
 
-    /// How many permits `key` could take now (its whole burst if the
-    /// limiter does not track it).
+    /// How many permits `key` could take now: exactly the largest `n` that
+    /// [`try_acquire_n`](KeyedLimiter::try_acquire_n) would grant (for a key
+    /// the limiter does not track, what a new state would grant: its whole
+    /// burst, but near the end of the time range).
     pub fn available(&self, key: &K) -> u32 {
-        let now = self.clock.now();
+        let now = self.now();
         self.map
             .peek_with(key, |_, e| {
                 e.cell.tat().map(|_| e.cell.available(e.quota, now))
             })
             .flatten()
-            .unwrap_or_else(|| self.quota_of(key).burst())
+            .unwrap_or_else(|| GcraCell::available_when_new(self.quota_of(key), now))
+    }
+
+    /// Nanoseconds since the limiter was made (0 for a clock reading before
+    /// that: the strict choice, time never runs ahead).
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        self.clock.now().saturating_sub(self.origin)
     }
 
     /// How many keys hold state; never more than
@@ -356,7 +402,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         key: &K,
         decide: impl Fn(&Entry, u64) -> Option<Result<T, AcquireError>>,
     ) -> Result<T, KeyedError> {
-        let now = self.clock.now();
+        let now = self.now();
         loop {
             // Lock-free: the guard pins this thread's epoch, nothing shared
             // is written; the entry outlives the closure (see the module doc).
@@ -387,20 +433,31 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         now: u64,
         decide: &impl Fn(&Entry, u64) -> Option<Result<T, AcquireError>>,
     ) -> Result<Option<Result<T, AcquireError>>, KeyedError> {
-        self.claim_slot(now)?;
+        let room = self.claim_slot(now)?;
         let entry = Entry {
             cell: GcraCell::new(),
             quota: self.quota_of(key),
         };
         // A fresh cell is never retired, so this is always `Some`.
         let result = decide(&entry, now);
+        if room == Room::Unkept {
+            // Decided as if inserted and at once evicted (see eviction).
+            return Ok(result);
+        }
+        if matches!(result, Some(Err(_))) {
+            // Refused on a full cell (more than the burst, or out of
+            // range): the key's state is still that of a key never seen,
+            // so it is not kept. Relaxed: a counter.
+            self.count.fetch_sub(1, Ordering::Relaxed);
+            return Ok(result);
+        }
         // Publishing locks the key's bucket; the error hands the box back
         // when the key is already there.
         if self.map.insert_sync(key.clone(), Box::new(entry)).is_ok() {
-            // Relaxed: a lower bound only ever lowered here; sweeps
-            // recompute it under their own flag.
-            self.next_idle_at.fetch_min(now, Ordering::Relaxed);
+            // SeqCst: inserted_min first, then this (see
+            // `eviction::end_pass`): a lower bound, only lowered here.
             self.after_insert(now);
+            crate::eviction::lower(&self.next_idle_at, now);
             Ok(result)
         } else {
             // Another thread inserted it first: free our slot and decide
