@@ -1,5 +1,5 @@
 //! Criterion benches of the async layer on a free permit (no waiting), on a
-//! current-thread runtime: our `take()` and `try_take()` on one
+//! current-thread runtime: our `take()` and `try_acquire()` on one
 //! `AsyncLimiter`, governor's `until_ready()`, leaky-bucket's
 //! `acquire_one()`. Every call is admitted; each case checks its count.
 //! Run with `cargo bench -p limiter-benches --bench async_paths`.
@@ -31,8 +31,8 @@ fn bench_async_nowait(c: &mut Criterion) {
     g.bench_function("ours/take", |b| {
         b.iter_custom(|n| checked(ap::ours_take(&rt, &ours, n), "ours/take"))
     });
-    g.bench_function("ours/try_take", |b| {
-        b.iter_custom(|n| checked(ap::ours_try_take(&ours, n), "ours/try_take"))
+    g.bench_function("ours/try_acquire", |b| {
+        b.iter_custom(|n| checked(ap::ours_try_acquire(&ours, n), "ours/try_acquire"))
     });
     g.bench_function("governor/until_ready", |b| {
         b.iter_custom(|n| checked(ap::governor_until_ready(&rt, &governor, n), "governor"))

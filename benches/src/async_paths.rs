@@ -1,5 +1,5 @@
 //! The async layer when no waiting is needed: `AsyncLimiter::take()` on a
-//! free permit against the synchronous `try_take()` of the same limiter (what
+//! free permit against the synchronous `try_acquire()` of the same limiter (what
 //! the future, its poll and its reservation guard cost), and against
 //! governor's `until_ready()` and leaky-bucket's `acquire_one()`, all on a
 //! current-thread tokio runtime under the allow quota (every call admitted).
@@ -68,15 +68,15 @@ pub fn ours_take<L: limiter_core::Limiter>(
     rt.block_on(async {
         let start = Instant::now();
         for _ in 0..calls {
-            limiter.take().await;
+            limiter.take().await.expect("in range");
         }
         batch(calls, start)
     })
 }
 
-/// `calls` synchronous `try_take()`s of the same limiter.
-pub fn ours_try_take(limiter: &AsyncLimiter, calls: u64) -> Batch {
-    run(calls, &|| limiter.try_take().is_ok())
+/// `calls` synchronous `try_acquire()`s of the same limiter.
+pub fn ours_try_acquire(limiter: &AsyncLimiter, calls: u64) -> Batch {
+    run(calls, &|| limiter.try_acquire().is_ok())
 }
 
 /// `calls` awaits of governor's `until_ready()`, each on a free permit.

@@ -72,7 +72,7 @@ pub fn pacing(rt: &Runtime, rate: u32, tasks: usize, length: Duration, burst_ms:
                         if called >= deadline {
                             break;
                         }
-                        limiter.take().await;
+                        limiter.take().await.expect("in range");
                         woke.push((called, Instant::now()));
                     }
                     woke
@@ -137,7 +137,7 @@ pub fn fairness_ours(rt: &Runtime) -> (f64, f64) {
             let limiter = limiter.clone();
             move || {
                 let limiter = limiter.clone();
-                async move { limiter.take().await }
+                async move { limiter.take().await.expect("in range") }
             }
         });
         // Let the loops saturate the limiter.

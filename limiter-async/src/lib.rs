@@ -76,4 +76,4 @@ pub use clock::TokioClock;
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
 pub use limiter::AsyncLimiter;
-pub use throttle::Throttled;
+pub use throttle::{Refused, Throttled};

@@ -427,8 +427,11 @@ impl<L: Limiter> AsyncLimiter<L> {
         self.core.try_acquire_n(n)
     }
 
-    /// A stream yielding `stream`'s items, each once a permit for it has
-    /// been waited for (FIFO with every other user of this limiter).
+    /// A stream yielding `stream`'s items, each as `Ok(item)` once a permit
+    /// for it has been waited for (FIFO with every other user of this
+    /// limiter), or as `Err(`[`Refused`](crate::Refused)`)` with the item
+    /// and the reason when no wait can ever grant it (more permits than the
+    /// burst, a clock past the span). No item is ever dropped.
     ///
     /// The next item is pulled from `stream` before its permit is reserved,
     /// so an idle source holds no permits.
@@ -436,9 +439,30 @@ impl<L: Limiter> AsyncLimiter<L> {
     /// # Cancel safety
     ///
     /// Dropping the [`Throttled`] stream while an item waits drops the item
-    /// and gives its permit back unless a later reservation depends on it.
-    /// `next()` on it is cancel safe: a dropped `next()` loses nothing, since
-    /// the waiting item and its reservation live in the stream.
+    /// and gives its permit back to the limiter (as a dropped
+    /// [`take`](AsyncLimiter::take) does). `next()` on it is cancel safe: a
+    /// dropped `next()` loses nothing, since the waiting item and its
+    /// reservation live in the stream.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use futures::StreamExt;
+    /// use limiter_async::AsyncLimiter;
+    /// use limiter_core::Quota;
+    /// use tokio::time::Instant;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = AsyncLimiter::new(Quota::per_second(10)?);
+    /// let start = Instant::now();
+    /// let items: Vec<_> = limiter.throttle(futures::stream::iter(1..=3)).collect().await;
+    /// assert_eq!(items.into_iter().map(Result::unwrap).collect::<Vec<_>>(), [1, 2, 3]);
+    /// assert_eq!(start.elapsed(), Duration::from_millis(200));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn throttle<S: Stream>(&self, stream: S) -> Throttled<S, L> {
         Throttled::new(Arc::clone(&self.core), self.slots, stream)
     }

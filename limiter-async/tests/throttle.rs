@@ -78,7 +78,7 @@ async fn the_stream_shares_fifo_order_with_other_waiters() {
     assert!(futures::poll!(other.as_mut()).is_pending());
     assert_eq!(second.await, Some(Ok(1)));
     assert_eq!(start.elapsed(), Duration::from_millis(100));
-    other.await;
+    other.await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_millis(200));
     assert_eq!(throttled.next().await, Some(Ok(2)));
     assert_eq!(start.elapsed(), Duration::from_millis(300));

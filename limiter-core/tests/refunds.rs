@@ -59,11 +59,7 @@ fn run(t: u64, burst: u32, ops: &[Op]) -> Result<(), TestCaseError> {
     for op in ops {
         match *op {
             Op::Advance(d) => clock.advance(Duration::from_nanos(d)),
-            Op::Try(n) => {
-                if limiter.try_acquire_n(n).is_ok() {
-                    admitted.push((clock.now(), n));
-                }
-            }
+            Op::Try(n) if limiter.try_acquire_n(n).is_ok() => admitted.push((clock.now(), n)),
             Op::Reserve(n, w) => {
                 if let Ok(r) = limiter.reserve_n(n, Duration::from_nanos(w)) {
                     outstanding.push(r);

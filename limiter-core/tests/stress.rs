@@ -85,7 +85,9 @@ fn no_window_admits_more_than_the_quota() {
                         let n = 1 + (k + id) % 2;
                         let max_wait = if k.is_multiple_of(3) { 4 * T } else { 0 };
                         match limiter.reserve_n(n, Duration::from_nanos(max_wait)) {
-                            Ok(r) if r.wait() > Duration::ZERO && k % 4 != 0 => held.push(r),
+                            Ok(r) if r.wait() > Duration::ZERO && !k.is_multiple_of(4) => {
+                                held.push(r)
+                            }
                             Ok(r) => mine.push((r.ready_at(), r.permits())),
                             Err(_) => {}
                         }

@@ -264,9 +264,9 @@ fn async_cases(quick: bool) -> Vec<Case> {
             measure: Box::new(move |c| check(ap::ours_take(&rt1, &ours, c), "ours/take")),
         },
         Case {
-            name: "async/ours/try_take".into(),
+            name: "async/ours/try_acquire".into(),
             calls: n,
-            measure: Box::new(move |c| check(ap::ours_try_take(&ours2, c), "ours/try_take")),
+            measure: Box::new(move |c| check(ap::ours_try_acquire(&ours2, c), "ours/try_acquire")),
         },
         Case {
             name: "async/governor/until_ready".into(),
@@ -447,7 +447,7 @@ fn main() {
         (
             "async_nowait_vs_sync",
             "async/ours/take".into(),
-            "async/ours/try_take".into(),
+            "async/ours/try_acquire".into(),
         ),
         (
             "async_nowait_vs_governor",
