@@ -47,6 +47,8 @@ use crate::gcra::{self, Params, Refusal};
 use crate::identity::Owner;
 use crate::limiter::acquire_error;
 use crate::quota::{MAX_SPAN, Quota, saturating_nanos};
+#[cfg(feature = "std")]
+use crate::refunds::{Pending, Refund, Refunds, WordUndo};
 use crate::reservation::{Reservation, Undo};
 use crate::state::update_word;
 use crate::sync::{AtomicU64, Ordering};
@@ -256,6 +258,184 @@ impl GcraCell {
                 .is_ok()
     }
 
+    /// As [`reserve_n_since`](GcraCell::reserve_n_since), taking a refund of
+    /// this cell from `refunds` when its fresh slot would wait and a refund
+    /// comes sooner (see [`cancel_with_refunds`](GcraCell::cancel_with_refunds)).
+    /// The fresh slot is then given back. A reservation whose permits are
+    /// free now, or an empty table, costs nothing more than
+    /// `reserve_n_since`.
+    ///
+    /// # Errors
+    ///
+    /// As [`reserve_n_since`](GcraCell::reserve_n_since).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{CellRefunds, GcraCell, Quota};
+    ///
+    /// let (cell, refunds) = (GcraCell::new(), CellRefunds::new());
+    /// let q = Quota::per_second(10)?; // slots 100 ms apart
+    /// let reserve = || cell.reserve_n_with_refunds(&refunds, 0, q, 0, 1, Duration::MAX).unwrap();
+    /// let (_now, first, _second) = (reserve()?, reserve()?, reserve()?);
+    /// assert!(cell.cancel_with_refunds(&refunds, first, 0, 0)); // refunded at 100 ms
+    /// assert_eq!(reserve()?.wait(), Duration::from_millis(100));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "std")]
+    pub fn reserve_n_with_refunds(
+        &self,
+        refunds: &CellRefunds,
+        origin: u64,
+        quota: Quota,
+        now: u64,
+        n: u32,
+        max_wait: Duration,
+    ) -> Option<Result<Reservation, AcquireError>> {
+        let max_wait = saturating_nanos(max_wait);
+        let fresh = self.reserve_at(quota, origin, now, n, max_wait)?;
+        if !refunds.pending.any() {
+            return Some(fresh);
+        }
+        let fresh_wait = match &fresh {
+            Ok(r) if r.wait != 0 => r.wait,
+            Err(AcquireError::RateLimited { wait }) => saturating_nanos(*wait),
+            _ => return Some(fresh),
+        };
+        let mut table = refunds.lock();
+        let owner = self.owner.get();
+        let sooner_than = now.saturating_add(fresh_wait);
+        let Some(refund) = table.take(owner, now, n, max_wait, sooner_than, &refunds.pending)
+        else {
+            return Some(fresh);
+        };
+        if let Ok(fresh) = fresh {
+            self.give_back(&mut table, refunds, fresh, origin, now);
+        }
+        let undo = match refund.undo {
+            Some(WordUndo { before, after }) => Undo::Word {
+                before,
+                after,
+                changes: 0,
+            },
+            None => Undo::Refund {
+                slot: refund.slot,
+                changes: 0,
+            },
+        };
+        Some(Ok(Reservation {
+            permits: refund.permits,
+            // The refund's slot was a slot of this cell, which lay in range.
+            ready_at: origin + refund.slot,
+            wait: refund.slot - now,
+            owner: self.owner,
+            undo,
+        }))
+    }
+
+    /// Gives back the permits of a reservation made on this cell, whether or
+    /// not later reservations depend on them; returns whether they are back.
+    /// `origin` is the caller's epoch as in
+    /// [`reserve_n_since`](GcraCell::reserve_n_since), `now` the time since
+    /// it. Refuses a reservation of any other cell.
+    ///
+    /// If the cell still holds what the reservation left, its word is
+    /// restored, as [`cancel`](GcraCell::cancel) does. Otherwise its slot
+    /// becomes a refund in `refunds`, which the next
+    /// [`reserve_n_with_refunds`](GcraCell::reserve_n_with_refunds) of this
+    /// cell that would wait longer takes; once every later reservation is
+    /// cancelled too, the word is restored over it. A slot already passed is
+    /// not refunded (`false`). The cell never admits more than its quota in
+    /// any window: a refund grants only what its schedule already granted at
+    /// that slot.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{CellRefunds, GcraCell, Quota};
+    ///
+    /// let (cell, refunds) = (GcraCell::new(), CellRefunds::new());
+    /// let q = Quota::per_second(10)?;
+    /// let reserve = || cell.reserve_n_with_refunds(&refunds, 0, q, 0, 1, Duration::MAX).unwrap();
+    /// let (_now, first, second) = (reserve()?, reserve()?, reserve()?);
+    /// assert!(cell.cancel_with_refunds(&refunds, first, 0, 0)); // not the last
+    /// assert!(cell.cancel_with_refunds(&refunds, second, 0, 0)); // unwinds both
+    /// assert_eq!(reserve()?.wait(), Duration::from_millis(100));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "std")]
+    pub fn cancel_with_refunds(
+        &self,
+        refunds: &CellRefunds,
+        reservation: Reservation,
+        origin: u64,
+        now: u64,
+    ) -> bool {
+        if reservation.owner != self.owner || reservation.permits == 0 {
+            return false;
+        }
+        let mut table = refunds.lock();
+        self.give_back(&mut table, refunds, reservation, origin, now)
+    }
+
+    /// `cancel_with_refunds` with the table locked.
+    #[cfg(feature = "std")]
+    fn give_back(
+        &self,
+        table: &mut Refunds,
+        refunds: &CellRefunds,
+        reservation: Reservation,
+        origin: u64,
+        now: u64,
+    ) -> bool {
+        let owner = self.owner.get();
+        let collapse = |table: &mut Refunds| {
+            table.collapse(
+                owner,
+                now,
+                &refunds.pending,
+                // Relaxed: as in the acquisition CAS.
+                || self.word.load(Ordering::Relaxed),
+                |after, before| {
+                    self.word
+                        .compare_exchange(after, before, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok()
+                },
+            )
+        };
+        let (slot, undo) = match reservation.undo {
+            Undo::Word { before, after, .. } => {
+                // Relaxed and strong: as in `cancel`.
+                if self
+                    .word
+                    .compare_exchange(after, before, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    collapse(table);
+                    return true;
+                }
+                let slot = reservation.ready_at.saturating_sub(origin);
+                (slot, Some(WordUndo { before, after }))
+            }
+            Undo::Refund { slot, .. } => (slot, None),
+            _ => return false,
+        };
+        if slot < now {
+            return false;
+        }
+        let refund = Refund {
+            owner,
+            slot,
+            permits: reservation.permits,
+            undo,
+        };
+        table.record(refund, now, &refunds.pending);
+        collapse(table);
+        true
+    }
+
     /// How many permits a try could take at `now` under `quota`: exactly the
     /// largest `n` that [`try_acquire_n`](GcraCell::try_acquire_n) would
     /// grant, including near [`MAX_SPAN`] (0 if retired).
@@ -309,6 +489,47 @@ impl GcraCell {
     pub fn retire(&self) -> bool {
         // Relaxed: as in the acquisition CAS.
         self.word.swap(RETIRED, Ordering::Relaxed) != RETIRED
+    }
+}
+
+/// The refunds of reservations cancelled out of order on a set of
+/// [`GcraCell`]s: one table for a whole keyed limiter, each refund tagged
+/// with its cell's identity (see
+/// [`cancel_with_refunds`](GcraCell::cancel_with_refunds)).
+///
+/// A mutex guards the table; a cell takes it only to cancel, or to reserve
+/// when its fresh slot would wait and the table is not empty (an atomic
+/// count says so without the lock). Refunds expire with their slot and the
+/// table holds at most 4,096, so a table outlives any number of cells in
+/// bounded memory.
+#[cfg(feature = "std")]
+#[derive(Debug)]
+pub struct CellRefunds {
+    table: crate::sync::Mutex<Refunds>,
+    pending: Pending,
+}
+
+#[cfg(feature = "std")]
+impl CellRefunds {
+    /// An empty table.
+    pub fn new() -> CellRefunds {
+        CellRefunds {
+            table: crate::sync::Mutex::new(Refunds::new()),
+            pending: Pending::default(),
+        }
+    }
+
+    fn lock(&self) -> crate::sync::MutexGuard<'_, Refunds> {
+        // Every update is one push, remove or field write: a panic cannot
+        // leave the table inconsistent, so a poisoned lock is used as is.
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(feature = "std")]
+impl Default for CellRefunds {
+    fn default() -> CellRefunds {
+        CellRefunds::new()
     }
 }
 

@@ -35,7 +35,6 @@ impl Owner {
 
     /// The identity as a number (for a per-key cell's own bookkeeping).
     #[inline]
-    #[allow(dead_code)]
     pub(crate) fn get(self) -> u64 {
         self.0
     }

@@ -85,6 +85,8 @@ pub use adaptive::{
     AdaptiveBuilder, AdaptiveLimiter, AdaptivePolicy, DEFAULT_INTERVAL, DEFAULT_WINDOW, Decision,
     EwmaAimd, LoadBased, Outcome, PercentileWindow, Proposal, Reason,
 };
+#[cfg(feature = "std")]
+pub use cell::CellRefunds;
 pub use cell::{GcraCell, RETIRED};
 #[cfg(feature = "tsc")]
 pub use clock::TscClock;
@@ -120,7 +122,7 @@ pub mod __loom {
         quota: Quota,
     ) -> Result<(u64, u64), AcquireError> {
         let p = Params::from(quota);
-        gcra::reserve_within(tat, now, n, max_wait, p, p.burst)
+        gcra::reserve_within(tat, now, n, max_wait, p, p.burst, crate::MAX_SPAN)
             .map(|grant| (grant.tat, grant.wait))
             .map_err(|refusal| crate::limiter::acquire_error(refusal, n, now, p.burst))
     }
@@ -128,6 +130,6 @@ pub mod __loom {
     /// The `tat` that [`RateLimiter::set_quota`](crate::RateLimiter::set_quota)
     /// installs when the quota changes from `old` to `new` at `now`.
     pub fn rescale(tat: u64, now: u64, old: Quota, new: Quota) -> u64 {
-        gcra::rescale(tat, now, old.into(), new.into())
+        gcra::rescale(tat, now, old.into(), new.into(), crate::MAX_SPAN)
     }
 }

@@ -232,10 +232,14 @@ impl<C: Clock> RateLimiter<C> {
                     let fresh_slot = now.saturating_add(saturating_nanos(wait));
                     let mut guard = self.lock.lock();
                     let changes = self.slots.changes();
-                    return match guard
-                        .refunds()
-                        .take(now, n, max_wait, fresh_slot, &self.pending)
-                    {
+                    return match guard.refunds().take(
+                        self.owner.get(),
+                        now,
+                        n,
+                        max_wait,
+                        fresh_slot,
+                        &self.pending,
+                    ) {
                         Some(refund) => Ok(self.refunded(refund, now, changes)),
                         None => Err(AcquireError::RateLimited { wait }),
                     };
@@ -277,10 +281,14 @@ impl<C: Clock> RateLimiter<C> {
             return fresh;
         }
         let fresh_slot = now + fresh.wait;
-        match guard
-            .refunds()
-            .take(now, fresh.permits, max_wait, fresh_slot, &self.pending)
-        {
+        match guard.refunds().take(
+            self.owner.get(),
+            now,
+            fresh.permits,
+            max_wait,
+            fresh_slot,
+            &self.pending,
+        ) {
             Some(refund) => {
                 self.give_back(&mut guard, fresh, now);
                 self.refunded(refund, now, changes)
@@ -408,6 +416,7 @@ impl<C: Clock> RateLimiter<C> {
             return false;
         }
         let refund = Refund {
+            owner: self.owner.get(),
             slot,
             permits,
             undo,
@@ -423,6 +432,7 @@ impl<C: Clock> RateLimiter<C> {
     #[cfg(feature = "std")]
     fn collapse(&self, guard: &mut crate::change_lock::ChangeGuard<'_>, now: u64) {
         guard.refunds().collapse(
+            self.owner.get(),
             now,
             &self.pending,
             || self.state.load(),

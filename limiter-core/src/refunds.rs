@@ -52,6 +52,9 @@ pub(crate) struct WordUndo {
 /// Permits admitted by the schedule at `slot` that nobody will use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Refund {
+    /// The state it belongs to: a limiter's or a per-key cell's identity
+    /// (one table may serve many cells).
+    pub(crate) owner: u64,
     /// Limiter time at which the permits conform.
     pub(crate) slot: u64,
     /// How many permits.
@@ -102,12 +105,14 @@ impl Refunds {
         self.publish(pending);
     }
 
-    /// Takes up to `n` permits of the earliest refund whose slot lies in
-    /// `[now, now + max_wait]`, strictly before `sooner_than`. A refund taken
-    /// whole keeps its undo; a refund taken in part loses it (the word can
-    /// no longer be restored), and its rest stays in the table.
+    /// Takes up to `n` permits of `owner`'s earliest refund whose slot lies
+    /// in `[now, now + max_wait]`, strictly before `sooner_than`. A refund
+    /// taken whole keeps its undo; a refund taken in part loses it (the word
+    /// can no longer be restored), and its rest stays in the table.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn take(
         &mut self,
+        owner: u64,
         now: u64,
         n: u32,
         max_wait: u64,
@@ -115,7 +120,9 @@ impl Refunds {
         pending: &Pending,
     ) -> Option<Refund> {
         self.expire(now);
-        let fits = |r: &Refund| r.permits >= n && r.slot < sooner_than && r.slot - now <= max_wait;
+        let fits = |r: &Refund| {
+            r.owner == owner && r.permits >= n && r.slot < sooner_than && r.slot - now <= max_wait
+        };
         let taken = self.earliest(fits).map(|i| {
             let whole = &mut self.table[i];
             if whole.permits == n {
@@ -124,9 +131,9 @@ impl Refunds {
                 whole.permits -= n;
                 whole.undo = None;
                 Refund {
-                    slot: whole.slot,
                     permits: n,
                     undo: None,
+                    ..*whole
                 }
             }
         });
@@ -134,11 +141,13 @@ impl Refunds {
         taken
     }
 
-    /// Undoes whole refunds while the word equals one's `after`: `load`
-    /// reads the word, `restore(after, before)` swaps it back if it still
-    /// equals `after`. Then drops refunds whose slot lies before `now`.
+    /// Undoes `owner`'s whole refunds while its word equals one's `after`:
+    /// `load` reads the word, `restore(after, before)` swaps it back if it
+    /// still equals `after`. Then drops refunds whose slot lies before
+    /// `now`.
     pub(crate) fn collapse(
         &mut self,
+        owner: u64,
         now: u64,
         pending: &Pending,
         load: impl Fn() -> u64,
@@ -149,7 +158,7 @@ impl Refunds {
             let Some(i) = self
                 .table
                 .iter()
-                .position(|r| r.undo.is_some_and(|u| u.after == word))
+                .position(|r| r.owner == owner && r.undo.is_some_and(|u| u.after == word))
             else {
                 break;
             };
@@ -196,6 +205,7 @@ mod tests {
 
     fn refund(slot: u64, permits: u32) -> Refund {
         Refund {
+            owner: 1,
             slot,
             permits,
             undo: Some(WordUndo {
@@ -212,14 +222,18 @@ mod tests {
         r.record(refund(200, 2), 0, &p);
         assert!(p.any());
         // Sooner than the fresh slot, within the wait, big enough.
-        assert_eq!(r.take(0, 3, u64::MAX, u64::MAX, &p), None);
-        assert_eq!(r.take(0, 1, 100, u64::MAX, &p), None);
-        assert_eq!(r.take(0, 1, u64::MAX, 200, &p), None);
-        let part = r.take(0, 1, u64::MAX, u64::MAX, &p).expect("part of 200");
+        assert_eq!(r.take(1, 0, 3, u64::MAX, u64::MAX, &p), None);
+        assert_eq!(r.take(1, 0, 1, 100, u64::MAX, &p), None);
+        assert_eq!(r.take(1, 0, 1, u64::MAX, 200, &p), None);
+        let part = r
+            .take(1, 0, 1, u64::MAX, u64::MAX, &p)
+            .expect("part of 200");
         assert_eq!((part.slot, part.permits, part.undo), (200, 1, None));
-        let rest = r.take(0, 1, u64::MAX, u64::MAX, &p).expect("rest of 200");
+        let rest = r
+            .take(1, 0, 1, u64::MAX, u64::MAX, &p)
+            .expect("rest of 200");
         assert_eq!((rest.slot, rest.undo), (200, None));
-        let whole = r.take(0, 1, u64::MAX, u64::MAX, &p).expect("300");
+        let whole = r.take(1, 0, 1, u64::MAX, u64::MAX, &p).expect("300");
         assert_eq!(whole, refund(300, 1));
         assert!(!p.any());
     }
@@ -228,7 +242,7 @@ mod tests {
     fn refunds_expire_at_their_slot_and_the_table_is_bounded() {
         let (mut r, p) = (Refunds::new(), Pending::default());
         r.record(refund(10, 1), 0, &p);
-        assert_eq!(r.take(11, 1, u64::MAX, u64::MAX, &p), None);
+        assert_eq!(r.take(1, 11, 1, u64::MAX, u64::MAX, &p), None);
         for slot in 0..Refunds::CAPACITY as u64 + 5 {
             r.record(refund(100 + slot, 1), 0, &p);
         }
@@ -241,15 +255,13 @@ mod tests {
         let (mut r, p) = (Refunds::new(), Pending::default());
         let undo = |before, after| Some(WordUndo { before, after });
         for (slot, before, after) in [(1, 10, 20), (2, 20, 30), (3, 30, 40)] {
-            r.record(
-                Refund {
-                    slot,
-                    permits: 1,
-                    undo: undo(before, after),
-                },
-                0,
-                &p,
-            );
+            let refund = Refund {
+                owner: 1,
+                slot,
+                permits: 1,
+                undo: undo(before, after),
+            };
+            r.record(refund, 0, &p);
         }
         let word = core::cell::Cell::new(50);
         let restore = |after, before| {
@@ -258,18 +270,22 @@ mod tests {
                 true
             }
         };
-        r.collapse(0, &p, || word.get(), restore);
+        r.collapse(1, 0, &p, || word.get(), restore);
         assert_eq!(word.get(), 50, "no refund left 50");
         word.set(30); // the reservation that left 40 is gone
-        r.collapse(0, &p, || word.get(), restore);
+        r.collapse(1, 0, &p, || word.get(), restore);
         assert_eq!(word.get(), 10);
-        assert_eq!(
-            r.table,
-            [Refund {
-                slot: 3,
-                permits: 1,
-                undo: undo(30, 40)
-            }]
-        );
+        let left = Refund {
+            owner: 1,
+            slot: 3,
+            permits: 1,
+            undo: undo(30, 40),
+        };
+        assert_eq!(r.table, [left]);
+        // Another owner's refunds are not this word's.
+        word.set(40);
+        r.collapse(2, 0, &p, || word.get(), restore);
+        assert_eq!(word.get(), 40);
+        assert_eq!(r.take(2, 0, 1, u64::MAX, u64::MAX, &p), None);
     }
 }

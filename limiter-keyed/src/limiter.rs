@@ -62,7 +62,9 @@ use std::collections::HashMap as StdHashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use limiter_core::{AcquireError, Clock, GcraCell, MonotonicClock, Quota, QuotaError, Reservation};
+use limiter_core::{
+    AcquireError, CellRefunds, Clock, GcraCell, MonotonicClock, Quota, QuotaError, Reservation,
+};
 
 use scc::HashIndex;
 
@@ -147,6 +149,8 @@ pub struct KeyedLimiter<K, C: Clock = MonotonicClock> {
     /// The clock reading at construction: the limiter counts time in ns
     /// since then, whatever the clock's origin.
     pub(crate) origin: u64,
+    /// Refunds of reservations cancelled out of order, for every key's cell.
+    pub(crate) refunds: CellRefunds,
     /// Keys holding a slot; at most `max_keys`.
     pub(crate) count: AtomicUsize,
     /// The sweep's position; held for one bounded step at a time.
@@ -270,6 +274,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
             max_keys: self.max_keys.max(1),
             when_full: self.when_full,
             origin,
+            refunds: CellRefunds::new(),
             count: AtomicUsize::new(0),
             cursor: Mutex::new(Cursor::new()),
             inserted_min: AtomicU64::new(u64::MAX),
@@ -320,17 +325,44 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     ) -> Result<Reservation, KeyedError> {
         self.decide(key, |e, now| {
             e.cell
-                .reserve_n_since(self.origin, e.quota, now, n, max_wait)
+                .reserve_n_with_refunds(&self.refunds, self.origin, e.quota, now, n, max_wait)
         })
     }
 
-    /// Gives back a reservation made for `key` if nothing has changed the
-    /// key's state since; returns whether it did. A reservation made on a
-    /// state the key no longer has (it was evicted or idle and removed, and
-    /// came back) is refused: each state has its own identity.
+    /// Gives back the permits of a reservation made for `key`, whether or
+    /// not later reservations of the key depend on them; returns whether
+    /// they are back. When nothing depends on them the key's state is
+    /// restored; otherwise the slot is handed to the key's next reservation
+    /// that would wait longer (see [`GcraCell::cancel_with_refunds`]). A
+    /// slot already passed is not refunded. A reservation made on a state
+    /// the key no longer has (it was evicted or idle and removed, and came
+    /// back) is refused: each state has its own identity.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{ManualClock, Quota};
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// limiter.try_acquire(&"alice")?;
+    /// let first = limiter.reserve_n(&"alice", 1, Duration::MAX)?; // 100 ms
+    /// let _second = limiter.reserve_n(&"alice", 1, Duration::MAX)?; // 200 ms
+    /// assert!(limiter.cancel(&"alice", first));
+    /// // The next waiter gets the refunded slot.
+    /// assert_eq!(limiter.reserve_n(&"alice", 1, Duration::MAX)?.wait(), Duration::from_millis(100));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn cancel(&self, key: &K, reservation: Reservation) -> bool {
+        let now = self.now();
         self.map
-            .peek_with(key, |_, e| e.cell.cancel(reservation))
+            .peek_with(key, |_, e| {
+                e.cell
+                    .cancel_with_refunds(&self.refunds, reservation, self.origin, now)
+            })
             .unwrap_or(false)
     }
 

@@ -11,9 +11,11 @@
 //!
 //! Invariant (cancel safety): between the reservation and the end of the
 //! sleep, the reservation is owned by a guard; dropping the future hands the
-//! permits back through [`KeyedLimiter::cancel`], which succeeds only while
-//! no later reservation of that key depends on them (otherwise they stay
-//! spent: stricter, never looser).
+//! permits back through [`KeyedLimiter::cancel`]: the key's state is
+//! restored when no later reservation of that key depends on them, and
+//! otherwise the slot goes to the key's next waiter that would wait longer.
+//! Only a slot already passed, or a key whose state was evicted meanwhile,
+//! leaves them spent: stricter, never looser.
 
 use core::hash::Hash;
 use core::time::Duration;
@@ -36,7 +38,7 @@ struct Waiting<'a, K: Hash + Eq + Clone + Send + Sync> {
 impl<K: Hash + Eq + Clone + Send + Sync> Drop for Waiting<'_, K> {
     fn drop(&mut self) {
         if let Some(reservation) = self.reservation.take() {
-            // Refused when a later reservation depends on these permits.
+            // Refused only for a slot already passed or an evicted state.
             let _given_back = self.limiter.cancel(self.key, reservation);
         }
     }
@@ -55,7 +57,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> KeyedLimiter<K, TokioClock> {
     /// # Cancel safety
     ///
     /// Cancel safe: dropping the future before it completes gives the permit
-    /// back unless a later reservation of the key depends on it.
+    /// back to the key (the slot goes to the key's next waiter when a later
+    /// reservation depends on it).
     pub async fn take(&self, key: &K) -> Result<(), KeyedError> {
         self.take_n_within(key, 1, Duration::MAX).await
     }

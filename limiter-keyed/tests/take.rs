@@ -71,3 +71,53 @@ async fn a_dropped_wait_gives_its_permit_back() {
     l.take(&"a").await.unwrap();
     assert_eq!(start.elapsed(), 50 * MS);
 }
+
+#[tokio::test(start_paused = true)]
+async fn waiters_timing_out_in_queue_order_burn_nothing() {
+    // Ten waiters on one key behind its drained burst, each under a 1 ms
+    // timeout: they expire in FIFO order, so all but the last are dropped
+    // while later ones hold their slots. Every permit comes back, and the
+    // next waiter gets the first slot after the burst: 99 ms, not 999 ms.
+    let l: KeyedLimiter<&'static str, TokioClock> =
+        KeyedLimiter::builder(Quota::per_second(10).unwrap().with_burst(10).unwrap())
+            .clock(TokioClock::new())
+            .build()
+            .unwrap();
+    let l = std::sync::Arc::new(l);
+    l.take_n(&"a", 10).await.unwrap();
+    let start = Instant::now();
+    let waiters: Vec<_> = (0..10)
+        .map(|_| {
+            let l = std::sync::Arc::clone(&l);
+            tokio::spawn(async move { tokio::time::timeout(MS, l.take(&"a")).await })
+        })
+        .collect();
+    for waiter in waiters {
+        assert!(waiter.await.unwrap().is_err(), "each waiter timed out");
+    }
+    l.take(&"a").await.unwrap();
+    assert_eq!(start.elapsed(), 100 * MS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_that_times_out_and_retries_keeps_its_place() {
+    // Two waiters queue; the first gives up before its slot and retries at
+    // once: it gets its own slot back, not one behind the second waiter.
+    let l = std::sync::Arc::new(limiter());
+    l.take(&"a").await.unwrap();
+    let start = Instant::now();
+    let waiter = || {
+        let l = std::sync::Arc::clone(&l);
+        tokio::spawn(async move { l.take(&"a").await.map(|()| start.elapsed()) })
+    };
+    let first = waiter();
+    tokio::task::yield_now().await; // the first reserves 100 ms
+    let second = waiter();
+    tokio::task::yield_now().await; // the second reserves 200 ms
+    tokio::time::sleep(10 * MS).await;
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    l.take(&"a").await.unwrap();
+    assert_eq!(start.elapsed(), 100 * MS);
+    assert_eq!(second.await.unwrap(), Ok(200 * MS));
+}
