@@ -10,8 +10,8 @@
 //!
 //! tokio's timer fires on whole milliseconds (`g` = 1 ms), so a waiting task
 //! wakes at most once per tick. When it wakes, it takes the permit it had
-//! reserved plus whatever the tolerance let accumulate while it slept, at
-//! most `burst`; then it reserves its next slot. With `W` tasks waiting, at
+//! reserved plus the permits that came due while it slept, at most `burst`
+//! of them; then it reserves its next slot. With `W` tasks waiting, at
 //! most `W + burst` permits are granted per tick, so the expected rate is
 //!
 //! ```text
@@ -35,11 +35,11 @@
 //! The formula assumes every waiter wakes on the tick after its slot. Real
 //! wake-ups come later by the scheduling delay, and now and then a tick
 //! later. Cases 1 and 3 absorb that: other tasks' slots, or a catch-up
-//! window of 2 ms, cover it, so they land within a fraction of a percent of
-//! the expected rate. Case 2 cannot: its catch-up window is one emission
-//! interval (0.1 ms), so every delayed wake-up loses its permits for good,
-//! and on a busy machine it lands below its 2,000/s. No case ever exceeds
-//! its expected rate.
+//! window of 2 ms, cover it, so they land within about a percent of the
+//! expected rate. Case 2 cannot: its catch-up window is one emission
+//! interval (0.1 ms), so a wake-up that misses its tick loses that tick's
+//! permits for good, and on a busy machine it lands below its 2,000/s. No
+//! case ever exceeds its expected rate.
 
 use std::error::Error;
 use std::sync::Arc;
