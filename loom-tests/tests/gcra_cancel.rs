@@ -2,12 +2,13 @@
 //! word back to its `before` word) racing new reservations, acquisitions,
 //! other cancels and quota changes.
 //!
-//! A refund must happen only when nothing depends on the reservation (no
-//! change of the state was made after it and kept) and must never let the
-//! limiter admit more than its quota; the linearizability check compares
-//! every outcome with the sequential model, where "nothing depends on it"
-//! means "every later change was itself cancelled, and the quota did not
-//! change".
+//! A cancel restores the state when nothing depends on the reservation, and
+//! otherwise records its slot as a refund for a later reservation; it must
+//! never let the limiter admit more than its quota. The linearizability
+//! check compares every outcome with the sequential model (a stack of
+//! changes, with refunds for cancels below its top, popped once everything
+//! above them is cancelled too), so the refund protocol under the change
+//! lock is checked against that plain reading.
 #![cfg(loom)]
 
 use core::time::Duration;
@@ -37,7 +38,7 @@ fn refunded(h: &History) -> bool {
 
 #[test]
 fn cancel_racing_a_new_reservation() {
-    let outcomes = ["refunded true, slot 0", "refunded false, slot 10"];
+    let outcomes = ["refunded true, slot 0", "refunded true, slot 10"];
     check("cancel vs reserve_n, burst 1", &outcomes, || {
         let q = quota(T, 1);
         let limiter: Shared = Arc::new(RateLimiter::with_clock(q, FixedClock(NOW)));
@@ -53,13 +54,14 @@ fn cancel_racing_a_new_reservation() {
         let hc = canceller.join().unwrap();
         let (hr, s) = reserver.join().unwrap();
         let refunded = refunded(&hc);
-        // Refunded: the new reservation took the freed slot; otherwise the
-        // next one. Never the refund and the later slot together (the state
-        // would point past a slot nobody holds), nor neither.
-        let expected_slot = if refunded { NOW } else { NOW + T };
-        assert_eq!(s.ready_at(), expected_slot, "refunded = {refunded}");
+        // The slot at 0 is free again whichever came first: restored before
+        // the new reservation (which takes it), or refunded after it (the
+        // new one holds 10, and the probe gets the refund at 0).
+        assert!(refunded, "a slot that has not passed is always given back");
         let mut after = History::new();
-        after.reserve_n(&limiter, "probe", 1, u64::MAX);
+        let probe = after.reserve_n(&limiter, "probe", 1, u64::MAX).unwrap();
+        let slots = [s.ready_at() - NOW, probe.ready_at() - NOW];
+        assert!(slots == [0, 10] || slots == [10, 0], "slots {slots:?}");
         assert_linearizable(model_quota(q), NOW, &setup, &[hc, hr], &after);
         format!("refunded {refunded}, slot {}", s.ready_at() - NOW)
     });
@@ -106,13 +108,15 @@ fn cancel_racing_an_acquisition_never_over_admits() {
 }
 
 #[test]
-fn cancels_unwind_only_in_order() {
-    // older cancel, newer cancel, late reservation: the older one can be
-    // refunded only after the newer one, with no reservation in between.
+fn cancels_in_any_order_unwind_or_refund() {
+    // older cancel, newer cancel, late reservation: every cancel gives its
+    // slot back; the late reservation gets 0 (both gone first, in any
+    // order), 10 (only the newer one gone, or the older one's refund... the
+    // model decides which orders allow it) or 20 (it came first).
     let outcomes = [
         "older true, newer true, late slot 0",
-        "older false, newer true, late slot 10",
-        "older false, newer false, late slot 20",
+        "older true, newer true, late slot 10",
+        "older true, newer true, late slot 20",
     ];
     check(
         "cancel older vs cancel newer vs reserve_n",

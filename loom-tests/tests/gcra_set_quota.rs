@@ -108,3 +108,57 @@ fn quota_change_racing_two_acquirers() {
         format!("{} {}", yn(a_ok), yn(b_ok))
     });
 }
+
+#[test]
+fn a_decision_across_a_whole_generation_cycle_never_uses_the_stale_quota() {
+    // Under loom, quota changes cycle through 2 generations, so two changes
+    // on an idle limiter at a frozen time bring the state word back to the
+    // very value a stalled decision loaded, while its generation's slot now
+    // holds another quota: the ABA case. t = 10, burst 4 → t = 20, burst 1
+    // (twice). A decision for 4 permits is either made before both changes
+    // (admitted, its 40 ns of debt rescaled to 80) or after them (refused:
+    // more than the burst of 1). Had it passed its CAS with the stale quota,
+    // it would be admitted with a debt of 40 under t = 20, which neither
+    // order gives; instead such a decision is voided (refused), and the
+    // permits its CAS claimed stay counted: the stricter side. A decision
+    // whose CAS came before both changes but which reads the slot's version
+    // only after the second is voided too (debt 80): the check cannot tell
+    // when the rewrite happened, so it errs strict.
+    let outcomes = [
+        "admitted, debt 80",
+        "refused, debt 0",
+        "refused, debt 40 (void)",
+        "refused, debt 80 (void)",
+    ];
+    check(
+        "try_acquire vs 2 x set_quota, generation cycle",
+        &outcomes,
+        || {
+            let (big, small) = (quota(10, 4), quota(20, 1));
+            let limiter = Arc::new(RateLimiter::with_clock(big, FixedClock(NOW)));
+            let l = limiter.clone();
+            let setter = thread::spawn(move || {
+                l.set_quota(small);
+                l.set_quota(small);
+            });
+            let l = limiter.clone();
+            let decider = thread::spawn(move || l.try_acquire_n(4));
+            setter.join().unwrap();
+            let admitted = decider.join().unwrap().is_ok();
+            assert_eq!(limiter.quota(), small);
+            // A probe for the whole burst of 1 waits exactly the debt.
+            let debt = limiter
+                .reserve_n(1, Duration::MAX)
+                .expect("a probe within range")
+                .wait()
+                .as_nanos();
+            match (admitted, debt) {
+                (true, 80) => "admitted, debt 80".to_string(),
+                (false, 0) => "refused, debt 0".to_string(),
+                (false, 40) => "refused, debt 40 (void)".to_string(),
+                (false, 80) => "refused, debt 80 (void)".to_string(),
+                other => panic!("admitted under a stale quota: {other:?}"),
+            }
+        },
+    );
+}
