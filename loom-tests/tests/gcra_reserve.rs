@@ -117,9 +117,9 @@ fn reservations_of_different_sizes_tile_the_timeline() {
 }
 
 #[test]
-fn only_the_latest_slot_can_be_cancelled() {
+fn cancelling_the_earliest_slot_first_refunds_it_and_the_latest_unwinds_both() {
     check(
-        "reserve_n: earliest of 2 slots is not cancellable",
+        "reserve_n: 2 slots cancelled earliest first",
         &["[0, 10]", "[10, 0]"],
         || {
             let limiter = Arc::new(RateLimiter::with_clock(quota(T, 1), FixedClock(NOW)));
@@ -135,9 +135,11 @@ fn only_the_latest_slot_can_be_cancelled() {
                 (b, a)
             };
             assert_eq!(latest.ready_at(), earliest.ready_at() + T);
-            assert!(!limiter.cancel(earliest), "a later slot depends on it");
+            // A later slot depends on the earliest: it becomes a refund...
+            assert!(limiter.cancel(earliest));
+            // ...which the cancel of the latest unwinds with it.
             assert!(limiter.cancel(latest));
-            assert_eq!(limiter.available(), 0, "the earliest slot stays spent");
+            assert_eq!(limiter.available(), 1, "both slots back: full again");
             label
         },
     );
