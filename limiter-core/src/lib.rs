@@ -2,30 +2,43 @@
 //! state is one `AtomicU64`, updated by CAS loops. No mutex on any
 //! acquisition path, no allocation per call.
 //!
-//! # Map of the crate
+//! # Which type do I use
 //!
-//! | module | one job |
+//! | you want | use |
 //! |---|---|
-//! | `quota` | [`Quota`]: `t` and `burst` in nanoseconds, validated once |
-//! | `clock` | [`Clock`], [`DefaultClock`] (`TscClock`), [`MonotonicClock`], [`ManualClock`], `CoarseClock` |
-//! | `gcra` | the decision as pure functions of `(tat, now, n, quota)` |
-//! | `state` | one atomic word (64 or 128 bits) on its cache line and the shared CAS loop |
-//! | `quota_slots` | the state word's layout and hot quota changes |
-//! | `limiter` | [`RateLimiter`], tying the above together |
-//! | `sliding_window` | [`SlidingWindow`]: the two-counter window estimate |
-//! | `warm_up` | [`WarmUpLimiter`]: Guava's smooth warm-up |
-//! | `priority` | [`PriorityLimiter`]: classes sharing one GCRA state |
-//! | `limiter_trait` | [`Limiter`]: the interface every algorithm offers |
-//! | `adaptive` | [`AdaptiveLimiter`]: the rate moved by latency or load ([`PercentileWindow`], [`EwmaAimd`], [`LoadBased`]) |
-//! | `cell` | [`GcraCell`]: one subject's GCRA state in 8 bytes, quota passed in (keyed limiters) |
-//! | `metered` | [`Metered`]: striped counters of allowed, rejected, delayed |
-//! | `blocking` | `take*`: reserve, then sleep through the clock |
-//! | `error` | [`QuotaError`], [`AcquireError`] |
+//! | one limit: `n` per period with a burst, decided in a few nanoseconds | [`RateLimiter`] (GCRA) |
+//! | a fixed-window-like count that forgets smoothly | [`SlidingWindow`] |
+//! | a rate that ramps up after idle time (cold start of a downstream) | [`WarmUpLimiter`] |
+//! | one limit shared by classes, the higher ones never starved | [`PriorityLimiter`] |
+//! | a rate moved by the downstream's latency or load | [`AdaptiveLimiter`] |
+//! | counts of allowed, rejected and delayed decisions | [`Metered`] around any of them |
+//! | one limit per key, in your own map | [`GcraCell`] (or the `limiter-keyed` crate) |
+//! | waiting with `.await` | the `limiter-async` crate, on any [`Limiter`] |
 //!
-//! Time is nanoseconds since the clock's origin throughout. The GCRA names
-//! are `t` (emission interval), `tau = t · (burst − 1)` (tolerance) and `tat`
-//! (theoretical arrival time); `docs/design.md` derives the math and argues
-//! the memory orderings.
+//! and, on each of them: [`try_acquire`](RateLimiter::try_acquire) /
+//! [`try_acquire_n`](RateLimiter::try_acquire_n) to take permits now or
+//! learn the exact wait ([`AcquireError::retry_after`]);
+//! [`take`](RateLimiter::take) / [`take_n`](RateLimiter::take_n) /
+//! [`take_timeout`](RateLimiter::take_timeout) /
+//! [`take_n_timeout`](RateLimiter::take_n_timeout) to block until they come;
+//! [`reserve_n`](RateLimiter::reserve_n) and
+//! [`cancel`](RateLimiter::cancel) to claim a future slot and give it back.
+//! Clocks: [`DefaultClock`] (the TSC), [`MonotonicClock`], [`CoarseClock`],
+//! and [`ManualClock`] for exact tests.
+//!
+//! # How it works
+//!
+//! [`RateLimiter`]'s whole state is one `AtomicU64` (`[generation:4 |
+//! tat:60]`) updated by one CAS loop; a denial writes nothing; the quota
+//! lives in 16 versioned slots named by the generation, so `set_quota` is hot
+//! and no decision ever uses a stale quota. Time is nanoseconds since the
+//! limiter's epoch (the clock's reading when it was made), so any clock
+//! origin works. The GCRA names are `t` (emission interval),
+//! `tau = t · (burst − 1)` (tolerance) and `tat` (theoretical arrival time);
+//! `docs/design.md` derives the math and argues the memory orderings, and
+//! each module opens with the invariants it keeps: the math is in `gcra`,
+//! the CAS loop in `state`, the word layout and quota slots in
+//! `quota_slots`, cancellations in `refunds` and `change_lock`.
 //!
 //! # Example
 //!
@@ -46,7 +59,8 @@
 //! # Features
 //!
 //! * `std` (default): [`MonotonicClock`], [`CoarseClock`] (a cached
-//!   millisecond clock), the blocking `take*` on real clocks,
+//!   millisecond clock), the blocking `take*` on real clocks, refunds of
+//!   reservations cancelled out of order ([`CellRefunds`] for cells),
 //!   `std::error::Error` impls. Without it the crate is `no_std` (it needs
 //!   `alloc` for [`ManualClock`]) and builds on targets without native 64-bit
 //!   atomics through portable-atomic.

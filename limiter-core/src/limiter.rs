@@ -72,6 +72,16 @@ pub struct RateLimiter<C: Clock = DefaultClock> {
 impl RateLimiter<DefaultClock> {
     /// A full limiter for `quota` on a new [`DefaultClock`] (the TSC clock
     /// with the default features).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{Quota, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::new(Quota::per_second(100)?.with_burst(10)?);
+    /// assert_eq!(limiter.available(), 10);
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub fn new(quota: Quota) -> RateLimiter<DefaultClock> {
         RateLimiter::with_clock(quota, DefaultClock::default())
     }
@@ -85,6 +95,18 @@ impl<C: Clock> RateLimiter<C> {
     /// [`MAX_SPAN`](crate::MAX_SPAN) of 36.5 years is measured from the
     /// limiter's creation. Past it (or past the clock's `u64::MAX`, if that
     /// comes first) every call answers [`AcquireError::TimeOutOfRange`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{ManualClock, Quota, RateLimiter};
+    ///
+    /// // A clock counting from the Unix epoch works as well as any other.
+    /// let clock = ManualClock::starting_at(1_800_000_000_000_000_000);
+    /// let limiter = RateLimiter::with_clock(Quota::per_second(10)?, clock);
+    /// assert!(limiter.try_acquire().is_ok());
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub fn with_clock(quota: Quota, clock: C) -> RateLimiter<C> {
         RateLimiter {
             state: AtomicState::new(pack(0, 0)),
@@ -103,6 +125,19 @@ impl<C: Clock> RateLimiter<C> {
     /// # Errors
     ///
     /// As [`try_acquire_n`](RateLimiter::try_acquire_n) with `n = 1`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::with_clock(Quota::per_second(10)?, ManualClock::new());
+    /// assert!(limiter.try_acquire().is_ok());
+    /// let denied = limiter.try_acquire().unwrap_err();
+    /// assert_eq!(denied.retry_after(), Some(Duration::from_millis(100)));
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     #[inline]
     pub fn try_acquire(&self) -> Result<(), AcquireError> {
         self.try_acquire_n(1)
@@ -119,6 +154,22 @@ impl<C: Clock> RateLimiter<C> {
     ///   would be available. Nothing is written.
     /// * [`AcquireError::TimeOutOfRange`] if the clock reads more than
     ///   [`MAX_SPAN`](crate::MAX_SPAN) past the limiter's creation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{AcquireError, ManualClock, Quota, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::with_clock(Quota::per_second(10)?.with_burst(3)?, ManualClock::new());
+    /// assert!(limiter.try_acquire_n(2).is_ok());
+    /// assert!(limiter.try_acquire_n(2).is_err()); // only one left: takes none
+    /// assert_eq!(limiter.available(), 1);
+    /// assert_eq!(
+    ///     limiter.try_acquire_n(4),
+    ///     Err(AcquireError::InsufficientCapacity { requested: 4, burst: 3 })
+    /// );
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     #[inline]
     pub fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
         let now = self.clock.now();
@@ -441,8 +492,23 @@ impl<C: Clock> RateLimiter<C> {
     }
 
     /// How many permits [`try_acquire_n`](RateLimiter::try_acquire_n) could
-    /// take right now. Changes nothing; by the time the caller acts, other
-    /// threads may have taken them.
+    /// take right now: exactly the largest `n` it would grant, including
+    /// near the end of the limiter's span. Changes nothing; by the time the
+    /// caller acts, other threads may have taken them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, RateLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = RateLimiter::with_clock(Quota::per_second(10)?.with_burst(5)?, clock.clone());
+    /// limiter.try_acquire_n(5)?;
+    /// clock.advance(Duration::from_millis(250));
+    /// assert_eq!(limiter.available(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn available(&self) -> u32 {
         self.available_within(|p| p.burst)
     }
@@ -458,6 +524,17 @@ impl<C: Clock> RateLimiter<C> {
     }
 
     /// The quota in force.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{ManualClock, Quota, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::with_clock(Quota::per_second(10)?, ManualClock::new());
+    /// limiter.set_quota(Quota::per_second(20)?);
+    /// assert_eq!(limiter.quota(), Quota::per_second(20)?);
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub fn quota(&self) -> Quota {
         self.slots.params(self.state.load()).into()
     }
@@ -514,6 +591,16 @@ impl<C: Clock> RateLimiter<C> {
     }
 
     /// The clock this limiter reads.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{Clock, ManualClock, Quota, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::with_clock(Quota::per_second(10)?, ManualClock::starting_at(7));
+    /// assert_eq!(limiter.clock().now(), 7);
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub fn clock(&self) -> &C {
         &self.clock
     }
