@@ -21,7 +21,8 @@ pub trait Limiter: Send + Sync {
     /// # Errors
     ///
     /// [`AcquireError::InsufficientCapacity`] when `n` can never be granted,
-    /// [`AcquireError::RateLimited`] with the exact wait otherwise.
+    /// [`AcquireError::RateLimited`] with the exact wait otherwise, and
+    /// [`AcquireError::TimeOutOfRange`] past the limiter's span.
     fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError>;
 
     /// Claims the earliest slot for `n` permits if it comes within
@@ -33,8 +34,11 @@ pub trait Limiter: Send + Sync {
     /// to `max_wait`.
     fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError>;
 
-    /// Gives back an unused reservation when nothing depends on it; returns
-    /// whether it did.
+    /// Gives back an unused reservation; returns whether its permits are
+    /// back in the limiter. [`RateLimiter`] gives them back whether or not
+    /// later reservations depend on them (see [`RateLimiter::cancel`]); each
+    /// algorithm documents what it can give back. A reservation of another
+    /// limiter is always refused.
     fn cancel(&self, reservation: Reservation) -> bool;
 
     /// Nanoseconds on the clock that [`Reservation::ready_at`] is measured
