@@ -52,16 +52,57 @@ pub struct TokioClock {
 impl TokioClock {
     /// A clock whose origin is tokio's "now" (the runtime's clock when
     /// called inside a runtime, the system's monotonic clock otherwise).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_async::TokioClock;
+    /// use limiter_core::Clock;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let clock = TokioClock::new();
+    /// assert_eq!(clock.now(), 0);
+    /// # }
+    /// ```
     pub fn new() -> TokioClock {
         TokioClock::with_origin(Instant::now())
     }
 
     /// A clock counting from `origin`. Instants before it read as 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_async::TokioClock;
+    /// use limiter_core::Clock;
+    /// use tokio::time::Instant;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let clock = TokioClock::with_origin(Instant::now() - Duration::from_millis(5));
+    /// assert_eq!(clock.now(), 5_000_000);
+    /// # }
+    /// ```
     pub fn with_origin(origin: Instant) -> TokioClock {
         TokioClock { origin }
     }
 
     /// The instant this clock counts from (its 0 ns).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_async::TokioClock;
+    /// use tokio::time::Instant;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let start = Instant::now();
+    /// assert_eq!(TokioClock::with_origin(start).origin(), start);
+    /// # }
+    /// ```
     pub fn origin(&self) -> Instant {
         self.origin
     }
@@ -71,12 +112,39 @@ impl TokioClock {
     /// Saturates, rather than panics, if the sum is past what an `Instant`
     /// can hold (it never is on mainstream platforms: `u64` nanoseconds are
     /// 584 years).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_async::TokioClock;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let clock = TokioClock::new();
+    /// assert_eq!(clock.instant_at(2_000_000), clock.origin() + Duration::from_millis(2));
+    /// # }
+    /// ```
     pub fn instant_at(&self, nanos: u64) -> Instant {
         saturating_add(self.origin, Duration::from_nanos(nanos))
     }
 
     /// The clock reading, in nanoseconds since the origin, at `instant`:
     /// 0 before the origin, saturating at `u64::MAX`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_async::TokioClock;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let clock = TokioClock::new();
+    /// assert_eq!(clock.nanos_at(clock.origin() + Duration::from_micros(7)), 7_000);
+    /// assert_eq!(clock.nanos_at(clock.instant_at(42)), 42);
+    /// # }
+    /// ```
     pub fn nanos_at(&self, instant: Instant) -> u64 {
         let since = instant.saturating_duration_since(self.origin);
         u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)

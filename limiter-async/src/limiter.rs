@@ -92,11 +92,40 @@ impl<L> Clone for AsyncLimiter<L> {
 impl AsyncLimiter {
     /// A full limiter for `quota` on a new [`TokioClock`] whose origin is
     /// tokio's "now".
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_async::AsyncLimiter;
+    /// use limiter_core::Quota;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = AsyncLimiter::new(Quota::per_second(10)?.with_burst(2)?);
+    /// assert_eq!(limiter.limiter().available(), 2);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new(quota: Quota) -> AsyncLimiter {
         AsyncLimiter::with_clock(quota, TokioClock::new())
     }
 
     /// A full limiter for `quota` reading `clock`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_async::{AsyncLimiter, TokioClock};
+    /// use limiter_core::{Clock, Quota};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let clock = TokioClock::new();
+    /// let limiter = AsyncLimiter::with_clock(Quota::per_second(10)?, clock);
+    /// assert_eq!(limiter.limiter().clock().now(), clock.now());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn with_clock(quota: Quota, clock: TokioClock) -> AsyncLimiter {
         AsyncLimiter {
             core: Arc::new(RateLimiter::with_clock(quota, clock)),
@@ -145,6 +174,21 @@ impl<L: Limiter> AsyncLimiter<L> {
     /// [`available`](RateLimiter::available),
     /// [`set_quota`](RateLimiter::set_quota) and the rest for the default
     /// GCRA limiter).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_async::AsyncLimiter;
+    /// use limiter_core::Quota;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = AsyncLimiter::new(Quota::per_second(10)?);
+    /// limiter.limiter().set_quota(Quota::per_second(100)?); // hot, for every clone
+    /// assert_eq!(limiter.clone().limiter().quota(), Quota::per_second(100)?);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn limiter(&self) -> &L {
         &self.core
     }

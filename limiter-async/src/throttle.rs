@@ -54,6 +54,26 @@ pub struct Refused<T> {
 
 impl<T> Refused<T> {
     /// The item, discarding the reason.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    /// use limiter_async::AsyncLimiter;
+    /// use limiter_core::Quota;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // A clock past the limiter's span: no permit can ever be granted.
+    /// let clock = limiter_async::TokioClock::with_origin(tokio::time::Instant::now());
+    /// let limiter = AsyncLimiter::with_clock(Quota::per_second(10)?, clock);
+    /// tokio::time::advance(std::time::Duration::from_nanos(limiter_core::MAX_SPAN + 1)).await;
+    /// let mut throttled = limiter.throttle(futures::stream::iter(["job"]));
+    /// let refused = throttled.next().await.unwrap().unwrap_err();
+    /// assert_eq!(refused.into_item(), "job");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn into_item(self) -> T {
         self.item
     }
@@ -119,6 +139,7 @@ impl<T: fmt::Debug> Error for Refused<T> {
 /// # Ok(())
 /// # }
 /// ```
+#[must_use = "streams do nothing unless polled"]
 pub struct Throttled<S: Stream, L: Limiter = RateLimiter<TokioClock>> {
     limiter: Arc<L>,
     slots: SlotMap,
@@ -139,6 +160,21 @@ impl<S: Stream, L: Limiter> Throttled<S, L> {
     }
 
     /// The source stream.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_async::AsyncLimiter;
+    /// use limiter_core::Quota;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = AsyncLimiter::new(Quota::per_second(10)?);
+    /// let throttled = limiter.throttle(futures::stream::iter([1, 2]));
+    /// assert_eq!(futures::Stream::size_hint(throttled.get_ref()), (2, Some(2)));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn get_ref(&self) -> &S {
         &self.source
     }
