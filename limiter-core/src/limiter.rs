@@ -718,12 +718,13 @@ mod tests {
             })
         );
         // The void CAS's 2 permits stay counted (200 ms more debt): the
-        // stalled decision made the limiter stricter, never looser.
-        assert_eq!(
-            limiter.try_acquire(),
-            Err(AcquireError::RateLimited {
-                wait: Duration::from_millis(400)
-            })
-        );
+        // stalled decision made the limiter stricter, never looser. (A weak
+        // CAS may also fail spuriously, as miri makes it do and LL/SC
+        // targets may; the decision is then made again on the current word,
+        // with nothing void. The loom model pins both outcomes.)
+        let debt = limiter.try_acquire().unwrap_err().retry_after();
+        let void = Some(Duration::from_millis(400));
+        let retried = Some(Duration::from_millis(200));
+        assert!(debt == void || debt == retried, "{debt:?}");
     }
 }
