@@ -1,32 +1,19 @@
-//! The deny cache: answer "rate limited" locally until the `retry_after`
-//! Redis returned, saving the round trips a hot, exhausted key would cost.
+//! The deny cache: per-key denials Redis returned, answered locally until
+//! their `retry_after`. Why that is exact for GCRA, and its caveat, is the
+//! contract documented on
+//! [`RedisLimiterBuilder::deny_cache`](crate::RedisLimiterBuilder::deny_cache);
+//! this module keeps the entries.
 //!
-//! # Why it is exact for GCRA
-//!
-//! A denial of `n` permits at Redis' `now` with `retry_after = R` means
-//! `max(tat, now) + n·t − (now + tau + t) = R`. Until `now + R`, `tat` can only
-//! grow (every grant moves it forward; only [`reset`](crate::RedisLimiter::reset)
-//! or expiry at `tat` move it back), so every request for `m ≥ n` permits with
-//! a wait allowance below what remains of `R` would be denied by Redis too.
-//! The cache answers exactly those, and nothing else.
-//!
-//! The entry's deadline is `sent + R`, with `sent` the local time read *before*
-//! the call: Redis decided no earlier than that, so the cache never outlives
-//! the true `now + R` and never denies what Redis would grant. At worst it
-//! expires up to one round trip early, and Redis answers.
-//!
-//! Caveat: a `reset` made through *another* limiter instance does not clear
-//! this instance's cache; its entries still expire by their deadlines, and
-//! until then deny (never over-admit).
-//!
-//! Memory: at most 16,384 keys; when full, expired entries are
-//! dropped, and a new denial that still does not fit is simply not cached.
+//! Invariants: an entry's deadline is `sent + retry_after`, with `sent` the
+//! local time (ns) read *before* the call, so it never outlives Redis' own
+//! `now + retry_after`; an entry covers requests of at least its `n` permits
+//! whose wait allowance is below what remains of it. At most
+//! [`DenyCache::MAX_KEYS`] keys: when full, lapsed entries are dropped, and a
+//! new denial that still does not fit is not cached (the next request asks
+//! Redis).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-
-/// The most keys the deny cache remembers at once.
-pub(crate) const MAX_ENTRIES: usize = 16_384;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Entry {
@@ -52,6 +39,9 @@ pub(crate) struct DenyCache {
 }
 
 impl DenyCache {
+    /// The most keys the deny cache remembers at once.
+    pub(crate) const MAX_KEYS: usize = 16_384;
+
     /// The cached denial that covers `n` permits on `key` at local `now` with
     /// `max_wait` ns allowed, if there is one.
     pub(crate) fn check(&self, key: &str, n: u32, max_wait: u64, now: u64) -> Option<CachedDenial> {
@@ -81,10 +71,10 @@ impl DenyCache {
             }
             return;
         }
-        if entries.len() >= MAX_ENTRIES {
+        if entries.len() >= Self::MAX_KEYS {
             entries.retain(|_, e| e.until > sent);
         }
-        if entries.len() < MAX_ENTRIES {
+        if entries.len() < Self::MAX_KEYS {
             entries.insert(key.to_owned(), entry);
         }
     }

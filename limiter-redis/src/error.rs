@@ -1,18 +1,47 @@
-//! [`RedisLimitError`]: why a distributed decision could not be made.
+//! [`RedisLimitError`]: why a request got no permits, or a limiter could not
+//! be built.
 //!
-//! A *denial* is not an error: it is a [`Decision`](crate::Decision) with
-//! `allowed == false`. Errors are requests that can never succeed as asked
+//! A denial is an error like any other: [`RedisLimitError::RateLimited`],
+//! with when to retry, when the key is full again, and which path denied.
+//! The other variants are requests that can never succeed as asked
 //! (`InsufficientCapacity`), limiters that cannot be built (`UnsupportedQuota`,
 //! `InvalidParameter`), and Redis failures that the
 //! [`FailurePolicy`](crate::FailurePolicy) chose to surface rather than answer.
+//! [`RedisLimitError::retry_after`] says, without matching, whether and when
+//! waiting helps.
 
 use core::fmt;
 use core::time::Duration;
+
+use crate::admission::Source;
 
 /// Why a [`RedisLimiter`](crate::RedisLimiter) call or construction failed.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum RedisLimitError {
+    /// The permits are not available within the request's allowance (now
+    /// for a try, within its wait for a reservation); nothing was consumed.
+    ///
+    /// `source` says who denied: [`Source::Redis`] (the script),
+    /// [`Source::DenyCache`] (a denial Redis gave earlier, replayed exactly),
+    /// [`Source::Local`] (the per-key fallback while Redis is unavailable) or
+    /// [`Source::FailClosed`] (Redis is unavailable and the policy is
+    /// [`FailurePolicy::Closed`](crate::FailurePolicy::Closed)).
+    RateLimited {
+        /// How long until the same request would conform: exact as of the
+        /// decision for `Redis`, `DenyCache` and `Local` (a lower bound when
+        /// other clients keep consuming); for `FailClosed`, the time until
+        /// the circuit breaker lets the next call probe Redis.
+        retry_after: Duration,
+        /// How long until the key would be full again if nothing more came
+        /// (zero under `FailClosed`, where it is unknown).
+        reset_after: Duration,
+        /// Permits a plain try could still take right now: a denial of `n`
+        /// permits can leave fewer than `n` available (0 under `FailClosed`).
+        remaining: u32,
+        /// Which path denied.
+        source: Source,
+    },
     /// More permits were asked for at once than the burst: never satisfiable
     /// under this quota. Ask for at most `burst`, or raise it.
     InsufficientCapacity {
@@ -42,8 +71,14 @@ pub enum RedisLimitError {
         after: Duration,
     },
     /// The circuit breaker is open after a recent failure: Redis was not
-    /// called. Retry after the breaker's interval.
-    CircuitOpen,
+    /// called (returned only under
+    /// [`FailurePolicy::Error`](crate::FailurePolicy::Error), and by
+    /// [`reset`](crate::RedisLimiter::reset)).
+    CircuitOpen {
+        /// How long until the breaker lets one call probe Redis again (see
+        /// [`RedisLimiterBuilder::retry_interval`](crate::RedisLimiterBuilder::retry_interval)).
+        retry_after: Duration,
+    },
     /// Redis answered with an error, or the connection failed.
     Redis(redis::RedisError),
     /// The script's reply did not have the expected shape (a different
@@ -52,12 +87,72 @@ pub enum RedisLimitError {
 }
 
 impl RedisLimitError {
+    /// When a retry can help: `Some(retry_after)` for
+    /// [`RateLimited`](RedisLimitError::RateLimited) (the request conforms
+    /// then, unless others consume first) and for
+    /// [`CircuitOpen`](RedisLimitError::CircuitOpen) (the breaker lets a
+    /// probe through then; whether Redis answers is unknown). `None` for
+    /// every other error: waiting does not cure a request over the burst or
+    /// a bad parameter, and after a `Timeout` or a `Redis` error the breaker
+    /// decides (the next call within its interval gets `CircuitOpen`, with a
+    /// time).
+    ///
+    /// An HTTP handler can answer `429` (or `503` for `CircuitOpen`) with
+    /// this as `Retry-After` without matching the variants.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_redis::{RedisLimitError, Source};
+    ///
+    /// let denied = RedisLimitError::RateLimited {
+    ///     retry_after: Duration::from_millis(40),
+    ///     reset_after: Duration::from_millis(240),
+    ///     remaining: 0,
+    ///     source: Source::Redis,
+    /// };
+    /// assert_eq!(denied.retry_after(), Some(Duration::from_millis(40)));
+    ///
+    /// let breaker = RedisLimitError::CircuitOpen { retry_after: Duration::from_millis(700) };
+    /// assert_eq!(breaker.retry_after(), Some(Duration::from_millis(700)));
+    ///
+    /// let never = RedisLimitError::InsufficientCapacity { requested: 9, burst: 5 };
+    /// assert_eq!(never.retry_after(), None);
+    /// ```
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            RedisLimitError::RateLimited { retry_after, .. }
+            | RedisLimitError::CircuitOpen { retry_after } => Some(*retry_after),
+            _ => None,
+        }
+    }
+
     /// Whether this error means "Redis could not be reached in time" (as
     /// opposed to a request or reply that is wrong): these trip the circuit
-    /// breaker and are answered by the failure policy.
+    /// breaker and are answered by the failure policy. A denial
+    /// ([`RateLimited`](RedisLimitError::RateLimited)) is not one, even under
+    /// [`Source::FailClosed`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_redis::{RedisLimitError, Source};
+    ///
+    /// let slow = RedisLimitError::Timeout { after: Duration::from_millis(100) };
+    /// assert!(slow.is_unavailable());
+    /// let closed = RedisLimitError::RateLimited {
+    ///     retry_after: Duration::from_secs(1),
+    ///     reset_after: Duration::ZERO,
+    ///     remaining: 0,
+    ///     source: Source::FailClosed,
+    /// };
+    /// assert!(!closed.is_unavailable());
+    /// ```
     pub fn is_unavailable(&self) -> bool {
         match self {
-            RedisLimitError::Timeout { .. } | RedisLimitError::CircuitOpen => true,
+            RedisLimitError::Timeout { .. } | RedisLimitError::CircuitOpen { .. } => true,
             RedisLimitError::Redis(e) => {
                 e.is_io_error()
                     || e.is_connection_dropped()
@@ -81,6 +176,24 @@ impl RedisLimitError {
 impl fmt::Display for RedisLimitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            RedisLimitError::RateLimited {
+                retry_after,
+                source,
+                ..
+            } => match source {
+                Source::FailClosed => write!(
+                    f,
+                    "Redis is unavailable and the failure policy is Closed: denied; Redis is tried again in {retry_after:?}"
+                ),
+                Source::Local => write!(
+                    f,
+                    "rate limited by the local fallback while Redis is unavailable; the request would conform in {retry_after:?}"
+                ),
+                _ => write!(
+                    f,
+                    "rate limited; the request would conform in {retry_after:?}"
+                ),
+            },
             RedisLimitError::InsufficientCapacity { requested, burst } => write!(
                 f,
                 "{requested} permits requested but the burst is {burst}; request at most {burst} at once or raise the burst"
@@ -96,8 +209,9 @@ impl fmt::Display for RedisLimitError {
                 f,
                 "Redis did not answer within {after:?}; the call may have been applied and is not retried"
             ),
-            RedisLimitError::CircuitOpen => f.write_str(
-                "Redis failed recently and the circuit breaker is open; Redis was not called",
+            RedisLimitError::CircuitOpen { retry_after } => write!(
+                f,
+                "Redis failed recently and the circuit breaker is open; Redis was not called and is tried again in {retry_after:?}"
             ),
             RedisLimitError::Redis(e) => write!(f, "Redis error: {e}"),
             RedisLimitError::UnexpectedReply(what) => {

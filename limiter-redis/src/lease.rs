@@ -1,31 +1,16 @@
-//! Leases: take up to `L` permits from Redis in one call and spend them
-//! locally, one round trip per `L` permits instead of one per permit.
+//! Leases: permits Redis granted beyond a request, held per key and spent
+//! locally until they expire. The trade-off (stranded permits, shifted
+//! admissions, never more than the quota) is the contract documented on
+//! [`RedisLimiterBuilder::lease`](crate::RedisLimiterBuilder::lease); this
+//! module keeps the permits.
 //!
-//! # The trade-off
-//!
-//! Leased permits are *consumed in Redis* when leased, so the cluster never
-//! admits more than the quota: every permit spent locally was granted by the
-//! script first. What leases cost is accuracy the other way:
-//!
-//! * **stranded permits**: a lease that is not spent before it expires (or a
-//!   request for more permits than the lease holds, which drops the remainder
-//!   and asks Redis afresh) is lost; other clients were denied them;
-//! * **shifted admissions**: a permit leased at `s` may be spent up to the
-//!   lease's `ttl` later, so in a window the admissions can include up to `L`
-//!   permits earned before it. Over any interval from the key's start, the
-//!   total never exceeds `burst + elapsed / t`.
-//!
-//! Use leases for hot keys on few instances, with `L` well under the burst
-//! and a `ttl` of about `L · t`; do not use them when many instances share a
-//! key at a rate near its quota.
+//! Invariants: a key holds at most one lease; a lease that cannot cover a
+//! request, or has expired, is dropped (its permits stranded, never
+//! re-spent); at most [`Leases::MAX_KEYS`] keys hold one: when full, expired
+//! leases are dropped, and a lease that still does not fit is not kept.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-
-/// The most keys that hold a lease at once; when full, expired leases are
-/// dropped, and a lease that still does not fit is not kept (its permits are
-/// stranded, never over-spent).
-pub(crate) const MAX_KEYS: usize = 16_384;
 
 /// Permits held locally for one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +27,11 @@ pub(crate) struct Leases {
 }
 
 impl Leases {
+    /// The most keys that hold a lease at once; when full, expired leases
+    /// are dropped, and a lease that still does not fit is not kept (its
+    /// permits are stranded, never over-spent).
+    pub(crate) const MAX_KEYS: usize = 16_384;
+
     /// Spends `n` leased permits on `key` at local `now`; returns the permits
     /// left, or `None` (dropping an expired or too-small lease) if the lease
     /// cannot cover `n`.
@@ -68,10 +58,10 @@ impl Leases {
             held.remove(key);
             return;
         }
-        if held.len() >= MAX_KEYS && !held.contains_key(key) {
+        if held.len() >= Self::MAX_KEYS && !held.contains_key(key) {
             held.retain(|_, h| h.expires > now);
         }
-        if held.len() < MAX_KEYS || held.contains_key(key) {
+        if held.len() < Self::MAX_KEYS || held.contains_key(key) {
             // Whatever was held before is stranded (spend() found it short).
             held.insert(key.to_owned(), Held { permits, expires });
         }

@@ -2,20 +2,48 @@
 //! atomic run of one Lua script, so any number of processes share a quota
 //! exactly.
 //!
-//! # Map of the crate
+//! # Which type do I use
 //!
-//! | module | one job |
+//! | you need | use |
 //! |---|---|
-//! | `gcra.lua` | the decision on Redis: integer µs, exact admission test, TTL at `tat` |
-//! | `script` | loading and calling the script (`EVALSHA`, reload on `NOSCRIPT`), its reply |
-//! | `time` | µs quotas, [`TimeSource`] (Redis `TIME` or a client clock), [`SystemClock`] |
-//! | `limiter` | [`RedisLimiter`]: cache → lease → breaker → script → failure policy |
-//! | `builder` | [`RedisLimiterBuilder`]: every option, validated once |
-//! | `take` | `take` / `take_with_timeout`: reserve in the script, then sleep |
-//! | [`deny_cache`] | local denials until Redis' `retry_after`, exact for GCRA |
-//! | [`lease`] | permits taken in bulk and spent locally |
-//! | `policy` | [`FailurePolicy`], the circuit breaker, the per-key local fallback |
-//! | `decision`, `error` | [`Decision`] and [`Source`], [`RedisLimitError`] |
+//! | one quota per key shared by many processes or machines | [`RedisLimiter`] ([`RedisLimiter::new`], or [`RedisLimiter::builder`] for options) |
+//! | fewer round trips for keys that are hammered while exhausted | the deny cache, on by default ([`RedisLimiterBuilder::deny_cache`]): exact, never changes an answer |
+//! | fewer round trips for hot keys that are mostly admitted, on few instances | leases ([`RedisLimiterBuilder::lease`]): never over the quota, at the price of stranded permits |
+//! | limits that hold roughly through a Redis outage | [`FailurePolicy::Local`] (the default), `share = 1/instances` |
+//! | availability over limits during an outage | [`FailurePolicy::Open`] |
+//! | limits over availability during an outage | [`FailurePolicy::Closed`] (denies with [`Source::FailClosed`]) |
+//! | your own outage handling | [`FailurePolicy::Error`] (the failure is returned) |
+//! | a quota whose period is not whole microseconds | [`quota_in_micros`] (rounds the period up) |
+//! | one process only | `limiter_core::RateLimiter` or `limiter_async::AsyncLimiter`: no Redis needed |
+//!
+//! A grant is `Ok(`[`Admission`]`)`; a denial is always
+//! `Err(`[`RedisLimitError::RateLimited`]`)` with `retry_after`,
+//! `reset_after` and the [`Source`] that answered, and
+//! [`RedisLimitError::retry_after`] gives the retry time of any error without
+//! matching. The operations are those of the other limiters of this
+//! workspace: `try_acquire(_n)`, `reserve_n`, `take(_n)`,
+//! `take(_n)_timeout`, `take(_n)_until`, and `peek` for "how many now".
+//!
+//! # Example
+//!
+//! ```no_run
+//! use limiter_core::Quota;
+//! use limiter_redis::{RedisLimitError, RedisLimiter};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = redis::Client::open("redis://127.0.0.1:6379/")?;
+//! let conn = redis::aio::ConnectionManager::new(client).await?;
+//! let limiter = RedisLimiter::new(conn, Quota::per_second(10)?.with_burst(5)?)?;
+//! match limiter.try_acquire("user:42").await {
+//!     Ok(granted) => println!("allowed, {} left", granted.remaining),
+//!     Err(RedisLimitError::RateLimited { retry_after, source, .. }) => {
+//!         println!("denied by {source:?}, retry after {retry_after:?}")
+//!     }
+//!     Err(other) => return Err(other.into()),
+//! }
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! # Units and names
 //!
@@ -27,35 +55,25 @@
 //! (theoretical arrival time). `docs/distributed.md` has the script, its math,
 //! clocks, cluster keys, failure policies and measurements.
 //!
-//! # Example
+//! # Cancel safety
 //!
-//! ```no_run
-//! use limiter_core::Quota;
-//! use limiter_redis::RedisLimiter;
-//!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-//! let conn = redis::aio::ConnectionManager::new(client).await?;
-//! let limiter = RedisLimiter::new(conn, Quota::per_second(10)?.with_burst(5)?)?;
-//! let decision = limiter.try_acquire("user:42").await?;
-//! println!("allowed: {}, remaining: {}", decision.allowed, decision.remaining);
-//! # Ok(())
-//! # }
-//! ```
+//! Nothing is refunded. A call whose future is dropped may already have been
+//! applied on Redis; a `take*` dropped during its sleep leaves its slot
+//! consumed on Redis (see [`RedisLimiter::take`]).
 
+mod admission;
 mod builder;
-mod decision;
-pub mod deny_cache;
+mod deny_cache;
 mod error;
-pub mod lease;
+mod lease;
 mod limiter;
 mod policy;
 mod script;
 mod take;
 mod time;
 
+pub use admission::{Admission, Source};
 pub use builder::RedisLimiterBuilder;
-pub use decision::{Decision, Source};
 pub use error::RedisLimitError;
 pub use limiter::RedisLimiter;
 pub use policy::FailurePolicy;

@@ -5,7 +5,7 @@
 //!
 //! 1. `n > burst`: [`RedisLimitError::InsufficientCapacity`], no call.
 //! 2. The deny cache, if on: a cached denial covering the request
-//!    ([`Source::DenyCache`]).
+//!    (`Err(RateLimited)`, [`Source::DenyCache`]).
 //! 3. The lease, if on and the request is a plain try: leased permits
 //!    ([`Source::Lease`]).
 //! 4. The circuit breaker: while open, straight to the failure policy.
@@ -25,8 +25,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use limiter_core::{Clock, Quota};
 use redis::aio::ConnectionManager;
 
+use crate::admission::{Admission, Source};
 use crate::builder::RedisLimiterBuilder;
-use crate::decision::{Decision, Source};
 use crate::deny_cache::DenyCache;
 use crate::error::RedisLimitError;
 use crate::lease::Leases;
@@ -42,17 +42,22 @@ use crate::time::{LocalClock, ScriptQuota};
 /// `docs/distributed.md`). Cloning is cheap and clones share everything
 /// (connection, deny cache, leases, breaker).
 ///
+/// A grant is `Ok(`[`Admission`]`)`; a denial is
+/// `Err(`[`RedisLimitError::RateLimited`]`)`, whatever answered it (Redis,
+/// the deny cache, the local fallback, or fail-closed).
+///
 /// # Cancel safety
 ///
 /// Dropping a pending call's future drops the request, but Redis may already
-/// have applied it: the permits may be consumed. Nothing is retried.
+/// have applied it: the permits may be consumed. Nothing is retried and
+/// nothing is refunded (see [`take`](RedisLimiter::take) for the waits).
 ///
 /// # Examples
 ///
 /// ```no_run
 /// use core::time::Duration;
 /// use limiter_core::Quota;
-/// use limiter_redis::{FailurePolicy, RedisLimiter, Source};
+/// use limiter_redis::{FailurePolicy, RedisLimitError, RedisLimiter};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let client = redis::Client::open("redis://127.0.0.1:6379/")?;
@@ -63,11 +68,13 @@ use crate::time::{LocalClock, ScriptQuota};
 ///     .failure_policy(FailurePolicy::Local { share: 0.25 })
 ///     .build()?;
 ///
-/// let d = limiter.try_acquire("user:42").await?;
-/// if !d.allowed {
-///     println!("429, retry after {:?}", d.retry_after);
+/// match limiter.try_acquire("user:42").await {
+///     Ok(granted) => println!("200, {} left", granted.remaining),
+///     Err(RedisLimitError::RateLimited { retry_after, .. }) => {
+///         println!("429, retry after {retry_after:?}")
+///     }
+///     Err(other) => return Err(other.into()),
 /// }
-/// assert!(matches!(d.source, Source::Redis | Source::DenyCache | Source::Local));
 /// # Ok(())
 /// # }
 /// ```
@@ -106,12 +113,56 @@ impl RedisLimiter {
     ///
     /// [`RedisLimitError::UnsupportedQuota`] if the quota's period is not a
     /// whole number of microseconds (see [`quota_in_micros`](crate::quota_in_micros)).
+    ///
+    /// # Examples
+    ///
+    /// Building connects to nothing (the connection manager here is lazy):
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    /// use limiter_redis::{RedisLimitError, RedisLimiter};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let client = redis::Client::open("redis://127.0.0.1:6379/")?;
+    /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
+    /// let limiter = RedisLimiter::new(conn.clone(), Quota::per_second(10)?)?;
+    /// assert_eq!(limiter.quota(), Quota::per_second(10)?);
+    /// // 333,333,334 ns is not whole µs: rejected, not rounded.
+    /// assert!(matches!(
+    ///     RedisLimiter::new(conn, Quota::per_second(3)?),
+    ///     Err(RedisLimitError::UnsupportedQuota { .. })
+    /// ));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new(conn: ConnectionManager, quota: Quota) -> Result<RedisLimiter, RedisLimitError> {
         RedisLimiter::builder(conn, quota).build()
     }
 
     /// A builder to set the prefix, clock, timeout, failure policy, deny
-    /// cache and leases.
+    /// cache and leases (see [`RedisLimiterBuilder`] for the defaults).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::Quota;
+    /// use limiter_redis::{FailurePolicy, RedisLimiter};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let client = redis::Client::open("redis://127.0.0.1:6379/")?;
+    /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
+    /// let limiter = RedisLimiter::builder(conn, Quota::per_second(100)?.with_burst(20)?)
+    ///     .key_prefix("api")
+    ///     .call_timeout(Duration::from_millis(50))
+    ///     .failure_policy(FailurePolicy::Local { share: 0.25 })
+    ///     .build()?;
+    /// assert_eq!(limiter.redis_key("user:42"), "{api:user:42}");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn builder(conn: ConnectionManager, quota: Quota) -> RedisLimiterBuilder {
         RedisLimiterBuilder::new(conn, quota)
     }
@@ -122,58 +173,147 @@ impl RedisLimiter {
         }
     }
 
-    /// Takes one permit on `key` if it is available now.
+    /// Takes one permit on `key` if it is available now; takes nothing
+    /// otherwise.
     ///
     /// # Errors
     ///
     /// As [`try_acquire_n`](RedisLimiter::try_acquire_n).
-    pub async fn try_acquire(&self, key: &str) -> Result<Decision, RedisLimitError> {
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limiter_core::Quota;
+    /// use limiter_redis::{RedisLimitError, RedisLimiter};
+    ///
+    /// # async fn run(conn: redis::aio::ConnectionManager) -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = RedisLimiter::new(conn, Quota::per_second(1)?.with_burst(1)?)?;
+    /// let granted = limiter.try_acquire("user:42").await?;
+    /// assert_eq!(granted.remaining, 0);
+    /// let denied = limiter.try_acquire("user:42").await.unwrap_err();
+    /// assert!(matches!(denied, RedisLimitError::RateLimited { .. }));
+    /// assert!(denied.retry_after().is_some());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_acquire(&self, key: &str) -> Result<Admission, RedisLimitError> {
         self.try_acquire_n(key, 1).await
     }
 
     /// Takes `n` permits on `key` if all are available now; takes none
-    /// otherwise. A denial is `Ok` with `allowed == false`.
+    /// otherwise. `n == 0` is granted without consuming anything.
     ///
     /// # Errors
     ///
-    /// [`RedisLimitError::InsufficientCapacity`] if `n > burst`; a Redis
-    /// error that is not a failure to reach it (a bad reply, a script error);
-    /// and, under [`FailurePolicy::Error`] only, the failure itself.
-    pub async fn try_acquire_n(&self, key: &str, n: u32) -> Result<Decision, RedisLimitError> {
+    /// * [`RedisLimitError::RateLimited`] if the permits are not available
+    ///   now (from Redis, the deny cache, the local fallback, or fail-closed:
+    ///   see its `source`); nothing was consumed.
+    /// * [`RedisLimitError::InsufficientCapacity`] if `n > burst`, without a
+    ///   call.
+    /// * A Redis error that is not a failure to reach it (a bad reply, a
+    ///   script error).
+    /// * Under [`FailurePolicy::Error`] only, the failure itself
+    ///   ([`RedisLimitError::Timeout`], [`RedisLimitError::CircuitOpen`],
+    ///   [`RedisLimitError::Redis`]).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limiter_core::Quota;
+    /// use limiter_redis::{RedisLimitError, RedisLimiter};
+    ///
+    /// # async fn run(conn: redis::aio::ConnectionManager) -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = RedisLimiter::new(conn, Quota::per_second(1)?.with_burst(5)?)?;
+    /// limiter.try_acquire_n("batch", 3).await?;
+    /// match limiter.try_acquire_n("batch", 3).await {
+    ///     // Only 2 left: a try is all or nothing.
+    ///     Err(RedisLimitError::RateLimited { remaining, .. }) => assert_eq!(remaining, 2),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// assert!(matches!(
+    ///     limiter.try_acquire_n("batch", 6).await,
+    ///     Err(RedisLimitError::InsufficientCapacity { requested: 6, burst: 5 })
+    /// ));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_acquire_n(&self, key: &str, n: u32) -> Result<Admission, RedisLimitError> {
         self.acquire(key, n, Duration::ZERO, true).await
     }
 
     /// Claims the earliest slot for `n` permits on `key` if it is at most
     /// `max_wait` away, in the script, so waiters on all machines are served
-    /// in the order Redis saw them. If the slot is further, fails at once and
-    /// consumes nothing. The permits may be used after `decision.wait`.
+    /// in the order Redis saw them. The permits may be used `wait` after the
+    /// decision ([`Admission::wait`]); this method does not sleep (the
+    /// `take*` methods do).
     ///
     /// # Errors
     ///
-    /// As [`try_acquire_n`](RedisLimiter::try_acquire_n).
+    /// [`RedisLimitError::RateLimited`] at once, consuming nothing, if the
+    /// slot is more than `max_wait` away (its `retry_after` is the wait the
+    /// slot would need); otherwise as
+    /// [`try_acquire_n`](RedisLimiter::try_acquire_n).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use core::time::Duration;
+    /// use limiter_core::Quota;
+    /// use limiter_redis::RedisLimiter;
+    ///
+    /// # async fn run(conn: redis::aio::ConnectionManager) -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = RedisLimiter::new(conn, Quota::per_second(10)?)?;
+    /// let now = limiter.reserve_n("job", 1, Duration::from_secs(1)).await?;
+    /// let next = limiter.reserve_n("job", 1, Duration::from_secs(1)).await?;
+    /// assert!(now.wait.is_zero());
+    /// assert!(next.wait <= Duration::from_millis(100)); // the next slot
+    /// tokio::time::sleep(next.wait).await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn reserve_n(
         &self,
         key: &str,
         n: u32,
         max_wait: Duration,
-    ) -> Result<Decision, RedisLimitError> {
+    ) -> Result<Admission, RedisLimitError> {
         self.acquire(key, n, max_wait, false).await
     }
 
-    /// What a try of one permit on `key` would get, writing nothing. Leased
-    /// permits held locally are not counted.
+    /// What a try of one permit on `key` would get, writing nothing: `Ok`
+    /// with the permits available, or the `RateLimited` error a try would
+    /// get. Leased permits held locally are not counted, and the deny cache
+    /// is not consulted.
     ///
     /// # Errors
     ///
-    /// As [`try_acquire_n`](RedisLimiter::try_acquire_n).
-    pub async fn peek(&self, key: &str) -> Result<Decision, RedisLimitError> {
+    /// [`RedisLimitError::RateLimited`] when no permit is available (its
+    /// `retry_after` is when one will be); otherwise as
+    /// [`try_acquire_n`](RedisLimiter::try_acquire_n).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limiter_core::Quota;
+    /// use limiter_redis::{RedisLimitError, RedisLimiter};
+    ///
+    /// # async fn run(conn: redis::aio::ConnectionManager) -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = RedisLimiter::new(conn, Quota::per_second(1)?.with_burst(2)?)?;
+    /// assert_eq!(limiter.peek("k").await?.remaining, 2);
+    /// limiter.try_acquire_n("k", 2).await?;
+    /// let empty = limiter.peek("k").await.unwrap_err();
+    /// assert!(matches!(empty, RedisLimitError::RateLimited { remaining: 0, .. }));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn peek(&self, key: &str) -> Result<Admission, RedisLimitError> {
         let inner = &self.inner;
-        let (now, local) = inner.clock.script_now();
+        let (now, _) = inner.clock.script_now();
         match self.call(key, Op::Peek, 1, now).await {
-            Ok(reply) => Ok(decision(reply, 0)),
+            Ok(reply) => answer(reply, 0),
             Err(e) if e.is_unavailable() => match (&inner.policy, &inner.fallback) {
-                (FailurePolicy::Local { .. }, Some(f)) => Ok(f.peek(key)),
-                _ => self.fail(key, 1, Duration::ZERO, e, local),
+                (FailurePolicy::Local { .. }, Some(f)) => f.peek(key),
+                _ => self.fail(key, 1, Duration::ZERO, e),
             },
             Err(e) => Err(e),
         }
@@ -187,6 +327,22 @@ impl RedisLimiter {
     /// Any failure to run `DEL` ([`RedisLimitError::Timeout`],
     /// [`RedisLimitError::CircuitOpen`], [`RedisLimitError::Redis`]),
     /// whatever the failure policy.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limiter_core::Quota;
+    /// use limiter_redis::{RedisLimitError, RedisLimiter};
+    ///
+    /// # async fn run(conn: redis::aio::ConnectionManager) -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = RedisLimiter::new(conn, Quota::per_hour(1)?)?;
+    /// limiter.try_acquire("k").await?;
+    /// assert!(limiter.try_acquire("k").await.is_err());
+    /// limiter.reset("k").await?;
+    /// limiter.try_acquire("k").await?; // full again
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn reset(&self, key: &str) -> Result<(), RedisLimitError> {
         let inner = &self.inner;
         if let Some(cache) = &inner.deny_cache {
@@ -211,6 +367,23 @@ impl RedisLimiter {
     }
 
     /// The quota every key is limited to.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    /// use limiter_redis::RedisLimiter;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let client = redis::Client::open("redis://127.0.0.1:6379/")?;
+    /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
+    /// let quota = Quota::per_second(50)?.with_burst(10)?;
+    /// let limiter = RedisLimiter::new(conn, quota)?;
+    /// assert_eq!(limiter.quota().burst(), 10);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn quota(&self) -> Quota {
         self.inner.quota
     }
@@ -218,11 +391,46 @@ impl RedisLimiter {
     /// The Redis key that holds `key`'s state: `{prefix:key}`. The braces are
     /// a Redis Cluster hash tag: the whole name is hashed, and any key the
     /// limiter may add for the same user key later lands on the same slot.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    /// use limiter_redis::RedisLimiter;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let client = redis::Client::open("redis://127.0.0.1:6379/")?;
+    /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
+    /// let limiter = RedisLimiter::builder(conn, Quota::per_second(5)?)
+    ///     .key_prefix("login")
+    ///     .build()?;
+    /// assert_eq!(limiter.redis_key("10.0.0.7"), "{login:10.0.0.7}");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn redis_key(&self, key: &str) -> String {
         format!("{{{}:{}}}", self.inner.prefix, key)
     }
 
     /// How many calls this limiter (and its clones) sent to Redis.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limiter_core::Quota;
+    /// use limiter_redis::{RedisLimitError, RedisLimiter};
+    ///
+    /// # async fn run(conn: redis::aio::ConnectionManager) -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = RedisLimiter::new(conn, Quota::per_hour(1)?)?;
+    /// assert_eq!(limiter.redis_calls(), 0);
+    /// limiter.try_acquire("k").await?;
+    /// let _denied = limiter.try_acquire("k").await; // Redis denies
+    /// let _cached = limiter.try_acquire("k").await; // the deny cache denies
+    /// assert_eq!(limiter.redis_calls(), 2);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn redis_calls(&self) -> u64 {
         // Relaxed: a statistic, ordered with nothing.
         self.inner.calls.load(Ordering::Relaxed)
@@ -230,6 +438,22 @@ impl RedisLimiter {
 
     /// How many of those calls failed to reach Redis or timed out (each one
     /// opened the circuit breaker).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limiter_core::Quota;
+    /// use limiter_redis::{RedisLimitError, RedisLimiter};
+    ///
+    /// # async fn run(conn: redis::aio::ConnectionManager) -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = RedisLimiter::new(conn, Quota::per_second(10)?)?;
+    /// let _ = limiter.try_acquire("k").await;
+    /// if limiter.redis_failures() > 0 {
+    ///     eprintln!("Redis unreachable: answered by the failure policy");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn redis_failures(&self) -> u64 {
         // Relaxed: a statistic, ordered with nothing.
         self.inner.failures.load(Ordering::Relaxed)
@@ -242,7 +466,7 @@ impl RedisLimiter {
         n: u32,
         max_wait: Duration,
         lease_ok: bool,
-    ) -> Result<Decision, RedisLimitError> {
+    ) -> Result<Admission, RedisLimitError> {
         let inner = &self.inner;
         let burst = inner.script_quota.burst;
         if n > burst {
@@ -257,12 +481,10 @@ impl RedisLimiter {
             && n > 0
             && let Some(hit) = cache.check(key, n, max_wait_ns, local)
         {
-            return Ok(Decision {
-                allowed: false,
-                remaining: 0,
-                retry_after: Some(Duration::from_nanos(hit.retry_after)),
+            return Err(RedisLimitError::RateLimited {
+                retry_after: Duration::from_nanos(hit.retry_after),
                 reset_after: Duration::from_nanos(hit.reset_after),
-                wait: Duration::ZERO,
+                remaining: 0,
                 source: Source::DenyCache,
             });
         }
@@ -270,10 +492,8 @@ impl RedisLimiter {
         if let Some((leases, _, _)) = lease
             && let Some(left) = leases.spend(key, n, local)
         {
-            return Ok(Decision {
-                allowed: true,
+            return Ok(Admission {
                 remaining: left,
-                retry_after: None,
                 reset_after: Duration::ZERO,
                 wait: Duration::ZERO,
                 source: Source::Lease,
@@ -300,9 +520,9 @@ impl RedisLimiter {
                     let reset = reply.reset_after.saturating_mul(1_000);
                     cache.record(key, n, local, retry, reset);
                 }
-                Ok(decision(reply, extra))
+                answer(reply, extra)
             }
-            Err(e) if e.is_unavailable() => self.fail(key, n, max_wait, e, local),
+            Err(e) if e.is_unavailable() => self.fail(key, n, max_wait, e),
             Err(e) => Err(e),
         }
     }
@@ -338,7 +558,9 @@ impl RedisLimiter {
     ) -> Result<T, RedisLimitError> {
         let inner = &self.inner;
         if !inner.breaker.allow(inner.clock.now()) {
-            return Err(RedisLimitError::CircuitOpen);
+            return Err(RedisLimitError::CircuitOpen {
+                retry_after: inner.breaker.remaining(inner.clock.now()),
+            });
         }
         // Relaxed: a statistic.
         inner.calls.fetch_add(1, Ordering::Relaxed);
@@ -361,34 +583,46 @@ impl RedisLimiter {
         result
     }
 
-    /// The failure policy's answer to `n` permits on `key`.
+    /// The failure policy's answer to `n` permits on `key`, as of now (after
+    /// the failed call: the time to the next probe counts from the answer,
+    /// not from when the call was sent).
     fn fail(
         &self,
         key: &str,
         n: u32,
         max_wait: Duration,
         error: RedisLimitError,
-        local: u64,
-    ) -> Result<Decision, RedisLimitError> {
+    ) -> Result<Admission, RedisLimitError> {
         let inner = &self.inner;
         match (&inner.policy, &inner.fallback) {
-            (FailurePolicy::Open, _) => Ok(Decision::open()),
-            (FailurePolicy::Closed, _) => Ok(Decision::closed(inner.breaker.remaining(local))),
-            (FailurePolicy::Local { .. }, Some(f)) => Ok(f.reserve(key, n, max_wait)),
+            (FailurePolicy::Open, _) => Ok(Admission::open()),
+            (FailurePolicy::Closed, _) => Err(RedisLimitError::RateLimited {
+                retry_after: inner.breaker.remaining(inner.clock.now()),
+                reset_after: Duration::ZERO,
+                remaining: 0,
+                source: Source::FailClosed,
+            }),
+            (FailurePolicy::Local { .. }, Some(f)) => f.reserve(key, n, max_wait),
             _ => Err(error),
         }
     }
 }
 
-/// A decision from the script's reply; `extra` leased permits add to
-/// `remaining`.
-fn decision(reply: Reply, extra: u32) -> Decision {
-    Decision {
-        allowed: reply.allowed,
+/// The script's reply as an answer: a grant, or its denial; `extra` leased
+/// permits add to a grant's `remaining`.
+fn answer(reply: Reply, extra: u32) -> Result<Admission, RedisLimitError> {
+    if !reply.allowed {
+        return Err(RedisLimitError::RateLimited {
+            retry_after: Duration::from_micros(reply.retry_after),
+            reset_after: Duration::from_micros(reply.reset_after),
+            remaining: reply.remaining,
+            source: Source::Redis,
+        });
+    }
+    Ok(Admission {
         remaining: reply.remaining.saturating_add(extra),
-        retry_after: (!reply.allowed).then(|| Duration::from_micros(reply.retry_after)),
         reset_after: Duration::from_micros(reply.reset_after),
         wait: Duration::from_micros(reply.wait),
         source: Source::Redis,
-    }
+    })
 }

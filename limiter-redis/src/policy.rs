@@ -19,7 +19,8 @@
 //! let one busy key starve all others during an outage), at `share` of the
 //! quota: period `t / share` rounded up, burst `max(1, ⌊burst · share⌋)`.
 //! With `k` instances behind one Redis, `share = 1/k` keeps the total near the
-//! quota while Redis is down. The map holds at most [`MAX_LOCAL_KEYS`]; when
+//! quota while Redis is down. The map holds at most
+//! [`LocalFallback::MAX_KEYS`]; when
 //! full, limiters that are full again (idle long enough) are dropped, which is
 //! exact because a full limiter equals a new one.
 
@@ -30,25 +31,43 @@ use std::time::Duration;
 
 use limiter_core::{AcquireError, Quota, RateLimiter};
 
-use crate::decision::{Decision, Source};
+use crate::admission::{Admission, Source};
 use crate::error::RedisLimitError;
 use crate::time::LocalClock;
 
-/// The most keys the local fallback tracks at once.
-pub(crate) const MAX_LOCAL_KEYS: usize = 4_096;
-
 /// What a [`RedisLimiter`](crate::RedisLimiter) answers when Redis fails or
 /// times out (and while the circuit breaker stays open after that).
+///
+/// | policy | answer while Redis is unavailable | use when |
+/// |---|---|---|
+/// | `Local { share }` (default, `share = 1.0`) | an in-process limiter per key at `share` of the quota | limits should hold roughly through an outage; `share = 1/instances` |
+/// | `Open` | `Ok`, source [`Source::FailOpen`] | the limit protects little and availability comes first |
+/// | `Closed` | `Err(RateLimited)`, source [`Source::FailClosed`] | exceeding the limit is worse than refusing service (costly downstream, abuse) |
+/// | `Error` | the failure itself | the caller has its own fallback |
+///
+/// # Examples
+///
+/// ```
+/// use limiter_redis::FailurePolicy;
+///
+/// assert_eq!(FailurePolicy::default(), FailurePolicy::Local { share: 1.0 });
+/// // Four instances behind one Redis: each keeps a quarter during an outage.
+/// let policy = FailurePolicy::Local { share: 0.25 };
+/// # let _ = policy;
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub enum FailurePolicy {
-    /// Admit every request ([`Source::FailOpen`]): availability over limits.
+    /// Admit every request: `Ok(Admission)` with [`Source::FailOpen`].
+    /// Availability over limits.
     Open,
-    /// Deny every request ([`Source::FailClosed`]): limits over availability.
+    /// Deny every request: [`RedisLimitError::RateLimited`] with
+    /// [`Source::FailClosed`] and `retry_after` the time until the circuit
+    /// breaker probes Redis again. Limits over availability.
     Closed,
     /// Decide with an in-process limiter per key at `share` of the quota
-    /// ([`Source::Local`]). `share` is in `(0, 1]`; use `1/instances`. The
-    /// default, with `share = 1.0`.
+    /// ([`Source::Local`], on grants and denials alike). `share` is in
+    /// `(0, 1]`; use `1/instances`. The default, with `share = 1.0`.
     Local {
         /// The fraction of the quota each instance may use on its own.
         share: f64,
@@ -132,6 +151,9 @@ pub(crate) struct LocalFallback {
 }
 
 impl LocalFallback {
+    /// The most keys the local fallback tracks at once.
+    pub(crate) const MAX_KEYS: usize = 4_096;
+
     /// The fallback for `quota` at `share` of it.
     pub(crate) fn new(
         quota: Quota,
@@ -162,66 +184,84 @@ impl LocalFallback {
         if let Some(l) = map.get(key) {
             return l.clone();
         }
-        if map.len() >= MAX_LOCAL_KEYS {
+        if map.len() >= Self::MAX_KEYS {
             let burst = self.quota.burst();
             map.retain(|_, l| l.available() < burst);
         }
         let limiter = Arc::new(RateLimiter::with_clock(self.quota, self.clock.clone()));
-        if map.len() < MAX_LOCAL_KEYS {
+        if map.len() < Self::MAX_KEYS {
             map.insert(key.to_owned(), limiter.clone());
         }
         limiter
     }
 
     /// Decides `n` permits on `key` with a slot at most `max_wait` away.
-    pub(crate) fn reserve(&self, key: &str, n: u32, max_wait: Duration) -> Decision {
+    ///
+    /// # Errors
+    ///
+    /// [`RedisLimitError::RateLimited`] with [`Source::Local`] on denial.
+    pub(crate) fn reserve(
+        &self,
+        key: &str,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<Admission, RedisLimitError> {
         let limiter = self.limiter(key);
         let reset = |l: &RateLimiter<LocalClock>| {
             let missing = self.quota.burst() - l.available().min(self.quota.burst());
             self.quota.period() * missing
         };
         match limiter.reserve_n(n, max_wait) {
-            Ok(r) => Decision {
-                allowed: true,
+            Ok(r) => Ok(Admission {
                 remaining: limiter.available(),
-                retry_after: None,
                 reset_after: reset(&limiter),
                 wait: r.wait(),
                 source: Source::Local,
-            },
+            }),
             Err(e) => {
-                let retry = match e {
+                let retry_after = match e {
                     AcquireError::RateLimited { wait } => wait,
                     // n ≤ burst was checked against the full quota, but the
                     // local burst may be smaller: no local wait helps, so
                     // suggest one full refill.
                     _ => self.quota.period() * self.quota.burst(),
                 };
-                Decision {
-                    allowed: false,
-                    remaining: limiter.available(),
-                    retry_after: Some(retry),
+                Err(RedisLimitError::RateLimited {
+                    retry_after,
                     reset_after: reset(&limiter),
-                    wait: Duration::ZERO,
+                    remaining: limiter.available(),
                     source: Source::Local,
-                }
+                })
             }
         }
     }
 
     /// What a try of one permit on `key` would get, changing nothing.
-    pub(crate) fn peek(&self, key: &str) -> Decision {
+    ///
+    /// # Errors
+    ///
+    /// [`RedisLimitError::RateLimited`] with [`Source::Local`] when no
+    /// permit is available.
+    pub(crate) fn peek(&self, key: &str) -> Result<Admission, RedisLimitError> {
         let limiter = self.limiter(key);
         let remaining = limiter.available();
         let missing = self.quota.burst() - remaining.min(self.quota.burst());
-        Decision {
-            allowed: remaining >= 1,
+        let reset_after = self.quota.period() * missing;
+        if remaining == 0 {
+            // An upper bound: the next permit is at most one period away.
+            return Err(RedisLimitError::RateLimited {
+                retry_after: self.quota.period(),
+                reset_after,
+                remaining,
+                source: Source::Local,
+            });
+        }
+        Ok(Admission {
             remaining,
-            retry_after: (remaining == 0).then(|| self.quota.period()),
-            reset_after: self.quota.period() * missing,
+            reset_after,
             wait: Duration::ZERO,
             source: Source::Local,
-        }
+        })
     }
 
     /// Forgets `key`'s local state.
@@ -259,12 +299,20 @@ mod tests {
         assert_eq!(f.quota.period(), Duration::from_millis(200));
         assert_eq!(f.quota.burst(), 2);
         let admitted = (0..5)
-            .filter(|_| f.reserve("k", 1, Duration::ZERO).allowed)
+            .filter(|_| f.reserve("k", 1, Duration::ZERO).is_ok())
             .count();
         assert_eq!(admitted, 2);
-        assert_eq!(f.peek("other").remaining, 2); // per key
+        assert!(matches!(
+            f.reserve("k", 1, Duration::ZERO),
+            Err(RedisLimitError::RateLimited {
+                remaining: 0,
+                source: Source::Local,
+                ..
+            })
+        ));
+        assert_eq!(f.peek("other").unwrap().remaining, 2); // per key
         clock.advance(Duration::from_millis(200));
-        assert!(f.reserve("k", 1, Duration::ZERO).allowed);
+        assert!(f.reserve("k", 1, Duration::ZERO).is_ok());
     }
 
     #[test]

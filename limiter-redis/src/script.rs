@@ -12,14 +12,6 @@ use redis::aio::ConnectionManager;
 use crate::error::RedisLimitError;
 use crate::time::ScriptQuota;
 
-/// The script source, also shown in `docs/distributed.md`.
-pub(crate) const SOURCE: &str = include_str!("gcra.lua");
-
-/// The largest `max_wait` the script is given, in µs (2^50, about 35.7
-/// years): keeps `now + tau + t + max_wait` below 2^53 for every valid quota
-/// until the year 2112.
-pub(crate) const MAX_WAIT_MICROS: u64 = 1 << 50;
-
 /// What the script is asked to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
@@ -79,10 +71,18 @@ pub(crate) struct Call<'a> {
 }
 
 impl Call<'_> {
+    /// The script source, also shown in `docs/distributed.md`.
+    pub(crate) const SOURCE: &'static str = include_str!("gcra.lua");
+
+    /// The largest `max_wait` the script is given, in µs (2^50, about 35.7
+    /// years): keeps `now + tau + t + max_wait` below 2^53 for every valid
+    /// quota until the year 2112.
+    pub(crate) const MAX_WAIT_MICROS: u64 = 1 << 50;
+
     /// Runs the script (`EVALSHA`, loading it on `NOSCRIPT`).
     pub(crate) async fn run(&self, conn: &mut ConnectionManager) -> Result<Reply, RedisLimitError> {
         let (op, arg) = match self.op {
-            Op::Reserve { max_wait } => ("r", max_wait.min(MAX_WAIT_MICROS)),
+            Op::Reserve { max_wait } => ("r", max_wait.min(Self::MAX_WAIT_MICROS)),
             Op::Lease { max } => ("l", u64::from(max.max(self.n))),
             Op::Peek => ("p", 0),
         };
@@ -134,7 +134,7 @@ mod tests {
     fn the_script_writes_integers_only() {
         // tostring() of a large double prints 1.7e+15: every write must go
         // through string.format('%d').
-        assert!(!SOURCE.contains("tostring"));
-        assert!(SOURCE.contains("string.format('%d', new_tat)"));
+        assert!(!Call::SOURCE.contains("tostring"));
+        assert!(Call::SOURCE.contains("string.format('%d', new_tat)"));
     }
 }

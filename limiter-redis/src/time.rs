@@ -97,6 +97,16 @@ pub fn quota_in_micros(quota: Quota) -> Result<Quota, RedisLimitError> {
 ///
 /// It can step backwards (NTP); the GCRA decision takes `max(tat, now)`, so a
 /// backwards step only makes the limiter stricter.
+///
+/// # Examples
+///
+/// ```
+/// use limiter_core::Clock;
+/// use limiter_redis::SystemClock;
+///
+/// // Nanoseconds since 1970: after 2020-01-01 on any machine set to today.
+/// assert!(SystemClock.now() > 1_577_836_800_000_000_000);
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
@@ -109,7 +119,20 @@ impl Clock for SystemClock {
     }
 }
 
-/// Where a [`RedisLimiter`](crate::RedisLimiter) gets `now` for its script.
+/// Where a [`RedisLimiter`](crate::RedisLimiter) gets `now` for its script
+/// (set with
+/// [`RedisLimiterBuilder::time_source`](crate::RedisLimiterBuilder::time_source)).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use limiter_redis::{SystemClock, TimeSource};
+///
+/// assert!(matches!(TimeSource::default(), TimeSource::Redis));
+/// let shared_epoch = TimeSource::Client(Arc::new(SystemClock));
+/// assert_eq!(format!("{shared_epoch:?}"), "Client(..)");
+/// ```
 #[derive(Clone, Default)]
 pub enum TimeSource {
     /// Redis' own `TIME`, read inside the script (the default).

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use limiter_core::Quota;
-use limiter_redis::{RedisLimiter, RedisLimiterBuilder, Source};
+use limiter_redis::{RedisLimitError, RedisLimiter, RedisLimiterBuilder, Source};
 use support::RedisServer;
 
 const CONNECTIONS: usize = 4;
@@ -54,12 +54,17 @@ async fn run(
                     if start.elapsed() > Duration::from_millis(300) {
                         break;
                     }
-                    let d = limiter.try_acquire("shared").await.unwrap();
-                    assert!(matches!(
-                        d.source,
-                        Source::Redis | Source::DenyCache | Source::Lease
-                    ));
-                    let counter = if d.allowed { &admitted } else { &denied };
+                    let counter = match limiter.try_acquire("shared").await {
+                        Ok(a) => {
+                            assert!(matches!(a.source, Source::Redis | Source::Lease));
+                            &admitted
+                        }
+                        Err(RedisLimitError::RateLimited { source, .. }) => {
+                            assert!(matches!(source, Source::Redis | Source::DenyCache));
+                            &denied
+                        }
+                        Err(e) => panic!("{e}"),
+                    };
                     // Relaxed: a count read after every task is joined.
                     counter.fetch_add(1, Ordering::Relaxed);
                 }

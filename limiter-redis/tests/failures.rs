@@ -1,6 +1,7 @@
 //! Each failure policy when the server is killed mid-run and when it is
 //! paused: no panic, one failed call per breaker interval, the right
-//! `Source`, and decisions from Redis again once it is back.
+//! `Source` (fail-closed and local denials as `RateLimited` errors), the
+//! errors' `retry_after`, and decisions from Redis again once it is back.
 
 mod support;
 
@@ -8,7 +9,11 @@ use std::time::Duration;
 
 use limiter_core::Quota;
 use limiter_redis::{FailurePolicy, RedisLimitError, RedisLimiter, Source};
-use support::RedisServer;
+use support::{RedisServer, denied};
+
+/// The breaker interval and call timeout of these tests' limiters.
+const RETRY: Duration = Duration::from_secs(60);
+const CALL_TIMEOUT: Duration = Duration::from_millis(200);
 
 fn hourly(burst: u32) -> Quota {
     Quota::per_hour(1).unwrap().with_burst(burst).unwrap()
@@ -16,32 +21,58 @@ fn hourly(burst: u32) -> Quota {
 
 async fn limiter(server: &RedisServer, policy: FailurePolicy, retry: Duration) -> RedisLimiter {
     RedisLimiter::builder(server.manager().await, hourly(4))
-        .call_timeout(Duration::from_millis(200))
+        .call_timeout(CALL_TIMEOUT)
         .retry_interval(retry)
         .failure_policy(policy)
         .build()
         .unwrap()
 }
 
-/// Runs 20 tries on a dead (or paused) server and checks the policy's answers.
+/// Runs 20 tries on a dead (or paused) server and checks the policy's
+/// answers, with a breaker interval of [`RETRY`].
 async fn assert_policy_answers(limiter: &RedisLimiter, policy: FailurePolicy) {
     let mut allowed = 0;
     for _ in 0..20 {
         match (policy, limiter.try_acquire("k").await) {
-            (FailurePolicy::Open, Ok(d)) => {
-                assert_eq!(d.source, Source::FailOpen);
-                allowed += usize::from(d.allowed);
+            (FailurePolicy::Open, Ok(a)) => {
+                assert_eq!(a.source, Source::FailOpen);
+                allowed += 1;
             }
-            (FailurePolicy::Closed, Ok(d)) => {
+            (FailurePolicy::Closed, result) => {
+                let d = denied(result);
                 assert_eq!(d.source, Source::FailClosed);
-                assert!(d.retry_after.is_some());
-                allowed += usize::from(d.allowed);
+                // The time to the next probe, as of the answer: at most one
+                // breaker interval.
+                assert!(
+                    d.retry_after > Duration::ZERO && d.retry_after <= RETRY,
+                    "{d:?}"
+                );
             }
-            (FailurePolicy::Local { .. }, Ok(d)) => {
-                assert_eq!(d.source, Source::Local);
-                allowed += usize::from(d.allowed);
+            (FailurePolicy::Local { .. }, Ok(a)) => {
+                assert_eq!(a.source, Source::Local);
+                allowed += 1;
             }
-            (FailurePolicy::Error, Err(e)) => assert!(e.is_unavailable(), "{e}"),
+            (FailurePolicy::Local { .. }, result) => {
+                let d = denied(result);
+                assert_eq!((d.source, d.remaining), (Source::Local, 0));
+                // Period 1 h / 0.5: the next local permit is up to 2 h away.
+                assert!(d.retry_after > Duration::ZERO, "{d:?}");
+                assert!(d.retry_after <= Duration::from_secs(7_200), "{d:?}");
+            }
+            (FailurePolicy::Error, Err(e)) => {
+                assert!(e.is_unavailable(), "{e}");
+                match e {
+                    // Waiting for the probe is the only retry that can help.
+                    RedisLimitError::CircuitOpen { retry_after } => {
+                        assert!(retry_after > Duration::ZERO && retry_after <= RETRY);
+                        assert_eq!(e.retry_after(), Some(retry_after));
+                    }
+                    RedisLimitError::Timeout { .. } | RedisLimitError::Redis(_) => {
+                        assert_eq!(e.retry_after(), None, "{e}");
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
             (policy, other) => panic!("{policy:?} answered {other:?}"),
         }
     }
@@ -67,23 +98,34 @@ const POLICIES: [FailurePolicy; 4] = [
 async fn every_policy_answers_when_the_server_is_killed() {
     for policy in POLICIES {
         let mut server = RedisServer::start();
-        let limiter = limiter(&server, policy, Duration::from_secs(60)).await;
-        let d = limiter.try_acquire("k").await.unwrap();
-        assert_eq!((d.allowed, d.source), (true, Source::Redis));
+        let limiter = limiter(&server, policy, RETRY).await;
+        let a = limiter.try_acquire("k").await.unwrap();
+        assert_eq!(a.source, Source::Redis);
         server.kill();
         assert_policy_answers(&limiter, policy).await;
         assert_eq!(limiter.redis_calls(), 2, "{policy:?}");
         // reset and peek go through the same breaker.
-        assert!(matches!(
-            limiter.reset("k").await,
-            Err(RedisLimitError::CircuitOpen)
-        ));
+        match limiter.reset("k").await {
+            Err(e @ RedisLimitError::CircuitOpen { .. }) => {
+                let retry = e.retry_after().unwrap();
+                assert!(retry > Duration::ZERO && retry <= RETRY, "{retry:?}");
+            }
+            other => panic!("{policy:?}: reset answered {other:?}"),
+        }
+        // peek answers by the policy: an admission, the policy's denial, or
+        // the failure itself.
         let peeked = limiter.peek("k").await;
-        assert_eq!(
-            peeked.is_err(),
-            policy == FailurePolicy::Error,
-            "{policy:?}"
-        );
+        match policy {
+            FailurePolicy::Open => assert_eq!(peeked.unwrap().source, Source::FailOpen),
+            FailurePolicy::Closed => assert_eq!(denied(peeked).source, Source::FailClosed),
+            FailurePolicy::Local { .. } => {
+                // Both local permits were spent above, but `reset` forgot
+                // the local state even though its DEL failed.
+                let a = peeked.unwrap();
+                assert_eq!((a.source, a.remaining), (Source::Local, 2));
+            }
+            _ => assert!(peeked.unwrap_err().is_unavailable()),
+        }
     }
 }
 
@@ -91,8 +133,11 @@ async fn every_policy_answers_when_the_server_is_killed() {
 async fn every_policy_answers_when_the_server_is_paused() {
     for policy in POLICIES {
         let server = RedisServer::start();
-        let limiter = limiter(&server, policy, Duration::from_secs(60)).await;
-        assert!(limiter.try_acquire("k").await.unwrap().allowed);
+        let limiter = limiter(&server, policy, RETRY).await;
+        assert_eq!(
+            limiter.try_acquire("k").await.unwrap().source,
+            Source::Redis
+        );
         // Scripts may write, so CLIENT PAUSE WRITE holds them.
         let _: () = server.cmd(&["CLIENT", "PAUSE", "20000", "WRITE"]).await;
         assert_policy_answers(&limiter, policy).await;

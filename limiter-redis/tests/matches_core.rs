@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use limiter_core::{AcquireError, ManualClock, Quota, RateLimiter};
 use limiter_redis::{RedisLimitError, RedisLimiter, Source};
-use support::RedisServer;
+use support::{RedisServer, denied};
 
 /// A small deterministic generator (64-bit LCG), so failures replay.
 struct Lcg(u64);
@@ -37,58 +37,69 @@ async fn compare(server: &RedisServer, quota: Quota, seed: u64, steps: usize) {
     let t_us = quota.period_nanos() / 1_000;
     let burst = quota.burst();
     let mut rng = Lcg(seed);
-    let (mut granted, mut denied) = (0, 0);
+    let (mut granted, mut denied_count) = (0, 0);
     for step in 0..steps {
         let n = rng.below(u64::from(burst) + 1) as u32;
         let ctx = format!("seed {seed} step {step} n {n} now {}", clock.now_us());
         match rng.below(4) {
             0 => {
-                let d = redis.try_acquire_n("k", n).await.unwrap();
-                assert_eq!(d.source, Source::Redis, "{ctx}");
+                let result = redis.try_acquire_n("k", n).await;
                 match core.try_acquire_n(n) {
                     Ok(()) => {
-                        assert!(d.allowed && d.retry_after.is_none(), "{ctx}");
+                        let a = result.unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                        assert_eq!(a.source, Source::Redis, "{ctx}");
+                        assert_eq!(a.wait, Duration::ZERO, "{ctx}");
+                        assert_eq!(a.remaining, core.available(), "{ctx}");
                         granted += 1;
                     }
                     Err(AcquireError::RateLimited { wait }) => {
-                        assert!(!d.allowed, "{ctx}");
-                        denied += 1;
-                        assert_eq!(d.retry_after, Some(wait), "{ctx}");
+                        let d = denied(result);
+                        assert_eq!(d.source, Source::Redis, "{ctx}");
+                        assert_eq!(d.retry_after, wait, "{ctx}");
+                        assert_eq!(d.remaining, core.available(), "{ctx}");
+                        denied_count += 1;
                     }
                     Err(e) => panic!("{ctx}: {e}"),
                 }
-                assert_eq!(d.remaining, core.available(), "{ctx}");
             }
             1 => {
                 let max_wait = Duration::from_micros(rng.below(3 * t_us));
-                let d = redis.reserve_n("k", n, max_wait).await.unwrap();
+                let result = redis.reserve_n("k", n, max_wait).await;
                 match core.reserve_n(n, max_wait) {
                     Ok(r) => {
-                        assert!(d.allowed, "{ctx}");
+                        let a = result.unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                        assert_eq!(a.wait, r.wait(), "{ctx}");
+                        assert_eq!(a.remaining, core.available(), "{ctx}");
                         granted += 1;
-                        assert_eq!(d.wait, r.wait(), "{ctx}");
                     }
                     Err(AcquireError::RateLimited { wait }) => {
-                        assert!(!d.allowed, "{ctx}");
-                        assert_eq!(d.retry_after, Some(wait), "{ctx}");
-                        denied += 1;
+                        let d = denied(result);
+                        assert_eq!(d.retry_after, wait, "{ctx}");
+                        assert_eq!(d.remaining, core.available(), "{ctx}");
+                        denied_count += 1;
                     }
                     Err(e) => panic!("{ctx}: {e}"),
                 }
-                assert_eq!(d.remaining, core.available(), "{ctx}");
             }
-            2 => {
-                let d = redis.peek("k").await.unwrap();
-                assert_eq!(d.remaining, core.available(), "{ctx}");
-                assert_eq!(d.allowed, core.available() >= 1, "{ctx}");
-            }
+            2 => match redis.peek("k").await {
+                Ok(a) => {
+                    assert!(core.available() >= 1, "{ctx}");
+                    assert_eq!(a.remaining, core.available(), "{ctx}");
+                }
+                result => {
+                    let d = denied(result);
+                    assert_eq!(core.available(), 0, "{ctx}");
+                    assert_eq!(d.remaining, 0, "{ctx}");
+                    assert!(d.retry_after > Duration::ZERO, "{ctx}");
+                }
+            },
             _ => clock.advance(Duration::from_micros(rng.below(2 * t_us))),
         }
     }
     // The sequence exercised both outcomes, not just one.
     assert!(
-        granted > 20 && denied > 20,
-        "granted {granted}, denied {denied}"
+        granted > 20 && denied_count > 20,
+        "granted {granted}, denied {denied_count}"
     );
     // Over the burst is a typed error on both.
     assert!(matches!(

@@ -1,6 +1,6 @@
 //! What the script writes and when: integer `tat`s, nothing on denial, TTLs
 //! that end when the key equals a fresh one, `NOSCRIPT` recovery, reservations
-//! served in order across clients, and the `take*` waits.
+//! served in order across clients, and `reset`.
 
 mod support;
 
@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use limiter_core::{ManualClock, Quota};
 use limiter_redis::{RedisLimiter, Source};
-use support::RedisServer;
+use support::{RedisServer, denied};
 
 fn quota(period: Duration, burst: u32) -> Quota {
     Quota::with_period(period)
@@ -29,9 +29,8 @@ async fn writes_integer_microseconds_with_the_ttl_rounded_up() {
     .client_clock(clock.clone())
     .build()
     .unwrap();
-    let d = limiter.try_acquire("k").await.unwrap();
-    assert!(d.allowed);
-    assert_eq!(d.reset_after, Duration::from_micros(10_000_500));
+    let a = limiter.try_acquire("k").await.unwrap();
+    assert_eq!(a.reset_after, Duration::from_micros(10_000_500));
     let key = limiter.redis_key("k");
     assert_eq!(key, "{limiter:k}");
     let tat: String = server.cmd(&["GET", &key]).await;
@@ -41,14 +40,11 @@ async fn writes_integer_microseconds_with_the_ttl_rounded_up() {
     assert!(pttl <= 10_001 && pttl > 9_001, "PTTL {pttl}");
 
     // Two more fill the burst; a denial then writes nothing.
-    assert!(limiter.try_acquire_n("k", 2).await.unwrap().allowed);
+    limiter.try_acquire_n("k", 2).await.unwrap();
     let before: String = server.cmd(&["GET", &key]).await;
-    let denied = limiter
-        .reserve_n("k", 1, Duration::from_secs(1))
-        .await
-        .unwrap();
-    assert!(!denied.allowed);
-    assert_eq!(denied.retry_after, Some(Duration::from_micros(10_000_500)));
+    let refused = denied(limiter.reserve_n("k", 1, Duration::from_secs(1)).await);
+    assert_eq!(refused.source, Source::Redis);
+    assert_eq!(refused.retry_after, Duration::from_micros(10_000_500));
     let after: String = server.cmd(&["GET", &key]).await;
     assert_eq!(before, after);
     let pttl: i64 = server.cmd(&["PTTL", &key]).await;
@@ -63,8 +59,8 @@ async fn an_expired_key_is_a_fresh_one() {
             .deny_cache(false)
             .build()
             .unwrap();
-    assert!(limiter.try_acquire_n("k", 2).await.unwrap().allowed);
-    assert!(!limiter.try_acquire("k").await.unwrap().allowed);
+    limiter.try_acquire_n("k", 2).await.unwrap();
+    assert_eq!(denied(limiter.try_acquire("k").await).source, Source::Redis);
     let key = limiter.redis_key("k");
     let pttl: i64 = server.cmd(&["PTTL", &key]).await;
     assert!((1..=60).contains(&pttl), "PTTL {pttl}");
@@ -80,9 +76,8 @@ async fn an_expired_key_is_a_fresh_one() {
     }
     assert!(gone, "the key never expired");
     // ...and it then admits the full burst again.
-    let d = limiter.try_acquire("k").await.unwrap();
-    assert!(d.allowed);
-    assert_eq!(d.remaining, 1);
+    let a = limiter.try_acquire("k").await.unwrap();
+    assert_eq!(a.remaining, 1);
 }
 
 #[tokio::test]
@@ -93,13 +88,13 @@ async fn script_flush_is_survived_by_reloading() {
             .deny_cache(false)
             .build()
             .unwrap();
-    assert!(limiter.try_acquire("k").await.unwrap().allowed);
+    limiter.try_acquire("k").await.unwrap();
     let _: () = server.cmd(&["SCRIPT", "FLUSH"]).await;
-    assert!(limiter.try_acquire("k").await.unwrap().allowed);
+    limiter.try_acquire("k").await.unwrap();
     let _: () = server.cmd(&["SCRIPT", "FLUSH"]).await;
-    let d = limiter.try_acquire("k").await.unwrap();
-    assert!(d.allowed && d.remaining == 0 && d.source == Source::Redis);
-    assert!(!limiter.try_acquire("k").await.unwrap().allowed);
+    let a = limiter.try_acquire("k").await.unwrap();
+    assert_eq!((a.remaining, a.source), (0, Source::Redis));
+    assert_eq!(denied(limiter.try_acquire("k").await).source, Source::Redis);
     assert_eq!(limiter.redis_calls(), 4);
     assert_eq!(limiter.redis_failures(), 0);
 }
@@ -132,46 +127,13 @@ async fn reservations_from_two_clients_are_served_in_order() {
         wait(200)
     );
     // B's next slot would be 300 ms away: refused at once, nothing consumed.
-    let refused = b.reserve_n("k", 1, wait(250)).await.unwrap();
-    assert!(!refused.allowed);
-    assert_eq!(refused.retry_after, Some(wait(300)));
+    let refused = denied(b.reserve_n("k", 1, wait(250)).await);
+    assert_eq!(refused.retry_after, wait(300));
     assert_eq!(
         a.reserve_n("k", 1, wait(1_000)).await.unwrap().wait,
         wait(300)
     );
-    assert_eq!(b.peek("k").await.unwrap().reset_after, wait(400));
-}
-
-#[tokio::test]
-async fn take_waits_for_its_slot_and_a_timeout_consumes_nothing() {
-    let server = RedisServer::start();
-    let clock = ManualClock::starting_at(5_000_000_000);
-    let limiter =
-        RedisLimiter::builder(server.manager().await, quota(Duration::from_millis(20), 1))
-            .client_clock(clock.clone())
-            // The manual clock stands still while Redis' expiry clock runs.
-            .expiry_margin(Duration::from_secs(60))
-            .build()
-            .unwrap();
-    let first = limiter.take("k").await.unwrap();
-    assert!(first.allowed && first.wait.is_zero());
-    let second = limiter.take("k").await.unwrap();
-    assert!(second.allowed);
-    assert_eq!(second.wait, Duration::from_millis(20));
-    let reset = limiter.peek("k").await.unwrap().reset_after;
-    let timed_out = limiter
-        .take_with_timeout("k", Duration::from_millis(30))
-        .await
-        .unwrap();
-    assert!(!timed_out.allowed);
-    assert_eq!(timed_out.retry_after, Some(Duration::from_millis(40)));
-    assert_eq!(limiter.peek("k").await.unwrap().reset_after, reset);
-    let within = limiter
-        .take_with_timeout("k", Duration::from_millis(45))
-        .await
-        .unwrap();
-    assert!(within.allowed);
-    assert_eq!(within.wait, Duration::from_millis(40));
+    assert_eq!(denied(b.peek("k").await).reset_after, wait(400));
 }
 
 #[tokio::test]
@@ -182,15 +144,15 @@ async fn reset_makes_a_key_full_again() {
             .key_prefix("reset")
             .build()
             .unwrap();
-    assert!(limiter.try_acquire_n("k", 2).await.unwrap().allowed);
-    assert!(!limiter.try_acquire("k").await.unwrap().allowed);
+    limiter.try_acquire_n("k", 2).await.unwrap();
+    assert_eq!(denied(limiter.try_acquire("k").await).source, Source::Redis);
     assert_eq!(
-        limiter.try_acquire("k").await.unwrap().source,
+        denied(limiter.try_acquire("k").await).source,
         Source::DenyCache
     );
     limiter.reset("k").await.unwrap();
     let exists: i64 = server.cmd(&["EXISTS", "{reset:k}"]).await;
     assert_eq!(exists, 0);
-    let d = limiter.try_acquire("k").await.unwrap();
-    assert_eq!((d.allowed, d.remaining, d.source), (true, 1, Source::Redis));
+    let a = limiter.try_acquire("k").await.unwrap();
+    assert_eq!((a.remaining, a.source), (1, Source::Redis));
 }

@@ -10,7 +10,43 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use limiter_redis::{Admission, RedisLimitError, Source};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+/// The fields of a [`RedisLimitError::RateLimited`] denial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Denial {
+    pub(crate) retry_after: Duration,
+    pub(crate) reset_after: Duration,
+    pub(crate) remaining: u32,
+    pub(crate) source: Source,
+}
+
+/// The denial in `result`; panics (failing the test) on a grant or on any
+/// other error. Also checks that `retry_after()` reports the same wait.
+#[track_caller]
+pub(crate) fn denied(result: Result<Admission, RedisLimitError>) -> Denial {
+    match result {
+        Err(
+            ref e @ RedisLimitError::RateLimited {
+                retry_after,
+                reset_after,
+                remaining,
+                source,
+            },
+        ) => {
+            assert_eq!(e.retry_after(), Some(retry_after));
+            assert!(!e.is_unavailable());
+            Denial {
+                retry_after,
+                reset_after,
+                remaining,
+                source,
+            }
+        }
+        other => panic!("expected a RateLimited denial, got {other:?}"),
+    }
+}
 
 /// A running `redis-server` owned by the test; killed when dropped.
 pub(crate) struct RedisServer {
