@@ -14,7 +14,7 @@
 //!  offset 8   owner: u64, fixed at construction, never written again
 //! ```
 //!
-//! 16 bytes, not padded to a cache line. The word is `tat`, or [`RETIRED`]
+//! 16 bytes, not padded to a cache line. The word is `tat`, or [`GcraCell::RETIRED`]
 //! (`u64::MAX`, above every valid `tat`): the cell has been taken out of
 //! service by [`GcraCell::retire_if_idle`] or [`GcraCell::retire`] and
 //! makes no more decisions. Retiring is how a keyed map removes a key
@@ -53,11 +53,8 @@ use crate::reservation::{Reservation, Undo};
 use crate::state::update_word;
 use crate::sync::{AtomicU64, Ordering};
 
-/// The word of a retired cell: above every valid `tat`.
-pub const RETIRED: u64 = u64::MAX;
-
 // A retired word can never be mistaken for a tat.
-const _: () = assert!(RETIRED > MAX_SPAN);
+const _: () = assert!(GcraCell::RETIRED > MAX_SPAN);
 
 /// The GCRA state of one subject: a theoretical arrival time in one
 /// `AtomicU64`, decided against a quota the caller passes in, and the cell's
@@ -107,6 +104,18 @@ impl Default for GcraCell {
 }
 
 impl GcraCell {
+    /// The word of a retired cell (`u64::MAX`): above every valid `tat`, so
+    /// it is never mistaken for one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{GcraCell, MAX_SPAN};
+    ///
+    /// assert!(GcraCell::RETIRED > MAX_SPAN);
+    /// ```
+    pub const RETIRED: u64 = u64::MAX;
+
     /// A full cell (`tat = 0`) with an identity never used before in this
     /// process.
     pub fn new() -> GcraCell {
@@ -200,7 +209,7 @@ impl GcraCell {
             Ordering::Relaxed,
             Ordering::Relaxed,
             |current| {
-                if current == RETIRED {
+                if current == Self::RETIRED {
                     return Err(None);
                 }
                 let grant =
@@ -442,7 +451,7 @@ impl GcraCell {
     pub fn available(&self, quota: Quota, now: u64) -> u32 {
         // Relaxed: a snapshot of one value.
         match self.word.load(Ordering::Relaxed) {
-            RETIRED => 0,
+            Self::RETIRED => 0,
             tat => gcra::available(tat, now, Params::from(quota), MAX_SPAN),
         }
     }
@@ -458,14 +467,14 @@ impl GcraCell {
     pub fn is_idle(&self, now: u64) -> bool {
         // Relaxed: a snapshot of one value.
         let tat = self.word.load(Ordering::Relaxed);
-        tat != RETIRED && tat <= now
+        tat != Self::RETIRED && tat <= now
     }
 
     /// The theoretical arrival time, or `None` if retired.
     pub fn tat(&self) -> Option<u64> {
         // Relaxed: a snapshot of one value.
         match self.word.load(Ordering::Relaxed) {
-            RETIRED => None,
+            Self::RETIRED => None,
             tat => Some(tat),
         }
     }
@@ -476,11 +485,11 @@ impl GcraCell {
     pub fn retire_if_idle(&self, now: u64) -> bool {
         // Relaxed: as in the acquisition CAS.
         let tat = self.word.load(Ordering::Relaxed);
-        tat != RETIRED
+        tat != Self::RETIRED
             && tat <= now
             && self
                 .word
-                .compare_exchange(tat, RETIRED, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange(tat, Self::RETIRED, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
     }
 
@@ -488,7 +497,7 @@ impl GcraCell {
     /// whether this call retired it (false if it already was).
     pub fn retire(&self) -> bool {
         // Relaxed: as in the acquisition CAS.
-        self.word.swap(RETIRED, Ordering::Relaxed) != RETIRED
+        self.word.swap(Self::RETIRED, Ordering::Relaxed) != Self::RETIRED
     }
 }
 
