@@ -101,7 +101,7 @@ pub use priority::{PriorityClass, PriorityLimiter};
 pub use quota::{MAX_SPAN, Quota};
 pub use reservation::Reservation;
 pub use sliding_window::SlidingWindow;
-pub use warm_up::WarmUpLimiter;
+pub use warm_up::{WarmUpBuilder, WarmUpLimiter};
 
 /// Internals for the deliberately broken variants in `loom-tests`, which
 /// must make the same decisions as [`RateLimiter`] and differ only in their
