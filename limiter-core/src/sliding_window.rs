@@ -202,7 +202,6 @@ impl SlidingWindow<DefaultClock> {
 }
 
 impl<C: Clock> SlidingWindow<C> {
-
     /// At most `limit` permits per `window`, reading `clock`.
     ///
     /// # Errors
