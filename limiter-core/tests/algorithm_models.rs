@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use limiter_core::{
     AcquireError, Limiter, ManualClock, PriorityLimiter, Quota, SlidingWindow, WarmUpBuilder,
-    WarmUpLimiter,
 };
 use proptest::prelude::*;
 
