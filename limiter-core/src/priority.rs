@@ -69,9 +69,16 @@ enum Share {
 impl Share {
     /// The share of `share` ∈ (0, 1] (checked by the caller).
     fn of(share: f64) -> Share {
-        // share ≤ 1.0, so share·10^9 ≤ 10^9; `as` rounds towards zero after
-        // `round` made it whole.
-        let ppb = (share * ONE as f64).round() as u64;
+        // share ≤ 1.0, so share·10^9 ≤ 10^9. Rounded half away from zero,
+        // as `f64::round` (std only) does: `as` truncates, and the fraction
+        // `x − trunc(x)` is exact for x < 2^52.
+        let x = share * ONE as f64;
+        let whole = x as u64;
+        let ppb = if x - whole as f64 >= 0.5 {
+            whole + 1
+        } else {
+            whole
+        };
         // Division is correctly rounded: equality holds exactly when `share`
         // is the double nearest to the decimal ppb / 10^9, i.e. when it was
         // written as that decimal.
