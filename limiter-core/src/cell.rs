@@ -14,7 +14,7 @@
 //!  offset 8   owner: u64, fixed at construction, never written again
 //! ```
 //!
-//! 16 bytes, not padded to a cache line. The word is `tat`, or [`RETIRED`]
+//! 16 bytes, not padded to a cache line. The word is `tat`, or [`GcraCell::RETIRED`]
 //! (`u64::MAX`, above every valid `tat`): the cell has been taken out of
 //! service by [`GcraCell::retire_if_idle`] or [`GcraCell::retire`] and
 //! makes no more decisions. Retiring is how a keyed map removes a key
@@ -53,11 +53,8 @@ use crate::reservation::{Reservation, Undo};
 use crate::state::update_word;
 use crate::sync::{AtomicU64, Ordering};
 
-/// The word of a retired cell: above every valid `tat`.
-pub const RETIRED: u64 = u64::MAX;
-
 // A retired word can never be mistaken for a tat.
-const _: () = assert!(RETIRED > MAX_SPAN);
+const _: () = assert!(GcraCell::RETIRED > MAX_SPAN);
 
 /// The GCRA state of one subject: a theoretical arrival time in one
 /// `AtomicU64`, decided against a quota the caller passes in, and the cell's
@@ -107,8 +104,33 @@ impl Default for GcraCell {
 }
 
 impl GcraCell {
+    /// The word of a retired cell (`u64::MAX`): above every valid `tat`, so
+    /// it is never mistaken for one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{GcraCell, MAX_SPAN};
+    ///
+    /// assert!(GcraCell::RETIRED > MAX_SPAN);
+    /// ```
+    pub const RETIRED: u64 = u64::MAX;
+
     /// A full cell (`tat = 0`) with an identity never used before in this
     /// process.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{GcraCell, Quota};
+    ///
+    /// let quota = Quota::per_second(10)?; // t = 100 ms
+    /// let cell = GcraCell::new();
+    /// assert_eq!(cell.tat(), Some(0));
+    /// assert_eq!(cell.available(quota.with_burst(5)?, 0), 5); // full
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new() -> GcraCell {
         GcraCell {
             word: AtomicU64::new(0),
@@ -123,6 +145,23 @@ impl GcraCell {
     ///
     /// As [`RateLimiter::try_acquire_n`](crate::RateLimiter::try_acquire_n).
     #[inline]
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{GcraCell, Quota};
+    ///
+    /// let quota = Quota::per_second(10)?; // t = 100 ms
+    /// let cell = GcraCell::new();
+    /// use limiter_core::AcquireError;
+    /// assert_eq!(cell.try_acquire_n(quota, 0, 1), Some(Ok(())));
+    /// let wait = Duration::from_millis(100);
+    /// assert_eq!(cell.try_acquire_n(quota, 0, 1), Some(Err(AcquireError::RateLimited { wait })));
+    /// cell.retire();
+    /// assert_eq!(cell.try_acquire_n(quota, 0, 1), None); // look the subject up again
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn try_acquire_n(
         &self,
         quota: Quota,
@@ -140,6 +179,20 @@ impl GcraCell {
     ///
     /// As [`RateLimiter::reserve_n`](crate::RateLimiter::reserve_n).
     #[inline]
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{GcraCell, Quota};
+    ///
+    /// let quota = Quota::per_second(10)?; // t = 100 ms
+    /// let cell = GcraCell::new();
+    /// cell.try_acquire_n(quota, 0, 1).unwrap()?;
+    /// let r = cell.reserve_n(quota, 30_000_000, 1, Duration::MAX).unwrap()?;
+    /// assert_eq!((r.wait(), r.ready_at()), (Duration::from_millis(70), 100_000_000));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn reserve_n(
         &self,
         quota: Quota,
@@ -161,6 +214,21 @@ impl GcraCell {
     /// [`AcquireError::TimeOutOfRange`] (with `now` as a clock reading) for
     /// a slot whose clock reading would pass `u64::MAX`.
     #[inline]
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{GcraCell, Quota};
+    ///
+    /// let quota = Quota::per_second(10)?; // t = 100 ms
+    /// let cell = GcraCell::new();
+    /// let origin = 5_000_000_000; // the caller's epoch, as a clock reading
+    /// cell.reserve_n_since(origin, quota, 0, 1, Duration::ZERO).unwrap()?;
+    /// let r = cell.reserve_n_since(origin, quota, 0, 1, Duration::MAX).unwrap()?;
+    /// assert_eq!(r.ready_at(), origin + 100_000_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn reserve_n_since(
         &self,
         origin: u64,
@@ -200,7 +268,7 @@ impl GcraCell {
             Ordering::Relaxed,
             Ordering::Relaxed,
             |current| {
-                if current == RETIRED {
+                if current == Self::RETIRED {
                     return Err(None);
                 }
                 let grant =
@@ -242,6 +310,21 @@ impl GcraCell {
     /// Gives back the permits of a reservation made on this cell if nothing
     /// has changed the cell since; returns whether it did. A reservation
     /// made by any other cell (or limiter) is refused, whatever the words.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{GcraCell, Quota};
+    ///
+    /// let quota = Quota::per_second(10)?; // t = 100 ms
+    /// let cell = GcraCell::new();
+    /// let r = cell.reserve_n(quota, 0, 1, Duration::ZERO).unwrap()?;
+    /// assert_eq!(cell.available(quota, 0), 0);
+    /// assert!(cell.cancel(r));
+    /// assert_eq!(cell.available(quota, 0), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn cancel(&self, reservation: Reservation) -> bool {
         if reservation.owner != self.owner {
             return false;
@@ -439,33 +522,95 @@ impl GcraCell {
     /// How many permits a try could take at `now` under `quota`: exactly the
     /// largest `n` that [`try_acquire_n`](GcraCell::try_acquire_n) would
     /// grant, including near [`MAX_SPAN`] (0 if retired).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{GcraCell, Quota};
+    ///
+    /// let quota = Quota::per_second(10)?; // t = 100 ms
+    /// let cell = GcraCell::new();
+    /// let quota = quota.with_burst(3)?;
+    /// cell.try_acquire_n(quota, 0, 3).unwrap()?;
+    /// assert_eq!(cell.available(quota, 0), 0);
+    /// assert_eq!(cell.available(quota, 200_000_000), 2);
+    /// cell.retire();
+    /// assert_eq!(cell.available(quota, 200_000_000), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn available(&self, quota: Quota, now: u64) -> u32 {
         // Relaxed: a snapshot of one value.
         match self.word.load(Ordering::Relaxed) {
-            RETIRED => 0,
+            Self::RETIRED => 0,
             tat => gcra::available(tat, now, Params::from(quota), MAX_SPAN),
         }
     }
 
     /// What [`available`](GcraCell::available) says of a new cell at `now`:
     /// the burst, but near [`MAX_SPAN`] only what fits before it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{GcraCell, Quota};
+    ///
+    /// let quota = Quota::per_second(10)?; // t = 100 ms
+    /// let cell = GcraCell::new();
+    /// use limiter_core::MAX_SPAN;
+    /// let quota = quota.with_burst(3)?;
+    /// assert_eq!(GcraCell::available_when_new(quota, 0), 3);
+    /// assert_eq!(GcraCell::available_when_new(quota, MAX_SPAN - 100_000_000), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn available_when_new(quota: Quota, now: u64) -> u32 {
         gcra::available(0, now, Params::from(quota), MAX_SPAN)
     }
 
     /// Whether the cell is full again at `now` (`tat ≤ now`): it would grant
     /// a whole burst, exactly like a new cell, so forgetting it loses nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{GcraCell, Quota};
+    ///
+    /// let quota = Quota::per_second(10)?; // t = 100 ms
+    /// let cell = GcraCell::new();
+    /// assert!(cell.is_idle(0));
+    /// cell.try_acquire_n(quota, 0, 1).unwrap()?;
+    /// assert!(!cell.is_idle(99_999_999));
+    /// assert!(cell.is_idle(100_000_000));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_idle(&self, now: u64) -> bool {
         // Relaxed: a snapshot of one value.
         let tat = self.word.load(Ordering::Relaxed);
-        tat != RETIRED && tat <= now
+        tat != Self::RETIRED && tat <= now
     }
 
     /// The theoretical arrival time, or `None` if retired.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{GcraCell, Quota};
+    ///
+    /// let quota = Quota::per_second(10)?; // t = 100 ms
+    /// let cell = GcraCell::new();
+    /// cell.try_acquire_n(quota, 0, 1).unwrap()?;
+    /// assert_eq!(cell.tat(), Some(100_000_000));
+    /// cell.retire();
+    /// assert_eq!(cell.tat(), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn tat(&self) -> Option<u64> {
         // Relaxed: a snapshot of one value.
         match self.word.load(Ordering::Relaxed) {
-            RETIRED => None,
+            Self::RETIRED => None,
             tat => Some(tat),
         }
     }
@@ -473,22 +618,52 @@ impl GcraCell {
     /// Retires the cell if it is idle at `now`, atomically with that check:
     /// a decision that changed the cell first makes this fail. Returns
     /// whether this call retired it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{GcraCell, Quota};
+    ///
+    /// let quota = Quota::per_second(10)?; // t = 100 ms
+    /// let cell = GcraCell::new();
+    /// cell.try_acquire_n(quota, 0, 1).unwrap()?;
+    /// assert!(!cell.retire_if_idle(50_000_000)); // still in debt: kept
+    /// assert!(cell.retire_if_idle(100_000_000));
+    /// assert!(!cell.retire_if_idle(100_000_000)); // already retired
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn retire_if_idle(&self, now: u64) -> bool {
         // Relaxed: as in the acquisition CAS.
         let tat = self.word.load(Ordering::Relaxed);
-        tat != RETIRED
+        tat != Self::RETIRED
             && tat <= now
             && self
                 .word
-                .compare_exchange(tat, RETIRED, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange(tat, Self::RETIRED, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
     }
 
     /// Retires the cell whatever its state, forgetting any debt. Returns
     /// whether this call retired it (false if it already was).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{GcraCell, Quota};
+    ///
+    /// let quota = Quota::per_second(10)?; // t = 100 ms
+    /// let cell = GcraCell::new();
+    /// cell.try_acquire_n(quota, 0, 1).unwrap()?;
+    /// assert!(cell.retire()); // debt and all
+    /// assert!(!cell.retire());
+    /// assert_eq!(cell.tat(), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn retire(&self) -> bool {
         // Relaxed: as in the acquisition CAS.
-        self.word.swap(RETIRED, Ordering::Relaxed) != RETIRED
+        self.word.swap(Self::RETIRED, Ordering::Relaxed) != Self::RETIRED
     }
 }
 
@@ -512,6 +687,19 @@ pub struct CellRefunds {
 #[cfg(feature = "std")]
 impl CellRefunds {
     /// An empty table.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{CellRefunds, GcraCell, Quota};
+    ///
+    /// let (cell, refunds) = (GcraCell::new(), CellRefunds::new());
+    /// let quota = Quota::per_second(10)?;
+    /// let r = cell.reserve_n_with_refunds(&refunds, 0, quota, 0, 1, Duration::ZERO).unwrap()?;
+    /// assert!(cell.cancel_with_refunds(&refunds, r, 0, 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new() -> CellRefunds {
         CellRefunds {
             table: crate::sync::Mutex::new(Refunds::new()),

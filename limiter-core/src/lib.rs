@@ -96,26 +96,26 @@ mod sync;
 mod warm_up;
 
 pub use adaptive::{
-    AdaptiveBuilder, AdaptiveLimiter, AdaptivePolicy, DEFAULT_INTERVAL, DEFAULT_WINDOW, Decision,
-    EwmaAimd, LoadBased, Outcome, PercentileWindow, Proposal, Reason,
+    AdaptiveBuilder, AdaptiveLimiter, AdaptivePolicy, Decision, EwmaAimd, LoadBased, Outcome,
+    PercentileWindow, Proposal, Reason,
 };
 #[cfg(feature = "std")]
 pub use cell::CellRefunds;
-pub use cell::{GcraCell, RETIRED};
+pub use cell::GcraCell;
 #[cfg(feature = "tsc")]
 pub use clock::TscClock;
 pub use clock::{BlockingClock, Clock, DefaultClock, ManualClock};
 #[cfg(feature = "std")]
-pub use clock::{COARSE_TICK, CoarseClock, MonotonicClock};
+pub use clock::{CoarseClock, MonotonicClock};
 pub use error::{AcquireError, QuotaError};
 pub use limiter::RateLimiter;
 pub use limiter_trait::Limiter;
-pub use metered::{Metered, STRIPES, Stats};
+pub use metered::{Metered, Stats};
 pub use priority::{PriorityClass, PriorityLimiter};
 pub use quota::{MAX_SPAN, Quota};
 pub use reservation::Reservation;
 pub use sliding_window::SlidingWindow;
-pub use warm_up::WarmUpLimiter;
+pub use warm_up::{WarmUpBuilder, WarmUpLimiter};
 
 /// Internals for the deliberately broken variants in `loom-tests`, which
 /// must make the same decisions as [`RateLimiter`] and differ only in their

@@ -1,7 +1,7 @@
 //! [`Metered`]: counts what a limiter decides, without adding contention.
 //!
 //! Counters are striped and, where possible, single-writer. Each of
-//! [`STRIPES`] cache-padded stripes belongs, process-wide, to at most one
+//! [`Metered::STRIPES`] cache-padded stripes belongs, process-wide, to at most one
 //! live thread: the first time a thread meters anything it claims a free
 //! stripe index with one CAS on a process-wide bitmap, and from then on it
 //! counts on that stripe of every [`Metered`] with a relaxed load and store,
@@ -39,9 +39,8 @@ use crate::limiter_trait::Limiter;
 use crate::reservation::Reservation;
 use crate::sync::{AtomicU64, Ordering};
 
-/// How many single-writer counter stripes a [`Metered`] limiter has (plus
-/// one shared stripe for threads that find every stripe held).
-pub const STRIPES: usize = 16;
+/// See [`Metered::STRIPES`].
+const STRIPES: usize = 16;
 
 #[derive(Debug, Default)]
 struct Stripe {
@@ -119,8 +118,36 @@ pub struct Metered<L> {
     shared: CachePadded<Stripe>,
 }
 
+impl Metered<()> {
+    /// How many single-writer counter stripes a [`Metered`] limiter has (plus
+    /// one shared stripe for threads that find every stripe held). It does
+    /// not depend on the inner limiter; it is defined on `Metered<()>` so
+    /// that `Metered::STRIPES` names it without a type annotation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Metered;
+    ///
+    /// assert_eq!(Metered::STRIPES, 16);
+    /// ```
+    pub const STRIPES: usize = STRIPES;
+}
+
 impl<L: Limiter> Metered<L> {
     /// Counts the decisions of `limiter`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{Limiter, ManualClock, Metered, Quota, RateLimiter};
+    ///
+    /// let metered = Metered::new(RateLimiter::with_clock(Quota::per_second(1)?, ManualClock::new()));
+    /// assert_eq!(metered.stats().allowed, 0);
+    /// metered.try_acquire()?;
+    /// assert_eq!(metered.stats().allowed, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(limiter: L) -> Metered<L> {
         Metered {
             inner: limiter,
@@ -130,12 +157,41 @@ impl<L: Limiter> Metered<L> {
     }
 
     /// The metered limiter, for its own methods (`set_quota`, `available`...).
+    /// Calls made on it directly are not counted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{ManualClock, Metered, Quota, RateLimiter};
+    ///
+    /// let metered = Metered::new(RateLimiter::with_clock(Quota::per_second(5)?, ManualClock::new()));
+    /// assert_eq!(metered.inner().available(), 1);
+    /// metered.inner().try_acquire()?; // not counted
+    /// assert_eq!(metered.stats().allowed, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn inner(&self) -> &L {
         &self.inner
     }
 
     /// The totals so far, summed over the stripes. Not a snapshot: counts
     /// made while summing may or may not be included.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{Limiter, ManualClock, Metered, Quota, RateLimiter};
+    ///
+    /// let metered = Metered::new(RateLimiter::with_clock(Quota::per_second(10)?, ManualClock::new()));
+    /// metered.try_acquire()?;
+    /// let r = metered.reserve_n(1, Duration::MAX)?; // waits 100 ms
+    /// assert!(metered.cancel(r));
+    /// let stats = metered.stats();
+    /// assert_eq!((stats.allowed, stats.delayed, stats.cancelled), (2, 1, 1));
+    /// assert_eq!(stats.wait_total, Duration::from_millis(100));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn stats(&self) -> Stats {
         // Relaxed: each counter is independent and only summed.
         let sum = |f: fn(&Stripe) -> &AtomicU64| {
@@ -160,6 +216,18 @@ impl<L: Limiter> Metered<L> {
     /// absolute counters `rate_limit.allowed`, `.rejected`, `.delayed`,
     /// `.wait_time` (nanoseconds) and `.cancelled`. Call it periodically, or
     /// from your exporter's scrape hook; it costs the hot path nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{Limiter, ManualClock, Metered, Quota, RateLimiter};
+    ///
+    /// let metered = Metered::new(RateLimiter::with_clock(Quota::per_second(1)?, ManualClock::new()));
+    /// metered.try_acquire()?;
+    /// metered.publish(); // to whichever recorder is installed (none here)
+    /// assert_eq!(metered.stats().allowed, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[cfg(feature = "metrics")]
     pub fn publish(&self) {
         let s = self.stats();

@@ -69,9 +69,16 @@ enum Share {
 impl Share {
     /// The share of `share` ∈ (0, 1] (checked by the caller).
     fn of(share: f64) -> Share {
-        // share ≤ 1.0, so share·10^9 ≤ 10^9; `as` rounds towards zero after
-        // `round` made it whole.
-        let ppb = (share * ONE as f64).round() as u64;
+        // share ≤ 1.0, so share·10^9 ≤ 10^9. Rounded half away from zero,
+        // as `f64::round` (std only) does: `as` truncates, and the fraction
+        // `x − trunc(x)` is exact for x < 2^52.
+        let x = share * ONE as f64;
+        let whole = x as u64;
+        let ppb = if x - whole as f64 >= 0.5 {
+            whole + 1
+        } else {
+            whole
+        };
         // Division is correctly rounded: equality holds exactly when `share`
         // is the double nearest to the decimal ppb / 10^9, i.e. when it was
         // written as that decimal.
@@ -138,6 +145,16 @@ impl PriorityLimiter<DefaultClock> {
     /// # Errors
     ///
     /// As [`PriorityLimiter::with_clock`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{PriorityLimiter, Quota};
+    ///
+    /// let limiter = PriorityLimiter::new(Quota::per_second(10)?.with_burst(10)?, &[1.0, 0.5])?;
+    /// assert_eq!(limiter.classes(), 2);
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub fn new(quota: Quota, shares: &[f64]) -> Result<PriorityLimiter<DefaultClock>, QuotaError> {
         PriorityLimiter::with_clock(quota, shares, DefaultClock::default())
     }
@@ -152,6 +169,23 @@ impl<C: Clock> PriorityLimiter<C> {
     /// is not 1.0, a share is not in (0, 1], shares increase with the class
     /// number, or a share is so small that its class could never admit a
     /// permit under this burst.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, PriorityLimiter, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let quota = Quota::per_second(10)?.with_burst(10)?;
+    /// // Class 0 may use the whole burst, class 1 half of it.
+    /// let limiter = PriorityLimiter::with_clock(quota, &[1.0, 0.5], clock.clone())?;
+    /// use limiter_core::QuotaError;
+    /// assert_eq!(limiter.classes(), 2);
+    /// let rising = PriorityLimiter::with_clock(quota, &[1.0, 0.5, 0.8], clock);
+    /// assert!(matches!(rising, Err(QuotaError::InvalidParameter { name: "shares", .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn with_clock(
         quota: Quota,
         shares: &[f64],
@@ -186,6 +220,20 @@ impl<C: Clock> PriorityLimiter<C> {
     }
 
     /// How many classes there are.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, PriorityLimiter, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let quota = Quota::per_second(10)?.with_burst(10)?;
+    /// // Class 0 may use the whole burst, class 1 half of it.
+    /// let limiter = PriorityLimiter::with_clock(quota, &[1.0, 0.5], clock.clone())?;
+    /// assert_eq!(limiter.classes(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn classes(&self) -> usize {
         self.shares.len()
     }
@@ -208,6 +256,24 @@ impl<C: Clock> PriorityLimiter<C> {
     /// [`AcquireError::UnknownClass`] for a class past the last;
     /// [`AcquireError::InsufficientCapacity`] if `n` exceeds the class's
     /// usable burst; [`AcquireError::RateLimited`] with the exact wait.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, PriorityLimiter, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let quota = Quota::per_second(10)?.with_burst(10)?;
+    /// // Class 0 may use the whole burst, class 1 half of it.
+    /// let limiter = PriorityLimiter::with_clock(quota, &[1.0, 0.5], clock.clone())?;
+    /// use limiter_core::AcquireError;
+    /// limiter.try_acquire_n(1, 5)?;
+    /// assert!(limiter.try_acquire_n(1, 1).is_err()); // class 1 has used its half
+    /// limiter.try_acquire_n(0, 5)?; // class 0 gets the rest
+    /// assert!(matches!(limiter.try_acquire_n(2, 1), Err(AcquireError::UnknownClass { class: 2, .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn try_acquire_n(&self, class: usize, n: u32) -> Result<(), AcquireError> {
         self.reserve_n(class, n, Duration::ZERO).map(|_| ())
     }
@@ -220,6 +286,23 @@ impl<C: Clock> PriorityLimiter<C> {
     ///
     /// As [`try_acquire_n`](PriorityLimiter::try_acquire_n), with the wait
     /// compared to `max_wait` for class 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, PriorityLimiter, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let quota = Quota::per_second(10)?.with_burst(10)?;
+    /// // Class 0 may use the whole burst, class 1 half of it.
+    /// let limiter = PriorityLimiter::with_clock(quota, &[1.0, 0.5], clock.clone())?;
+    /// limiter.try_acquire_n(0, 10)?;
+    /// let r = limiter.reserve_n(0, 1, Duration::from_secs(1))?; // class 0 may wait
+    /// assert_eq!(r.wait(), Duration::from_millis(100));
+    /// assert!(limiter.reserve_n(1, 1, Duration::from_secs(1)).is_err()); // class 1 may not
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn reserve_n(
         &self,
         class: usize,
@@ -245,6 +328,23 @@ impl<C: Clock> PriorityLimiter<C> {
     ///
     /// [`AcquireError::UnknownClass`] (with `requested: 0`) for a class past
     /// the last.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, PriorityLimiter, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let quota = Quota::per_second(10)?.with_burst(10)?;
+    /// // Class 0 may use the whole burst, class 1 half of it.
+    /// let limiter = PriorityLimiter::with_clock(quota, &[1.0, 0.5], clock.clone())?;
+    /// assert_eq!(limiter.available(0)?, 10);
+    /// assert_eq!(limiter.available(1)?, 5);
+    /// limiter.try_acquire_n(0, 6)?;
+    /// assert_eq!((limiter.available(0)?, limiter.available(1)?), (4, 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn available(&self, class: usize) -> Result<u32, AcquireError> {
         let share = self.share(class, 0)?;
         Ok(self
@@ -253,11 +353,42 @@ impl<C: Clock> PriorityLimiter<C> {
     }
 
     /// Gives back a reservation if nothing has been decided since.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, PriorityLimiter, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let quota = Quota::per_second(10)?.with_burst(10)?;
+    /// // Class 0 may use the whole burst, class 1 half of it.
+    /// let limiter = PriorityLimiter::with_clock(quota, &[1.0, 0.5], clock.clone())?;
+    /// let r = limiter.reserve_n(0, 4, Duration::ZERO)?;
+    /// assert_eq!(limiter.available(0)?, 6);
+    /// assert!(limiter.cancel(r));
+    /// assert_eq!(limiter.available(0)?, 10);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn cancel(&self, reservation: Reservation) -> bool {
         self.limiter.cancel(reservation)
     }
 
     /// The quota in force.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, PriorityLimiter, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let quota = Quota::per_second(10)?.with_burst(10)?;
+    /// // Class 0 may use the whole burst, class 1 half of it.
+    /// let limiter = PriorityLimiter::with_clock(quota, &[1.0, 0.5], clock.clone())?;
+    /// assert_eq!(limiter.quota(), quota);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn quota(&self) -> Quota {
         self.limiter.quota()
     }
@@ -269,6 +400,23 @@ impl<C: Clock> PriorityLimiter<C> {
     ///
     /// [`QuotaError::InvalidParameter`] (and no change) when the new burst
     /// is too small for some class's share to be at least one permit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, PriorityLimiter, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let quota = Quota::per_second(10)?.with_burst(10)?;
+    /// // Class 0 may use the whole burst, class 1 half of it.
+    /// let limiter = PriorityLimiter::with_clock(quota, &[1.0, 0.5], clock.clone())?;
+    /// limiter.set_quota(Quota::per_second(10)?.with_burst(4)?)?;
+    /// assert_eq!(limiter.available(1)?, 2); // half of the new burst
+    /// assert!(limiter.set_quota(Quota::per_second(10)?).is_err()); // half of 1 is no permit
+    /// assert_eq!(limiter.quota().burst(), 4);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn set_quota(&self, quota: Quota) -> Result<(), QuotaError> {
         if self.shares.iter().any(|s| s.usable(quota.burst()) == 0) {
             return Err(QuotaError::InvalidParameter {
@@ -281,6 +429,22 @@ impl<C: Clock> PriorityLimiter<C> {
     }
 
     /// The clock this limiter reads.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, PriorityLimiter, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let quota = Quota::per_second(10)?.with_burst(10)?;
+    /// // Class 0 may use the whole burst, class 1 half of it.
+    /// let limiter = PriorityLimiter::with_clock(quota, &[1.0, 0.5], clock.clone())?;
+    /// use limiter_core::Clock;
+    /// clock.advance(Duration::from_millis(1));
+    /// assert_eq!(limiter.clock().now(), 1_000_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn clock(&self) -> &C {
         self.limiter.clock()
     }
@@ -290,6 +454,27 @@ impl<C: Clock> PriorityLimiter<C> {
     /// # Errors
     ///
     /// [`AcquireError::UnknownClass`] for a class past the last.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, PriorityLimiter, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let quota = Quota::per_second(10)?.with_burst(10)?;
+    /// // Class 0 may use the whole burst, class 1 half of it.
+    /// let limiter = PriorityLimiter::with_clock(quota, &[1.0, 0.5], clock.clone())?;
+    /// use std::sync::Arc;
+    /// use limiter_core::Limiter;
+    /// let limiter = Arc::new(limiter);
+    /// let background = limiter.class(1)?;
+    /// assert_eq!(background.class(), 1);
+    /// assert!(background.try_acquire_n(5).is_ok());
+    /// assert!(background.try_acquire().is_err());
+    /// assert!(limiter.class(2).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn class(self: &Arc<Self>, class: usize) -> Result<PriorityClass<C>, AcquireError> {
         self.share(class, 0)?;
         Ok(PriorityClass {
@@ -309,6 +494,18 @@ pub struct PriorityClass<C: Clock = DefaultClock> {
 
 impl<C: Clock> PriorityClass<C> {
     /// The class this view acts for.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use limiter_core::{ManualClock, PriorityLimiter, Quota};
+    ///
+    /// let quota = Quota::per_second(10)?.with_burst(10)?;
+    /// let limiter = Arc::new(PriorityLimiter::with_clock(quota, &[1.0, 0.5], ManualClock::new())?);
+    /// assert_eq!(limiter.class(0)?.class(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn class(&self) -> usize {
         self.class
     }

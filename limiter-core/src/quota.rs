@@ -59,6 +59,17 @@ impl Quota {
     ///
     /// [`QuotaError::ZeroRate`] for 0, [`QuotaError::RateTooHigh`] above
     /// 10^9 per second (one per nanosecond).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::Quota;
+    ///
+    /// assert_eq!(Quota::per_second(4)?.period(), Duration::from_millis(250));
+    /// assert!(Quota::per_second(0).is_err());
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub fn per_second(permits: u32) -> Result<Quota, QuotaError> {
         Quota::per_interval(permits, Duration::from_secs(1))
     }
@@ -68,6 +79,16 @@ impl Quota {
     /// # Errors
     ///
     /// As [`Quota::per_second`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::Quota;
+    ///
+    /// assert_eq!(Quota::per_minute(60)?.period(), Duration::from_secs(1));
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub fn per_minute(permits: u32) -> Result<Quota, QuotaError> {
         Quota::per_interval(permits, Duration::from_secs(60))
     }
@@ -77,6 +98,16 @@ impl Quota {
     /// # Errors
     ///
     /// As [`Quota::per_second`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::Quota;
+    ///
+    /// assert_eq!(Quota::per_hour(60)?.period(), Duration::from_secs(60));
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub fn per_hour(permits: u32) -> Result<Quota, QuotaError> {
         Quota::per_interval(permits, Duration::from_secs(3600))
     }
@@ -89,6 +120,18 @@ impl Quota {
     /// [`QuotaError::ZeroRate`] for 0 permits, [`QuotaError::RateTooHigh`]
     /// when the period would be under 1 ns, [`QuotaError::SpanTooLong`] when
     /// it would exceed [`MAX_SPAN`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::Quota;
+    ///
+    /// let q = Quota::per_interval(3, Duration::from_secs(1))?;
+    /// assert_eq!(q.period_nanos(), 333_333_334); // rounded up: never more than asked
+    /// assert!(Quota::per_interval(2, Duration::from_nanos(1)).is_err());
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub fn per_interval(permits: u32, interval: Duration) -> Result<Quota, QuotaError> {
         if permits == 0 {
             return Err(QuotaError::ZeroRate);
@@ -156,6 +199,18 @@ impl Quota {
     ///
     /// [`QuotaError::ZeroPeriod`] for a zero period,
     /// [`QuotaError::SpanTooLong`] beyond [`MAX_SPAN`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::Quota;
+    ///
+    /// let q = Quota::with_period(Duration::from_millis(20))?;
+    /// assert_eq!((q.period(), q.burst()), (Duration::from_millis(20), 1));
+    /// assert!(Quota::with_period(Duration::ZERO).is_err());
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub fn with_period(period: Duration) -> Result<Quota, QuotaError> {
         if period.is_zero() {
             return Err(QuotaError::ZeroPeriod);
@@ -170,6 +225,18 @@ impl Quota {
     ///
     /// [`QuotaError::ZeroBurst`] for 0, [`QuotaError::SpanTooLong`] when
     /// `period · burst` exceeds [`MAX_SPAN`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    ///
+    /// use limiter_core::QuotaError;
+    /// let q = Quota::per_second(10)?.with_burst(5)?;
+    /// assert_eq!((q.burst(), q.tolerance_nanos()), (5, 400_000_000));
+    /// assert_eq!(Quota::per_second(10)?.with_burst(0), Err(QuotaError::ZeroBurst));
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub fn with_burst(self, burst: u32) -> Result<Quota, QuotaError> {
         if burst == 0 {
             return Err(QuotaError::ZeroBurst);
@@ -194,34 +261,91 @@ impl Quota {
     }
 
     /// The emission interval `t`: one permit is earned every `period()`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::Quota;
+    ///
+    /// assert_eq!(Quota::per_second(100)?.period(), Duration::from_millis(10));
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub fn period(&self) -> Duration {
         Duration::from_nanos(self.t)
     }
 
     /// How many permits an idle limiter grants at one instant (1 = strict
     /// pacing).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    ///
+    /// assert_eq!(Quota::per_second(100)?.burst(), 1);
+    /// assert_eq!(Quota::per_second(100)?.with_burst(20)?.burst(), 20);
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub fn burst(&self) -> u32 {
         self.burst
     }
 
     /// The emission interval `t` in nanoseconds.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    ///
+    /// assert_eq!(Quota::per_second(1_000)?.period_nanos(), 1_000_000);
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub fn period_nanos(&self) -> u64 {
         self.t
     }
 
     /// The GCRA tolerance `tau = t · (burst − 1)` in nanoseconds.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    ///
+    /// assert_eq!(Quota::per_second(10)?.tolerance_nanos(), 0);
+    /// assert_eq!(Quota::per_second(10)?.with_burst(3)?.tolerance_nanos(), 200_000_000);
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub fn tolerance_nanos(&self) -> u64 {
         self.t * u64::from(self.burst - 1)
     }
 
     /// `t · burst = tau + t` in nanoseconds: the time an empty limiter takes
     /// to refill completely.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    ///
+    /// assert_eq!(Quota::per_second(10)?.with_burst(3)?.burst_span_nanos(), 300_000_000);
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub fn burst_span_nanos(&self) -> u64 {
         self.t * u64::from(self.burst)
     }
 
     /// The rate in permits per second, as a float for display and for the
     /// adaptive limiter; the exact value is `10^9 / period_nanos()`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    ///
+    /// assert_eq!(Quota::per_second(250)?.permits_per_second(), 250.0);
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub fn permits_per_second(&self) -> f64 {
         NANOS_PER_SECOND as f64 / self.t as f64
     }
@@ -232,6 +356,17 @@ impl Quota {
     /// # Errors
     ///
     /// As [`Quota::with_period`] and [`Quota::with_burst`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    ///
+    /// let q = Quota::per_second(10)?.with_burst(4)?;
+    /// assert_eq!(Quota::from_nanos(q.period_nanos(), q.burst())?, q);
+    /// assert!(Quota::from_nanos(0, 1).is_err());
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub fn from_nanos(period_nanos: u64, burst: u32) -> Result<Quota, QuotaError> {
         if period_nanos == 0 {
             return Err(QuotaError::ZeroPeriod);

@@ -158,22 +158,50 @@ pub struct SlidingWindow<C: Clock = DefaultClock> {
     clock: C,
 }
 
-#[cfg(feature = "std")]
 impl SlidingWindow<DefaultClock> {
     /// At most `limit` permits per `window`, on a new [`DefaultClock`].
     ///
     /// # Errors
     ///
     /// As [`SlidingWindow::with_clock`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::SlidingWindow;
+    ///
+    /// let window = SlidingWindow::new(100, Duration::from_secs(60))?;
+    /// assert!(window.try_acquire_n(100).is_ok());
+    /// assert!(window.try_acquire().is_err());
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
+    #[cfg(feature = "std")]
     pub fn new(limit: u32, window: Duration) -> Result<SlidingWindow<DefaultClock>, QuotaError> {
         SlidingWindow::with_clock(limit, window, DefaultClock::default())
     }
 }
 
-impl<C: Clock> SlidingWindow<C> {
-    /// The largest `limit`: each count has 32 bits of the state word.
+impl SlidingWindow<DefaultClock> {
+    /// The largest `limit`: each count has 32 bits of the state word. The
+    /// same for every clock; defined on the default clock's type so that
+    /// `SlidingWindow::MAX_LIMIT` names it without a type annotation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, SlidingWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let window = SlidingWindow::with_clock(SlidingWindow::MAX_LIMIT, Duration::from_secs(1), clock)?;
+    /// assert_eq!(window.available(), u32::MAX);
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub const MAX_LIMIT: u32 = u32::MAX;
+}
 
+impl<C: Clock> SlidingWindow<C> {
     /// At most `limit` permits per `window`, reading `clock`.
     ///
     /// # Errors
@@ -181,6 +209,21 @@ impl<C: Clock> SlidingWindow<C> {
     /// [`QuotaError::ZeroRate`] for a zero limit, [`QuotaError::ZeroPeriod`]
     /// for a zero window, [`QuotaError::SpanTooLong`] for a window past
     /// [`MAX_SPAN`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, SlidingWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let window = SlidingWindow::with_clock(10, Duration::from_secs(1), clock.clone())?;
+    /// use limiter_core::QuotaError;
+    /// assert_eq!(window.limit(), 10);
+    /// let zero = SlidingWindow::with_clock(0, Duration::from_secs(1), clock);
+    /// assert_eq!(zero.unwrap_err(), QuotaError::ZeroRate);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn with_clock(
         limit: u32,
         window: Duration,
@@ -217,16 +260,54 @@ impl<C: Clock> SlidingWindow<C> {
     }
 
     /// The limit per window.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, SlidingWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let window = SlidingWindow::with_clock(10, Duration::from_secs(1), clock.clone())?;
+    /// assert_eq!(window.limit(), 10);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn limit(&self) -> u32 {
         self.limit
     }
 
     /// The window length.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, SlidingWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let window = SlidingWindow::with_clock(10, Duration::from_secs(1), clock.clone())?;
+    /// assert_eq!(window.window(), Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn window(&self) -> Duration {
         Duration::from_nanos(self.window)
     }
 
     /// The clock this limiter reads.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, SlidingWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let window = SlidingWindow::with_clock(10, Duration::from_secs(1), clock.clone())?;
+    /// use limiter_core::Clock;
+    /// clock.advance(Duration::from_millis(3));
+    /// assert_eq!(window.clock().now(), 3_000_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn clock(&self) -> &C {
         &self.clock
     }
@@ -236,6 +317,21 @@ impl<C: Clock> SlidingWindow<C> {
     /// # Errors
     ///
     /// As [`try_acquire_n`](SlidingWindow::try_acquire_n).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, SlidingWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let window = SlidingWindow::with_clock(10, Duration::from_secs(1), clock.clone())?;
+    /// for _ in 0..10 {
+    ///     window.try_acquire()?;
+    /// }
+    /// assert!(window.try_acquire().is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn try_acquire(&self) -> Result<(), AcquireError> {
         self.try_acquire_n(1)
     }
@@ -249,6 +345,23 @@ impl<C: Clock> SlidingWindow<C> {
     /// lets `n` through (if nothing else is admitted meanwhile). A denial
     /// writes nothing. [`AcquireError::TimeOutOfRange`] for a clock reading
     /// past the limiter's range (see the module docs).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, SlidingWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let window = SlidingWindow::with_clock(10, Duration::from_secs(1), clock.clone())?;
+    /// use limiter_core::AcquireError;
+    /// window.try_acquire_n(10)?;
+    /// // A full window: one more fits once a tenth of it has slid out of view.
+    /// let wait = Duration::from_millis(1_100);
+    /// assert_eq!(window.try_acquire_n(1), Err(AcquireError::RateLimited { wait }));
+    /// assert!(matches!(window.try_acquire_n(11), Err(AcquireError::InsufficientCapacity { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
         self.acquire_at(self.clock.now(), n).map(|_| ())
     }
@@ -256,6 +369,21 @@ impl<C: Clock> SlidingWindow<C> {
     /// How many permits [`try_acquire_n`](SlidingWindow::try_acquire_n) could
     /// take now: exactly the largest `n` it would grant, 0 past the limiter's
     /// range. Changes nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, SlidingWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let window = SlidingWindow::with_clock(10, Duration::from_secs(1), clock.clone())?;
+    /// window.try_acquire_n(10)?;
+    /// assert_eq!(window.available(), 0);
+    /// clock.advance(Duration::from_millis(1_500)); // half the last window still counts
+    /// assert_eq!(window.available(), 5);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn available(&self) -> u32 {
         let Some(now) = self.time(self.clock.now()) else {
             return 0;

@@ -200,30 +200,183 @@ fn ceil_nanos(x: f64) -> u64 {
 pub struct WarmUpLimiter<C: Clock = DefaultClock> {
     state: AtomicState<AtomicU128>,
     curve: Curve,
-    period: u64,
-    warm_up: u64,
     epoch: Epoch,
     owner: Owner,
     clock: C,
 }
 
-#[cfg(feature = "std")]
 impl WarmUpLimiter<DefaultClock> {
+    /// The default cold factor: the cold interval is 3 times the stable one.
+    /// Defined on the default clock's type so that
+    /// `WarmUpLimiter::DEFAULT_COLD_FACTOR` names it without a type
+    /// annotation; it is the same for every clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::WarmUpLimiter;
+    ///
+    /// assert_eq!(WarmUpLimiter::DEFAULT_COLD_FACTOR, 3.0);
+    /// ```
+    pub const DEFAULT_COLD_FACTOR: f64 = 3.0;
+
     /// A cold limiter warming up to `quota` over `warm_up`, cold factor 3, on
     /// a new [`DefaultClock`].
     ///
     /// # Errors
     ///
     /// As [`WarmUpLimiter::with_clock`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{Quota, WarmUpLimiter};
+    ///
+    /// let limiter = WarmUpLimiter::new(Quota::per_second(100)?, Duration::from_secs(1))?;
+    /// assert!(limiter.try_acquire().is_ok()); // the first request never waits
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
+    #[cfg(feature = "std")]
     pub fn new(quota: Quota, warm_up: Duration) -> Result<WarmUpLimiter<DefaultClock>, QuotaError> {
         WarmUpLimiter::with_clock(quota, warm_up, DefaultClock::default())
+    }
+
+    /// A builder for a limiter warming up to `quota` over `warm_up`, on a new
+    /// [`DefaultClock`] unless [`clock`](WarmUpBuilder::clock) says
+    /// otherwise; the options are the cold factor and the clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, WarmUpLimiter};
+    ///
+    /// let limiter = WarmUpLimiter::builder(Quota::per_second(2)?, Duration::from_secs(4))
+    ///     .cold_factor(3.0)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// assert_eq!(limiter.max_permits(), 8.0); // w / (2·stable) + 2·w / (stable + cold) = 4 + 4
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
+    #[cfg(feature = "std")]
+    pub fn builder(quota: Quota, warm_up: Duration) -> WarmUpBuilder<DefaultClock> {
+        WarmUpBuilder::with_clock(quota, warm_up, DefaultClock::default())
+    }
+}
+
+/// Builds a [`WarmUpLimiter`] with a cold factor other than
+/// [`DEFAULT_COLD_FACTOR`](WarmUpLimiter::DEFAULT_COLD_FACTOR); see
+/// [`WarmUpLimiter::builder`].
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct WarmUpBuilder<C> {
+    quota: Quota,
+    warm_up: Duration,
+    cold_factor: f64,
+    clock: C,
+}
+
+impl<C: Clock> WarmUpBuilder<C> {
+    /// A builder for a limiter warming up to `quota` over `warm_up`, reading
+    /// `clock` (the constructor without `std`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, WarmUpBuilder, WarmUpLimiter};
+    ///
+    /// let limiter =
+    ///     WarmUpBuilder::with_clock(Quota::per_second(2)?, Duration::from_secs(4), ManualClock::new())
+    ///         .build()?;
+    /// let plain = WarmUpLimiter::with_clock(Quota::per_second(2)?, Duration::from_secs(4), ManualClock::new())?;
+    /// assert_eq!(limiter.max_permits(), plain.max_permits());
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
+    pub fn with_clock(quota: Quota, warm_up: Duration, clock: C) -> WarmUpBuilder<C> {
+        WarmUpBuilder {
+            quota,
+            warm_up,
+            cold_factor: WarmUpLimiter::DEFAULT_COLD_FACTOR,
+            clock,
+        }
+    }
+
+    /// The cold interval as a multiple of the stable one (default
+    /// [`DEFAULT_COLD_FACTOR`](WarmUpLimiter::DEFAULT_COLD_FACTOR), 3):
+    /// finite and at least 1, checked by [`build`](WarmUpBuilder::build).
+    /// 1 means no warm-up at all.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, WarmUpBuilder};
+    ///
+    /// let limiter = WarmUpBuilder::with_clock(Quota::per_second(2)?, Duration::from_secs(4), ManualClock::new())
+    ///     .cold_factor(1.0)
+    ///     .build()?;
+    /// assert!(limiter.try_acquire().is_ok());
+    /// // No warm-up: the second request waits the stable interval, 500 ms.
+    /// let wait = limiter.reserve_n(1, Duration::MAX)?.wait();
+    /// assert_eq!(wait, Duration::from_millis(500));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cold_factor(mut self, cold_factor: f64) -> WarmUpBuilder<C> {
+        self.cold_factor = cold_factor;
+        self
+    }
+
+    /// Reads `clock` instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{Clock, ManualClock, Quota, WarmUpLimiter};
+    ///
+    /// let limiter = WarmUpLimiter::builder(Quota::per_second(2)?, Duration::from_secs(4))
+    ///     .clock(ManualClock::starting_at(5))
+    ///     .build()?;
+    /// assert_eq!(limiter.clock().now(), 5);
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
+    pub fn clock<C2: Clock>(self, clock: C2) -> WarmUpBuilder<C2> {
+        WarmUpBuilder {
+            quota: self.quota,
+            warm_up: self.warm_up,
+            cold_factor: self.cold_factor,
+            clock,
+        }
+    }
+
+    /// The limiter, cold.
+    ///
+    /// # Errors
+    ///
+    /// As [`WarmUpLimiter::with_clock`], and
+    /// [`QuotaError::InvalidParameter`] naming `cold_factor` unless it is
+    /// finite and at least 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, QuotaError, WarmUpBuilder};
+    ///
+    /// let built = WarmUpBuilder::with_clock(Quota::per_second(2)?, Duration::from_secs(4), ManualClock::new())
+    ///     .cold_factor(0.5)
+    ///     .build();
+    /// assert!(matches!(built, Err(QuotaError::InvalidParameter { name: "cold_factor", .. })));
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
+    pub fn build(self) -> Result<WarmUpLimiter<C>, QuotaError> {
+        WarmUpLimiter::assemble(self.quota, self.warm_up, self.cold_factor, self.clock)
     }
 }
 
 impl<C: Clock> WarmUpLimiter<C> {
-    /// The default cold factor: the cold interval is 3 times the stable one.
-    pub const DEFAULT_COLD_FACTOR: f64 = 3.0;
-
     /// A cold limiter warming up to `quota` over `warm_up`, cold factor 3,
     /// reading `clock`. The quota's period is the stable interval; stored
     /// permits play the role of the burst, so the quota's burst must be 1.
@@ -234,9 +387,32 @@ impl<C: Clock> WarmUpLimiter<C> {
     /// `warm_up`, or a warm-up so long that more than 2^31 permits would be
     /// stored; [`QuotaError::SpanTooLong`] for a warm-up past
     /// [`MAX_SPAN`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, WarmUpLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// // Stable interval 500 ms, cold 1.5 s, 8 stored permits when cold.
+    /// let limiter = WarmUpLimiter::with_clock(Quota::per_second(2)?, Duration::from_secs(4), clock.clone())?;
+    /// assert_eq!(limiter.stored_permits(), 8.0); // cold
+    /// assert!(WarmUpLimiter::with_clock(Quota::per_second(2)?, Duration::ZERO, clock).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn with_clock(
         quota: Quota,
         warm_up: Duration,
+        clock: C,
+    ) -> Result<WarmUpLimiter<C>, QuotaError> {
+        WarmUpLimiter::assemble(quota, warm_up, WarmUpLimiter::DEFAULT_COLD_FACTOR, clock)
+    }
+
+    fn assemble(
+        quota: Quota,
+        warm_up: Duration,
+        cold_factor: f64,
         clock: C,
     ) -> Result<WarmUpLimiter<C>, QuotaError> {
         if quota.burst() != 1 {
@@ -258,37 +434,36 @@ impl<C: Clock> WarmUpLimiter<C> {
                 burst: 1,
             });
         }
-        let curve = Curve::new(quota.period_nanos(), w, Self::DEFAULT_COLD_FACTOR)?;
+        let curve = Curve::new(quota.period_nanos(), w, cold_factor)?;
         Ok(WarmUpLimiter {
             state: AtomicState::new(pack(0, curve.max)),
             curve,
-            period: quota.period_nanos(),
-            warm_up: w,
             epoch: Epoch::at(clock.now()),
             owner: Owner::new(),
             clock,
         })
     }
 
-    /// The same limiter, cold again, with cold interval `cold_factor` times
-    /// the stable one.
-    ///
-    /// # Errors
-    ///
-    /// [`QuotaError::InvalidParameter`] unless `cold_factor` is finite and at
-    /// least 1.
-    pub fn with_cold_factor(self, cold_factor: f64) -> Result<WarmUpLimiter<C>, QuotaError> {
-        let curve = Curve::new(self.period, self.warm_up, cold_factor)?;
-        Ok(WarmUpLimiter {
-            state: AtomicState::new(pack(0, curve.max)),
-            curve,
-            epoch: Epoch::at(self.clock.now()),
-            ..self
-        })
-    }
-
     /// Stored permits now (after the refill idle time has earned), between 0
     /// and [`max_permits`](WarmUpLimiter::max_permits).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, WarmUpLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// // Stable interval 500 ms, cold 1.5 s, 8 stored permits when cold.
+    /// let limiter = WarmUpLimiter::with_clock(Quota::per_second(2)?, Duration::from_secs(4), clock.clone())?;
+    /// limiter.try_acquire()?;
+    /// assert_eq!(limiter.stored_permits(), 7.0);
+    /// clock.advance(Duration::from_millis(500)); // refills at w / max = 500 ms a permit
+    /// assert_eq!(limiter.stored_permits(), 7.0); // the first 1.375 s repay the cost
+    /// clock.advance(Duration::from_secs(10));
+    /// assert_eq!(limiter.stored_permits(), 8.0); // capped
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn stored_permits(&self) -> f64 {
         let (next_free, stored) = unpack(self.state.load());
         let now = self.epoch.elapsed(self.clock.now());
@@ -300,11 +475,39 @@ impl<C: Clock> WarmUpLimiter<C> {
     }
 
     /// The most permits a fully cold limiter stores.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, WarmUpLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// // Stable interval 500 ms, cold 1.5 s, 8 stored permits when cold.
+    /// let limiter = WarmUpLimiter::with_clock(Quota::per_second(2)?, Duration::from_secs(4), clock.clone())?;
+    /// assert_eq!(limiter.max_permits(), 8.0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn max_permits(&self) -> f64 {
         self.curve.max
     }
 
     /// The clock this limiter reads.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, WarmUpLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// // Stable interval 500 ms, cold 1.5 s, 8 stored permits when cold.
+    /// let limiter = WarmUpLimiter::with_clock(Quota::per_second(2)?, Duration::from_secs(4), clock.clone())?;
+    /// use limiter_core::Clock;
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(limiter.clock().now(), 1_000_000_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn clock(&self) -> &C {
         &self.clock
     }
@@ -314,6 +517,22 @@ impl<C: Clock> WarmUpLimiter<C> {
     /// # Errors
     ///
     /// As [`try_acquire_n`](WarmUpLimiter::try_acquire_n).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, WarmUpLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// // Stable interval 500 ms, cold 1.5 s, 8 stored permits when cold.
+    /// let limiter = WarmUpLimiter::with_clock(Quota::per_second(2)?, Duration::from_secs(4), clock.clone())?;
+    /// use limiter_core::AcquireError;
+    /// limiter.try_acquire()?;
+    /// let wait = Duration::from_millis(1375); // a cold permit
+    /// assert_eq!(limiter.try_acquire(), Err(AcquireError::RateLimited { wait }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn try_acquire(&self) -> Result<(), AcquireError> {
         self.try_acquire_n(1)
     }
@@ -327,6 +546,21 @@ impl<C: Clock> WarmUpLimiter<C> {
     /// proceed (writes nothing); [`AcquireError::TimeOutOfRange`] for a clock
     /// reading past the limiter's range, or a cost that would end past it
     /// (see the module docs).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, WarmUpLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// // Stable interval 500 ms, cold 1.5 s, 8 stored permits when cold.
+    /// let limiter = WarmUpLimiter::with_clock(Quota::per_second(2)?, Duration::from_secs(4), clock.clone())?;
+    /// limiter.try_acquire_n(3)?; // any n proceeds now; the cost delays the next
+    /// assert_eq!(limiter.available(), 0);
+    /// assert_eq!(limiter.stored_permits(), 5.0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
         self.reserve_n(n, Duration::ZERO).map(|_| ())
     }
@@ -339,6 +573,22 @@ impl<C: Clock> WarmUpLimiter<C> {
     ///
     /// As [`try_acquire_n`](WarmUpLimiter::try_acquire_n), with the wait
     /// compared to `max_wait`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, WarmUpLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// // Stable interval 500 ms, cold 1.5 s, 8 stored permits when cold.
+    /// let limiter = WarmUpLimiter::with_clock(Quota::per_second(2)?, Duration::from_secs(4), clock.clone())?;
+    /// limiter.try_acquire()?;
+    /// assert!(limiter.reserve_n(1, Duration::from_secs(1)).is_err()); // needs 1.375 s
+    /// let r = limiter.reserve_n(1, Duration::from_secs(2))?;
+    /// assert_eq!(r.wait(), Duration::from_millis(1375));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
         let clock_now = self.clock.now();
         let out_of_range = AcquireError::TimeOutOfRange { now: clock_now };
@@ -399,6 +649,23 @@ impl<C: Clock> WarmUpLimiter<C> {
     /// delays the next request), so this is 0 while a request must wait and
     /// otherwise the most permits whose cost still ends within the limiter's
     /// range (`u32::MAX` when all of them fit).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, WarmUpLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// // Stable interval 500 ms, cold 1.5 s, 8 stored permits when cold.
+    /// let limiter = WarmUpLimiter::with_clock(Quota::per_second(2)?, Duration::from_secs(4), clock.clone())?;
+    /// assert!(limiter.available() > 1_000_000); // every n whose cost ends in range
+    /// limiter.try_acquire()?;
+    /// assert_eq!(limiter.available(), 0);
+    /// clock.advance(Duration::from_millis(1375));
+    /// assert!(limiter.available() > 1_000_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn available(&self) -> u32 {
         let now = self.epoch.elapsed(self.clock.now());
         let limit = self.epoch.limit();
@@ -430,6 +697,21 @@ impl<C: Clock> WarmUpLimiter<C> {
     /// Gives back a reservation if nothing has been decided since: the state
     /// is restored exactly as before it. Returns false for a reservation
     /// that another limiter issued.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, WarmUpLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// // Stable interval 500 ms, cold 1.5 s, 8 stored permits when cold.
+    /// let limiter = WarmUpLimiter::with_clock(Quota::per_second(2)?, Duration::from_secs(4), clock.clone())?;
+    /// let r = limiter.reserve_n(1, Duration::MAX)?;
+    /// assert!(limiter.cancel(r));
+    /// assert_eq!(limiter.stored_permits(), 8.0); // as before it
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn cancel(&self, reservation: Reservation) -> bool {
         if reservation.owner != self.owner {
             return false;
@@ -449,6 +731,22 @@ impl<C: crate::clock::BlockingClock> WarmUpLimiter<C> {
     /// [`AcquireError::TimeOutOfRange`], at once and without sleeping, for a
     /// clock reading past the limiter's range or a slot whose cost would end
     /// past it (see the module docs).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, WarmUpLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// // Stable interval 500 ms, cold 1.5 s, 8 stored permits when cold.
+    /// let limiter = WarmUpLimiter::with_clock(Quota::per_second(2)?, Duration::from_secs(4), clock.clone())?;
+    /// use limiter_core::Clock;
+    /// limiter.take()?; // at once
+    /// limiter.take()?; // a manual clock moves to the slot instead of sleeping
+    /// assert_eq!(clock.now(), 1_375_000_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn take(&self) -> Result<(), AcquireError> {
         let r = self.reserve_n(1, Duration::MAX)?;
         if r.wait != 0 {

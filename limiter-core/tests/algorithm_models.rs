@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use limiter_core::{
-    AcquireError, Limiter, ManualClock, PriorityLimiter, Quota, SlidingWindow, WarmUpLimiter,
+    AcquireError, Limiter, ManualClock, PriorityLimiter, Quota, SlidingWindow, WarmUpBuilder,
 };
 use proptest::prelude::*;
 
@@ -218,9 +218,9 @@ proptest! {
     ) {
         let clock = ManualClock::new();
         let quota = Quota::with_period(Duration::from_millis(period_ms)).unwrap();
-        let limiter = WarmUpLimiter::with_clock(quota, Duration::from_millis(warm_up_ms), clock.clone())
-            .unwrap()
-            .with_cold_factor(cold_factor)
+        let limiter = WarmUpBuilder::with_clock(quota, Duration::from_millis(warm_up_ms), clock.clone())
+            .cold_factor(cold_factor)
+            .build()
             .unwrap();
         let mut model = WarmUpModel::new((period_ms * 1_000_000) as f64, (warm_up_ms * 1_000_000) as f64, cold_factor, 0);
         let mut now = 0;

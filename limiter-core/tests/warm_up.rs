@@ -112,15 +112,33 @@ fn reservations_are_fifo_and_cancel_restores_the_state() {
 
 #[test]
 fn the_cold_factor_shapes_the_curve() {
-    let (l, _clock) = guava();
-    let l = l.with_cold_factor(1.0).unwrap();
+    let quota = Quota::per_second(2).unwrap();
+    let l = WarmUpLimiter::builder(quota, Duration::from_secs(4))
+        .cold_factor(1.0)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
     // No slope: every permit costs the stable interval.
     assert_eq!(waits(&l, 4), [0, 500, 500, 500].map(|m| m * MS));
-    let clock = ManualClock::new();
-    let l = WarmUpLimiter::with_clock(Quota::per_second(2).unwrap(), Duration::from_secs(4), clock)
+    // The default factor is 3, the curve of Guava's example.
+    let l = WarmUpLimiter::builder(quota, Duration::from_secs(4))
+        .clock(ManualClock::new())
+        .build()
         .unwrap();
+    assert_eq!(waits(&l, 3), [0, 1_375, 1_125].map(|m| m * MS));
     assert!(matches!(
-        l.with_cold_factor(0.5),
+        WarmUpLimiter::builder(quota, Duration::from_secs(4))
+            .cold_factor(0.5)
+            .build(),
+        Err(QuotaError::InvalidParameter {
+            name: "cold_factor",
+            ..
+        })
+    ));
+    assert!(matches!(
+        WarmUpLimiter::builder(quota, Duration::from_secs(4))
+            .cold_factor(f64::INFINITY)
+            .build(),
         Err(QuotaError::InvalidParameter {
             name: "cold_factor",
             ..

@@ -1,6 +1,7 @@
 //! [`KeyedError`]: why a keyed acquisition was refused.
 
 use core::fmt;
+use core::time::Duration;
 
 use limiter_core::AcquireError;
 
@@ -24,6 +25,42 @@ pub enum KeyedError {
         /// The cap in force.
         max_keys: usize,
     },
+}
+
+impl KeyedError {
+    /// How long to wait before the same request could succeed, when waiting
+    /// is what helps: `Some` only for `Limited(RateLimited { wait })`, the
+    /// exact wait (if nothing else is admitted for the key meanwhile).
+    /// `None` for a request larger than the burst, a clock out of range, or
+    /// too many keys, which no fixed wait cures.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{ManualClock, Quota};
+    /// use limiter_keyed::{KeyedLimiter, WhenFull};
+    ///
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?)
+    ///     .max_keys(1)
+    ///     .when_full(WhenFull::RejectNewKeys)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// limiter.try_acquire(&"alice")?;
+    /// let limited = limiter.try_acquire(&"alice").unwrap_err();
+    /// assert_eq!(limited.retry_after(), Some(Duration::from_millis(100)));
+    /// let too_many = limiter.try_acquire_n(&"alice", 2).unwrap_err(); // burst is 1
+    /// assert_eq!(too_many.retry_after(), None);
+    /// let full = limiter.try_acquire(&"bob").unwrap_err();
+    /// assert_eq!(full.retry_after(), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            KeyedError::Limited(e) => e.retry_after(),
+            KeyedError::TooManyKeys { .. } => None,
+        }
+    }
 }
 
 impl From<AcquireError> for KeyedError {

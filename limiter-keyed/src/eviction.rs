@@ -298,6 +298,26 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// time (see the module doc); this is for callers who want memory back
     /// at a moment of their choosing. Waits for a step another thread is
     /// taking.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{ManualClock, Quota};
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// limiter.try_acquire(&"alice")?;
+    /// clock.advance(Duration::from_millis(50));
+    /// limiter.try_acquire(&"bob")?;
+    /// clock.advance(Duration::from_millis(50)); // "alice" is full again, "bob" is not
+    /// assert_eq!(limiter.evict_idle(), 1);
+    /// assert_eq!(limiter.len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn evict_idle(&self) -> usize {
         let now = self.now();
         let mut cursor = self.cursor.lock().unwrap_or_else(PoisonError::into_inner);

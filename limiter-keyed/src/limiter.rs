@@ -63,7 +63,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use limiter_core::{
-    AcquireError, CellRefunds, Clock, GcraCell, MonotonicClock, Quota, QuotaError, Reservation,
+    AcquireError, CellRefunds, Clock, DefaultClock, GcraCell, Quota, QuotaError, Reservation,
 };
 
 use scc::HashIndex;
@@ -71,17 +71,15 @@ use scc::HashIndex;
 use crate::error::KeyedError;
 use crate::eviction::{Cursor, Room};
 
-/// How many keys a limiter tracks when the builder is not told: 100,000
-/// (about 7 MB with `u64` keys at the measured ~69 bytes per key; see
-/// `docs/keyed.md`).
-pub const DEFAULT_MAX_KEYS: usize = 100_000;
+/// See [`KeyedLimiter::DEFAULT_MAX_KEYS`].
+const DEFAULT_MAX_KEYS: usize = 100_000;
 
 /// The map is created sized for `min(max_keys, PRESIZED_KEYS)` keys and
 /// never shrinks below that: a `HashIndex` left free to shrink under
 /// insert/remove churn shrank far below its live size and relocated every
 /// entry into overflow chains (measured: 75 s instead of 1.1 s for a
 /// million evicting insertions at `max_keys = 5_000`). 2^17 covers
-/// [`DEFAULT_MAX_KEYS`] and bounds the table reserved up front (about 2 MB
+/// [`KeyedLimiter::DEFAULT_MAX_KEYS`] and bounds the table reserved up front (about 2 MB
 /// for `u64` keys) whatever `max_keys` says.
 const PRESIZED_KEYS: usize = 1 << 17;
 
@@ -139,7 +137,7 @@ pub(crate) struct Entry {
 /// assert_eq!(limiter.len(), 2);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct KeyedLimiter<K, C: Clock = MonotonicClock> {
+pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     pub(crate) map: HashIndex<K, Box<Entry>>,
     pub(crate) quota: Quota,
     pub(crate) overrides: StdHashMap<K, Quota>,
@@ -194,21 +192,85 @@ impl<K, C> core::fmt::Debug for KeyedBuilder<K, C> {
     }
 }
 
-impl<K: Hash + Eq + Clone + Send + Sync> KeyedLimiter<K, MonotonicClock> {
-    /// A limiter giving every key `quota`, with [`DEFAULT_MAX_KEYS`] and
-    /// [`WhenFull::RejectNewKeys`], on a [`MonotonicClock`].
-    pub fn new(quota: Quota) -> KeyedLimiter<K, MonotonicClock> {
-        KeyedBuilder::with_clock(quota, MonotonicClock::new()).assemble()
+impl KeyedLimiter<(), DefaultClock> {
+    /// How many keys a limiter tracks when the builder is not told: 100,000
+    /// (about 7 MB with `u64` keys at the measured ~69 bytes per key; see
+    /// `docs/keyed.md`). It does not depend on the key or the clock; it is
+    /// defined on `KeyedLimiter<()>` so that `KeyedLimiter::DEFAULT_MAX_KEYS`
+    /// names it without a type annotation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::<u64>::new(Quota::per_second(10)?);
+    /// assert_eq!(limiter.max_keys(), KeyedLimiter::DEFAULT_MAX_KEYS);
+    /// assert_eq!(KeyedLimiter::DEFAULT_MAX_KEYS, 100_000);
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
+    pub const DEFAULT_MAX_KEYS: usize = DEFAULT_MAX_KEYS;
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync> KeyedLimiter<K, DefaultClock> {
+    /// A limiter giving every key `quota`, with
+    /// [`DEFAULT_MAX_KEYS`](KeyedLimiter::DEFAULT_MAX_KEYS) and
+    /// [`WhenFull::RejectNewKeys`], on a new [`DefaultClock`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::new(Quota::per_second(1)?);
+    /// assert!(limiter.try_acquire(&"alice").is_ok());
+    /// assert!(limiter.try_acquire(&"alice").is_err()); // the next is a second away
+    /// assert!(limiter.try_acquire(&"bob").is_ok());
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
+    pub fn new(quota: Quota) -> KeyedLimiter<K, DefaultClock> {
+        KeyedBuilder::with_clock(quota, DefaultClock::default()).assemble()
     }
 
-    /// A builder for a limiter giving every key `quota`.
-    pub fn builder(quota: Quota) -> KeyedBuilder<K, MonotonicClock> {
-        KeyedBuilder::with_clock(quota, MonotonicClock::new())
+    /// A builder for a limiter giving every key `quota`, on a new
+    /// [`DefaultClock`] unless [`clock`](KeyedBuilder::clock) says otherwise.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    /// use limiter_keyed::{KeyedLimiter, WhenFull};
+    ///
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(1)?)
+    ///     .max_keys(1)
+    ///     .when_full(WhenFull::EvictLeastRecent)
+    ///     .build()?;
+    /// limiter.try_acquire(&"alice")?;
+    /// limiter.try_acquire(&"bob")?; // evicts "alice"
+    /// assert_eq!(limiter.len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn builder(quota: Quota) -> KeyedBuilder<K, DefaultClock> {
+        KeyedBuilder::with_clock(quota, DefaultClock::default())
     }
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
     /// A builder reading `clock`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{Clock, ManualClock, Quota};
+    /// use limiter_keyed::{KeyedBuilder, KeyedLimiter};
+    ///
+    /// let limiter: KeyedLimiter<u64, ManualClock> =
+    ///     KeyedBuilder::with_clock(Quota::per_second(10)?, ManualClock::starting_at(5)).build()?;
+    /// assert_eq!(limiter.clock().now(), 5);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn with_clock(quota: Quota, clock: C) -> KeyedBuilder<K, C> {
         KeyedBuilder {
             quota,
@@ -219,7 +281,25 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
         }
     }
 
-    /// The most keys tracked at once (default [`DEFAULT_MAX_KEYS`]).
+    /// The most keys tracked at once (default
+    /// [`DEFAULT_MAX_KEYS`](KeyedLimiter::DEFAULT_MAX_KEYS)); at least 1,
+    /// checked by [`build`](KeyedBuilder::build).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{ManualClock, Quota};
+    /// use limiter_keyed::{KeyedError, KeyedLimiter};
+    ///
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(1)?)
+    ///     .max_keys(2)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// limiter.try_acquire(&1)?;
+    /// limiter.try_acquire(&2)?;
+    /// assert_eq!(limiter.try_acquire(&3), Err(KeyedError::TooManyKeys { max_keys: 2 }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;
         self
@@ -227,18 +307,63 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
 
     /// What to do with a new key when full (default
     /// [`WhenFull::RejectNewKeys`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{ManualClock, Quota};
+    /// use limiter_keyed::{KeyedLimiter, WhenFull};
+    ///
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(1)?)
+    ///     .max_keys(1)
+    ///     .when_full(WhenFull::EvictLeastRecent)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// limiter.try_acquire(&"alice")?;
+    /// limiter.try_acquire(&"bob")?; // "alice" is forgotten to make room
+    /// assert!(limiter.try_acquire(&"alice").is_ok()); // back full, evicting "bob"
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn when_full(mut self, when_full: WhenFull) -> Self {
         self.when_full = when_full;
         self
     }
 
     /// Gives `key` its own quota instead of the shared one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{ManualClock, Quota};
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(1)?)
+    ///     .quota_for("admin", Quota::per_second(100)?.with_burst(10)?)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// assert!(limiter.try_acquire_n(&"admin", 10).is_ok());
+    /// assert!(limiter.try_acquire_n(&"guest", 2).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn quota_for(mut self, key: K, quota: Quota) -> Self {
         self.overrides.insert(key, quota);
         self
     }
 
     /// Reads `clock` instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{Clock, ManualClock, Quota};
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::<&str, _>::builder(Quota::per_second(1)?)
+    ///     .clock(ManualClock::starting_at(42))
+    ///     .build()?;
+    /// assert_eq!(limiter.clock().now(), 42);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<K, C2> {
         KeyedBuilder {
             quota: self.quota,
@@ -254,6 +379,17 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
     /// # Errors
     ///
     /// [`QuotaError::InvalidParameter`] for `max_keys == 0`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{Quota, QuotaError};
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let zero = KeyedLimiter::<u64>::builder(Quota::per_second(1)?).max_keys(0).build();
+    /// assert!(matches!(zero, Err(QuotaError::InvalidParameter { name: "max_keys", .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn build(self) -> Result<KeyedLimiter<K, C>, QuotaError> {
         if self.max_keys == 0 {
             return Err(QuotaError::InvalidParameter {
@@ -290,6 +426,30 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     ///
     /// As [`try_acquire_n`](KeyedLimiter::try_acquire_n).
     #[inline]
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{ManualClock, Quota};
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// use limiter_keyed::KeyedError;
+    /// use limiter_core::AcquireError;
+    /// limiter.try_acquire(&"alice")?;
+    /// let wait = Duration::from_millis(100);
+    /// assert_eq!(
+    ///     limiter.try_acquire(&"alice"),
+    ///     Err(KeyedError::Limited(AcquireError::RateLimited { wait }))
+    /// );
+    /// clock.advance(wait);
+    /// limiter.try_acquire(&"alice")?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn try_acquire(&self, key: &K) -> Result<(), KeyedError> {
         self.try_acquire_n(key, 1)
     }
@@ -301,6 +461,21 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// [`KeyedError::Limited`] with the core's error (the exact wait when
     /// rate limited); [`KeyedError::TooManyKeys`] for a new key when full.
     #[inline]
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{ManualClock, Quota};
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?.with_burst(3)?)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// limiter.try_acquire_n(&"alice", 2)?;
+    /// assert!(limiter.try_acquire_n(&"alice", 2).is_err()); // all or nothing
+    /// assert_eq!(limiter.available(&"alice"), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn try_acquire_n(&self, key: &K, n: u32) -> Result<(), KeyedError> {
         self.decide(key, |e, now| {
             e.cell
@@ -317,6 +492,25 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     ///
     /// As [`try_acquire_n`](KeyedLimiter::try_acquire_n), with the wait
     /// compared to `max_wait`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{ManualClock, Quota};
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// limiter.try_acquire(&"alice")?;
+    /// assert!(limiter.reserve_n(&"alice", 1, Duration::from_millis(50)).is_err());
+    /// let r = limiter.reserve_n(&"alice", 1, Duration::from_millis(100))?;
+    /// assert_eq!(r.wait(), Duration::from_millis(100));
+    /// assert_eq!(r.ready_at(), 100_000_000); // a reading of the limiter's clock
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn reserve_n(
         &self,
         key: &K,
@@ -370,6 +564,25 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// [`try_acquire_n`](KeyedLimiter::try_acquire_n) would grant (for a key
     /// the limiter does not track, what a new state would grant: its whole
     /// burst, but near the end of the time range).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{ManualClock, Quota};
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// assert_eq!(limiter.available(&"alice"), 1); // untracked: a whole burst
+    /// limiter.try_acquire(&"alice")?;
+    /// assert_eq!(limiter.available(&"alice"), 0);
+    /// clock.advance(Duration::from_millis(100));
+    /// assert_eq!(limiter.available(&"alice"), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn available(&self, key: &K) -> u32 {
         let now = self.now();
         self.map
@@ -389,32 +602,124 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
 
     /// How many keys hold state; never more than
     /// [`max_keys`](KeyedLimiter::max_keys).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{ManualClock, Quota};
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// assert_eq!(limiter.len(), 0);
+    /// limiter.try_acquire(&"alice")?;
+    /// limiter.try_acquire(&"bob")?;
+    /// assert!(limiter.try_acquire_n(&"carol", 2).is_err()); // refused: not kept
+    /// assert_eq!(limiter.len(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn len(&self) -> usize {
         // Relaxed: a snapshot of a counter.
         self.count.load(Ordering::Relaxed)
     }
 
     /// Whether no key holds state.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{ManualClock, Quota};
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// assert!(limiter.is_empty());
+    /// limiter.try_acquire(&"alice")?;
+    /// assert!(!limiter.is_empty());
+    /// clock.advance(Duration::from_millis(100)); // "alice" is idle again
+    /// limiter.evict_idle();
+    /// assert!(limiter.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The cap on keys.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::<u64>::builder(Quota::per_second(10)?).max_keys(500).build()?;
+    /// assert_eq!(limiter.max_keys(), 500);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn max_keys(&self) -> usize {
         self.max_keys
     }
 
     /// The shared quota.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::<u64>::new(Quota::per_second(10)?);
+    /// assert_eq!(limiter.quota(), Quota::per_second(10)?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn quota(&self) -> Quota {
         self.quota
     }
 
     /// The quota `key` is (or would be) decided under.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let (shared, admin) = (Quota::per_second(10)?, Quota::per_second(1_000)?);
+    /// let limiter = KeyedLimiter::builder(shared).quota_for("admin", admin).build()?;
+    /// assert_eq!(limiter.quota_of(&"admin"), admin);
+    /// assert_eq!(limiter.quota_of(&"anyone"), shared);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn quota_of(&self, key: &K) -> Quota {
         self.overrides.get(key).copied().unwrap_or(self.quota)
     }
 
     /// The clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{ManualClock, Quota};
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// use limiter_core::Clock;
+    /// limiter.try_acquire(&"alice")?;
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(limiter.clock().now(), 1_000_000_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn clock(&self) -> &C {
         &self.clock
     }

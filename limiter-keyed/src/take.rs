@@ -6,8 +6,9 @@
 //! waiters on a key are served first come, first served), then **sleep
 //! until** the slot's absolute instant on the [`TokioClock`]
 //! (`sleep_until(instant_at(ready_at))`, never a relative sleep or a retry
-//! loop). A timeout is decided before sleeping: a slot beyond it fails at
-//! once and consumes nothing.
+//! loop). A timeout or a deadline is decided before sleeping: a slot beyond
+//! it fails at once and consumes nothing; a deadline already passed allows
+//! no wait at all.
 //!
 //! Invariant (cancel safety): between the reservation and the end of the
 //! sleep, the reservation is owned by a guard; dropping the future hands the
@@ -22,7 +23,7 @@ use core::time::Duration;
 
 use limiter_async::TokioClock;
 use limiter_core::Reservation;
-use tokio::time::sleep_until;
+use tokio::time::{Instant, sleep_until};
 
 use crate::error::KeyedError;
 use crate::limiter::KeyedLimiter;
@@ -46,50 +47,248 @@ impl<K: Hash + Eq + Clone + Send + Sync> Drop for Waiting<'_, K> {
 
 impl<K: Hash + Eq + Clone + Send + Sync> KeyedLimiter<K, TokioClock> {
     /// Waits for one permit for `key`, served in FIFO order with the key's
-    /// other waiters.
+    /// other waiters. Completes on its first poll, without a timer, when a
+    /// permit is available now.
     ///
     /// # Errors
     ///
     /// [`KeyedError::TooManyKeys`] for a new key when full, at once;
     /// [`KeyedError::Limited`] only with `TimeOutOfRange` (36.5 years after
-    /// the clock's origin).
+    /// the limiter was made).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: dropping the future before it completes gives the permit
     /// back to the key (the slot goes to the key's next waiter when a later
     /// reservation depends on it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_async::TokioClock;
+    /// use limiter_core::Quota;
+    /// use limiter_keyed::KeyedLimiter;
+    /// use tokio::time::Instant;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?)
+    ///     .clock(TokioClock::new())
+    ///     .build()?;
+    /// let start = Instant::now();
+    /// limiter.take(&"alice").await?; // at once
+    /// limiter.take(&"bob").await?; // another key: at once
+    /// limiter.take(&"alice").await?; // 100 ms later
+    /// assert_eq!(start.elapsed(), Duration::from_millis(100));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn take(&self, key: &K) -> Result<(), KeyedError> {
         self.take_n_within(key, 1, Duration::MAX).await
     }
 
-    /// Waits for `n` permits for `key`.
+    /// Waits for `n` permits for `key`, all together. `n == 0` completes at
+    /// once.
     ///
     /// # Errors
     ///
     /// As [`take`](KeyedLimiter::take), plus
+    /// `Limited(InsufficientCapacity)` at once if `n` exceeds the key's
+    /// burst.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`take`](KeyedLimiter::take): all `n` permits are given back
+    /// together.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_async::TokioClock;
+    /// use limiter_core::{AcquireError, Quota};
+    /// use limiter_keyed::{KeyedError, KeyedLimiter};
+    /// use tokio::time::Instant;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?.with_burst(5)?)
+    ///     .clock(TokioClock::new())
+    ///     .build()?;
+    /// let start = Instant::now();
+    /// limiter.take_n(&"alice", 5).await?;
+    /// limiter.take_n(&"alice", 3).await?; // 300 ms of permits later
+    /// assert_eq!(start.elapsed(), Duration::from_millis(300));
+    /// assert!(matches!(
+    ///     limiter.take_n(&"alice", 6).await,
+    ///     Err(KeyedError::Limited(AcquireError::InsufficientCapacity { .. }))
+    /// ));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn take_n(&self, key: &K, n: u32) -> Result<(), KeyedError> {
+        self.take_n_within(key, n, Duration::MAX).await
+    }
+
+    /// Waits for one permit for `key` if its slot comes within `timeout` of
+    /// the first poll; otherwise fails at once, without sleeping and
+    /// consuming nothing. If the slot fits, it always succeeds.
+    /// `Duration::MAX` means no limit.
+    ///
+    /// # Errors
+    ///
+    /// `Limited(RateLimited { wait })` with the wait the slot would need
+    /// when it exceeds `timeout` (also its
+    /// [`retry_after`](KeyedError::retry_after)); otherwise as
+    /// [`take`](KeyedLimiter::take).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`take`](KeyedLimiter::take).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_async::TokioClock;
+    /// use limiter_core::Quota;
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?)
+    ///     .clock(TokioClock::new())
+    ///     .build()?;
+    /// limiter.take(&"alice").await?;
+    /// let refused = limiter.take_timeout(&"alice", Duration::from_millis(50)).await.unwrap_err();
+    /// assert_eq!(refused.retry_after(), Some(Duration::from_millis(100)));
+    /// limiter.take_timeout(&"alice", Duration::from_millis(100)).await?; // fits
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn take_timeout(&self, key: &K, timeout: Duration) -> Result<(), KeyedError> {
+        self.take_n_within(key, 1, timeout).await
+    }
+
+    /// Waits for `n` permits for `key` if their slot comes within `timeout`
+    /// of the first poll; otherwise fails at once, consuming nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`take_timeout`](KeyedLimiter::take_timeout), plus
     /// `Limited(InsufficientCapacity)` if `n` exceeds the key's burst.
     ///
     /// # Cancel safety
     ///
     /// As [`take`](KeyedLimiter::take).
-    pub async fn take_n(&self, key: &K, n: u32) -> Result<(), KeyedError> {
-        self.take_n_within(key, n, Duration::MAX).await
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_async::TokioClock;
+    /// use limiter_core::Quota;
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?.with_burst(4)?)
+    ///     .clock(TokioClock::new())
+    ///     .build()?;
+    /// limiter.take_n_timeout(&"alice", 4, Duration::ZERO).await?;
+    /// let ms = Duration::from_millis;
+    /// assert!(limiter.take_n_timeout(&"alice", 2, ms(150)).await.is_err()); // needs 200 ms
+    /// limiter.take_n_timeout(&"alice", 2, ms(200)).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn take_n_timeout(
+        &self,
+        key: &K,
+        n: u32,
+        timeout: Duration,
+    ) -> Result<(), KeyedError> {
+        self.take_n_within(key, n, timeout).await
     }
 
-    /// Waits for one permit for `key` if its slot comes within `timeout`;
-    /// otherwise fails at once, consuming nothing.
+    /// Waits for one permit for `key` if its slot comes no later than
+    /// `deadline`; otherwise fails at once, without sleeping and consuming
+    /// nothing. If the slot fits, it always succeeds. A deadline already
+    /// passed acts as a zero timeout: only a permit available now is taken.
     ///
     /// # Errors
     ///
-    /// `Limited(RateLimited { wait })` with the wait the slot would need
-    /// when it exceeds `timeout`; otherwise as [`take`](KeyedLimiter::take).
+    /// As [`take_timeout`](KeyedLimiter::take_timeout).
     ///
     /// # Cancel safety
     ///
     /// As [`take`](KeyedLimiter::take).
-    pub async fn take_with_timeout(&self, key: &K, timeout: Duration) -> Result<(), KeyedError> {
-        self.take_n_within(key, 1, timeout).await
+    ///
+    /// # Examples
+    ///
+    /// A request with a deadline: the permit and the work share it, and a
+    /// permit that would come too late fails before any waiting.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_async::TokioClock;
+    /// use limiter_core::Quota;
+    /// use limiter_keyed::KeyedLimiter;
+    /// use tokio::time::Instant;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?)
+    ///     .clock(TokioClock::new())
+    ///     .build()?;
+    /// let deadline = Instant::now() + Duration::from_millis(150);
+    /// limiter.take_until(&"alice", deadline).await?; // at once
+    /// limiter.take_until(&"alice", deadline).await?; // at 100 ms
+    /// assert!(limiter.take_until(&"alice", deadline).await.is_err()); // 200 ms is too late
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn take_until(&self, key: &K, deadline: Instant) -> Result<(), KeyedError> {
+        self.take_n_until(key, 1, deadline).await
+    }
+
+    /// Waits for `n` permits for `key` if their slot comes no later than
+    /// `deadline`; otherwise fails at once, consuming nothing. A deadline
+    /// already passed acts as a zero timeout.
+    ///
+    /// # Errors
+    ///
+    /// As [`take_n_timeout`](KeyedLimiter::take_n_timeout).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`take`](KeyedLimiter::take).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_async::TokioClock;
+    /// use limiter_core::Quota;
+    /// use limiter_keyed::KeyedLimiter;
+    /// use tokio::time::Instant;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?.with_burst(2)?)
+    ///     .clock(TokioClock::new())
+    ///     .build()?;
+    /// limiter.take_n(&"alice", 2).await?;
+    /// let soon = Instant::now() + Duration::from_millis(100);
+    /// assert!(limiter.take_n_until(&"alice", 2, soon).await.is_err()); // needs 200 ms
+    /// limiter.take_n_until(&"alice", 1, soon).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn take_n_until(&self, key: &K, n: u32, deadline: Instant) -> Result<(), KeyedError> {
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        self.take_n_within(key, n, timeout).await
     }
 
     async fn take_n_within(&self, key: &K, n: u32, max_wait: Duration) -> Result<(), KeyedError> {

@@ -246,7 +246,7 @@ fn builder_and_manual_sweep() {
         })
     ));
     let l = KeyedLimiter::<u8>::new(quota(1, 1));
-    assert_eq!(l.max_keys(), limiter_keyed::DEFAULT_MAX_KEYS);
+    assert_eq!(l.max_keys(), limiter_keyed::KeyedLimiter::DEFAULT_MAX_KEYS);
     assert!(l.is_empty());
 
     let (l, clock) = keyed::<u8>(quota(10, 1), 10, WhenFull::RejectNewKeys);

@@ -45,12 +45,10 @@ mod policy;
 use core::time::Duration;
 
 pub use decision::Decision;
-pub use percentile::{DEFAULT_WINDOW, PercentileWindow};
-pub use policy::{
-    AdaptivePolicy, DEFAULT_INTERVAL, EwmaAimd, LoadBased, Outcome, Proposal, Reason,
-};
+pub use percentile::PercentileWindow;
+pub use policy::{AdaptivePolicy, EwmaAimd, LoadBased, Outcome, Proposal, Reason};
 
-use crate::clock::Clock;
+use crate::clock::{Clock, DefaultClock};
 use crate::error::{AcquireError, QuotaError};
 use crate::limiter::RateLimiter;
 use crate::limiter_trait::Limiter;
@@ -59,9 +57,6 @@ use crate::reservation::Reservation;
 use crate::sync::{AtomicU64, Ordering};
 use decision::DecisionLog;
 use policy::check;
-
-#[cfg(feature = "std")]
-use crate::clock::MonotonicClock;
 
 const BUSY: u64 = 1 << 63;
 const NANOS_PER_SECOND: f64 = 1e9;
@@ -102,7 +97,7 @@ const NANOS_PER_SECOND: f64 = 1e9;
 /// # Ok::<(), limiter_core::QuotaError>(())
 /// ```
 #[derive(Debug)]
-pub struct AdaptiveLimiter<P, C: Clock> {
+pub struct AdaptiveLimiter<P, C: Clock = DefaultClock> {
     limiter: RateLimiter<C>,
     policy: P,
     min_rate: f64,
@@ -130,18 +125,64 @@ pub struct AdaptiveBuilder<P, C> {
     burst: u32,
 }
 
-#[cfg(feature = "std")]
-impl<P: AdaptivePolicy> AdaptiveLimiter<P, MonotonicClock> {
-    /// A builder for a limiter driven by `policy`, on a [`MonotonicClock`]
-    /// unless [`clock`](AdaptiveBuilder::clock) says otherwise.
-    pub fn builder(policy: P) -> AdaptiveBuilder<P, MonotonicClock> {
-        AdaptiveBuilder::with_clock(policy, MonotonicClock::new())
+impl AdaptiveLimiter<(), DefaultClock> {
+    /// The adjustment interval of [`EwmaAimd`] and [`LoadBased`] unless
+    /// they are given one: 1 s. It does not depend on the policy or the
+    /// clock; it is defined on `AdaptiveLimiter<()>` so that
+    /// `AdaptiveLimiter::DEFAULT_INTERVAL` names it without a type
+    /// annotation. ([`PercentileWindow::DEFAULT_WINDOW`] is the window's.)
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::AdaptiveLimiter;
+    ///
+    /// assert_eq!(AdaptiveLimiter::DEFAULT_INTERVAL, Duration::from_secs(1));
+    /// ```
+    pub const DEFAULT_INTERVAL: Duration = policy::DEFAULT_INTERVAL;
+}
+
+impl<P: AdaptivePolicy> AdaptiveLimiter<P, DefaultClock> {
+    /// A builder for a limiter driven by `policy`, on a new
+    /// [`DefaultClock`] unless [`clock`](AdaptiveBuilder::clock) says
+    /// otherwise.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveLimiter, EwmaAimd};
+    ///
+    /// let adaptive = AdaptiveLimiter::builder(EwmaAimd::new(Duration::from_millis(50)))
+    ///     .max_rate(200.0)
+    ///     .build()?;
+    /// assert_eq!(adaptive.current_rate(), 200.0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn builder(policy: P) -> AdaptiveBuilder<P, DefaultClock> {
+        AdaptiveBuilder::with_clock(policy, DefaultClock::default())
     }
 }
 
 impl<P: AdaptivePolicy, C: Clock> AdaptiveBuilder<P, C> {
     /// A builder for a limiter driven by `policy` reading `clock` (the
     /// constructor without `std`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    ///
+    /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+    /// let adaptive = AdaptiveBuilder::with_clock(policy, ManualClock::new())
+    ///     .max_rate(50.0)
+    ///     .build()?;
+    /// assert_eq!(adaptive.limiter().clock().now(), 0);
+    /// # use limiter_core::Clock;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn with_clock(policy: P, clock: C) -> AdaptiveBuilder<P, C> {
         AdaptiveBuilder {
             policy,
@@ -154,6 +195,21 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveBuilder<P, C> {
 
     /// The lowest rate, in permits per second (default: 1, or `max_rate`
     /// if that is lower).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    ///
+    /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+    /// let builder = AdaptiveBuilder::with_clock(policy, ManualClock::new()).max_rate(50.0);
+    /// assert_eq!(builder.build()?.min_rate(), 1.0);
+    /// # let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+    /// let builder = AdaptiveBuilder::with_clock(policy, ManualClock::new()).max_rate(50.0);
+    /// assert_eq!(builder.min_rate(10.0).build()?.min_rate(), 10.0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn min_rate(mut self, per_second: f64) -> Self {
         self.min_rate = Some(per_second);
         self
@@ -161,18 +217,66 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveBuilder<P, C> {
 
     /// The highest rate and the starting one, in permits per second
     /// (required).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow, QuotaError};
+    ///
+    /// let policy = || PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+    /// let missing = AdaptiveBuilder::with_clock(policy(), ManualClock::new()).build();
+    /// assert!(matches!(missing, Err(QuotaError::InvalidParameter { name: "max_rate", .. })));
+    /// let adaptive = AdaptiveBuilder::with_clock(policy(), ManualClock::new())
+    ///     .max_rate(50.0)
+    ///     .build()?;
+    /// assert_eq!(adaptive.max_rate(), 50.0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn max_rate(mut self, per_second: f64) -> Self {
         self.max_rate = Some(per_second);
         self
     }
 
     /// The burst at every rate (default 1).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Limiter;
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    ///
+    /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+    /// let adaptive = AdaptiveBuilder::with_clock(policy, ManualClock::new())
+    ///     .max_rate(10.0)
+    ///     .burst(3)
+    ///     .build()?;
+    /// assert_eq!(adaptive.limiter().available(), 3);
+    /// assert!(adaptive.try_acquire_n(3).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn burst(mut self, burst: u32) -> Self {
         self.burst = burst;
         self
     }
 
     /// Reads `clock` instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveLimiter, Clock, ManualClock, PercentileWindow};
+    ///
+    /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+    /// let adaptive = AdaptiveLimiter::builder(policy)
+    ///     .max_rate(10.0)
+    ///     .clock(ManualClock::starting_at(7))
+    ///     .build()?;
+    /// assert_eq!(adaptive.limiter().clock().now(), 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn clock<C2: Clock>(self, clock: C2) -> AdaptiveBuilder<P, C2> {
         AdaptiveBuilder {
             policy: self.policy,
@@ -192,6 +296,21 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveBuilder<P, C> {
     /// [`MAX_SPAN`], or bad policy parameters; the errors of
     /// [`Quota::from_rate`] and [`Quota::with_burst`] when either end of
     /// the range cannot be a quota with this burst.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::QuotaError;
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    ///
+    /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+    /// let inverted = AdaptiveBuilder::with_clock(policy, ManualClock::new())
+    ///     .min_rate(100.0)
+    ///     .max_rate(10.0)
+    ///     .build();
+    /// assert!(matches!(inverted, Err(QuotaError::InvalidParameter { name: "min_rate", .. })));
+    /// ```
     pub fn build(self) -> Result<AdaptiveLimiter<P, C>, QuotaError> {
         let Some(max_rate) = self.max_rate else {
             return Err(QuotaError::InvalidParameter {
@@ -249,6 +368,26 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     /// A caller that reads a rate here then sees the limiter enforcing it
     /// (or a later one): [`limiter`](AdaptiveLimiter::limiter)`().quota()`
     /// read afterwards is that rate's quota or a later one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+    /// let adaptive = AdaptiveBuilder::with_clock(policy, clock.clone())
+    ///     .min_rate(100.0)
+    ///     .max_rate(1000.0)
+    ///     .build()?;
+    /// assert_eq!(adaptive.current_rate(), 1000.0);
+    /// clock.advance(Duration::from_secs(1));
+    /// adaptive.record(Duration::from_millis(500));
+    /// assert_eq!(adaptive.current_rate(), 800.0);
+    /// assert_eq!(adaptive.limiter().quota().period(), Duration::from_micros(1250));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn current_rate(&self) -> f64 {
         // Acquire: pairs with the release store in `adjust`, which follows
         // the rate's `set_quota`; seeing the rate, we see that quota.
@@ -256,11 +395,52 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     }
 
     /// The last adjustment, `None` before the first.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+    /// let adaptive = AdaptiveBuilder::with_clock(policy, clock.clone())
+    ///     .min_rate(100.0)
+    ///     .max_rate(1000.0)
+    ///     .build()?;
+    /// use limiter_core::Reason;
+    /// assert_eq!(adaptive.last_decision(), None);
+    /// clock.advance(Duration::from_secs(1));
+    /// adaptive.record(Duration::from_millis(500));
+    /// let decision = adaptive.last_decision().unwrap();
+    /// assert_eq!((decision.previous_rate, decision.rate), (1000.0, 800.0));
+    /// assert!(matches!(decision.reason, Reason::LatencyAbove { .. }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn last_decision(&self) -> Option<Decision> {
         self.decisions.read()
     }
 
     /// How many adjustments (including holds) have been made.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+    /// let adaptive = AdaptiveBuilder::with_clock(policy, clock.clone())
+    ///     .min_rate(100.0)
+    ///     .max_rate(1000.0)
+    ///     .build()?;
+    /// clock.advance(Duration::from_secs(1));
+    /// assert!(adaptive.tick().is_some()); // an empty window: a hold
+    /// assert!(adaptive.tick().is_none()); // the next interval is not over
+    /// assert_eq!(adaptive.decisions(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn decisions(&self) -> u64 {
         self.decisions.count()
     }
@@ -268,6 +448,25 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     /// Records a served request's latency: `record_outcome(latency,
     /// Outcome::Success)`.
     #[inline]
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+    /// let adaptive = AdaptiveBuilder::with_clock(policy, clock.clone())
+    ///     .min_rate(100.0)
+    ///     .max_rate(1000.0)
+    ///     .build()?;
+    /// adaptive.record(Duration::from_millis(150)); // over the threshold
+    /// clock.advance(Duration::from_secs(1));
+    /// adaptive.record(Duration::from_millis(150)); // crosses the interval's end
+    /// assert_eq!(adaptive.current_rate(), 800.0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn record(&self, latency: Duration) {
         self.record_outcome(latency, Outcome::Success);
     }
@@ -275,6 +474,27 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     /// Records an observation, then adjusts the rate if this call is the
     /// first to find the interval over.
     #[inline]
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+    /// let adaptive = AdaptiveBuilder::with_clock(policy, clock.clone())
+    ///     .min_rate(100.0)
+    ///     .max_rate(1000.0)
+    ///     .build()?;
+    /// use limiter_core::{Outcome, Reason};
+    /// adaptive.record_outcome(Duration::from_millis(1), Outcome::Dropped);
+    /// clock.advance(Duration::from_secs(1));
+    /// adaptive.record_outcome(Duration::from_millis(1), Outcome::Ignored);
+    /// assert_eq!(adaptive.last_decision().unwrap().reason, Reason::Dropped { count: 1 });
+    /// assert_eq!(adaptive.current_rate(), 800.0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn record_outcome(&self, latency: Duration, outcome: Outcome) {
         self.policy.observe(latency, outcome);
         self.tick();
@@ -284,6 +504,26 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     /// claimed the adjustment; returns the decision if this call made it.
     /// `record*` does this for you; a policy without samples
     /// ([`LoadBased`]) may be driven by `tick` alone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+    /// let adaptive = AdaptiveBuilder::with_clock(policy, clock.clone())
+    ///     .min_rate(100.0)
+    ///     .max_rate(1000.0)
+    ///     .build()?;
+    /// assert!(adaptive.tick().is_none()); // the interval is not over
+    /// clock.advance(Duration::from_secs(1));
+    /// let decision = adaptive.tick().unwrap();
+    /// assert_eq!(decision.at, 1_000_000_000);
+    /// assert!(adaptive.tick().is_none()); // claimed once per interval
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn tick(&self) -> Option<Decision> {
         let now = self.limiter.clock().now();
         // Acquire: as the claim's CAS, for the early return's freshness.
@@ -348,21 +588,86 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     }
 
     /// The lowest rate, permits per second.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+    /// let adaptive = AdaptiveBuilder::with_clock(policy, clock.clone())
+    ///     .min_rate(100.0)
+    ///     .max_rate(1000.0)
+    ///     .build()?;
+    /// assert_eq!(adaptive.min_rate(), 100.0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn min_rate(&self) -> f64 {
         self.min_rate
     }
 
     /// The highest (and starting) rate, permits per second.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+    /// let adaptive = AdaptiveBuilder::with_clock(policy, clock.clone())
+    ///     .min_rate(100.0)
+    ///     .max_rate(1000.0)
+    ///     .build()?;
+    /// assert_eq!(adaptive.max_rate(), 1000.0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn max_rate(&self) -> f64 {
         self.max_rate
     }
 
     /// The adjustment interval.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+    /// let adaptive = AdaptiveBuilder::with_clock(policy, clock.clone())
+    ///     .min_rate(100.0)
+    ///     .max_rate(1000.0)
+    ///     .build()?;
+    /// assert_eq!(adaptive.interval(), Duration::from_secs(1)); // the policy's
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn interval(&self) -> Duration {
         Duration::from_nanos(self.interval)
     }
 
     /// The policy.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+    /// let adaptive = AdaptiveBuilder::with_clock(policy, clock.clone())
+    ///     .min_rate(100.0)
+    ///     .max_rate(1000.0)
+    ///     .build()?;
+    /// use limiter_core::AdaptivePolicy;
+    /// assert_eq!(adaptive.policy().interval(), Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn policy(&self) -> &P {
         &self.policy
     }
@@ -370,11 +675,51 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     /// The inner limiter (its [`available`](RateLimiter::available),
     /// [`quota`](RateLimiter::quota), clock). Acquiring through it directly
     /// bypasses the admission count of the app-limited guard.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+    /// let adaptive = AdaptiveBuilder::with_clock(policy, clock.clone())
+    ///     .min_rate(100.0)
+    ///     .max_rate(1000.0)
+    ///     .build()?;
+    /// use limiter_core::Limiter;
+    /// assert_eq!(adaptive.limiter().quota().burst(), 1);
+    /// adaptive.limiter().try_acquire()?; // not counted
+    /// assert_eq!(adaptive.admitted_in_interval(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn limiter(&self) -> &RateLimiter<C> {
         &self.limiter
     }
 
     /// Permits admitted so far in the current interval.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    ///
+    /// let clock = ManualClock::new();
+    /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
+    /// let adaptive = AdaptiveBuilder::with_clock(policy, clock.clone())
+    ///     .min_rate(100.0)
+    ///     .max_rate(1000.0)
+    ///     .build()?;
+    /// use limiter_core::Limiter;
+    /// adaptive.try_acquire()?;
+    /// assert_eq!(adaptive.admitted_in_interval(), 1);
+    /// clock.advance(Duration::from_secs(1));
+    /// adaptive.tick();
+    /// assert_eq!(adaptive.admitted_in_interval(), 0); // a new interval
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn admitted_in_interval(&self) -> u64 {
         // Relaxed: a snapshot of a counter.
         self.admitted.load(Ordering::Relaxed)

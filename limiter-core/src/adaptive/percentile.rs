@@ -20,10 +20,6 @@ use crate::error::QuotaError;
 use crate::quota::saturating_nanos;
 use crate::sync::{AtomicU64, Ordering};
 
-/// The default interval of a [`PercentileWindow`]: 5 s (seed 000 recommends
-/// 5 to 30 s; `docs/adaptive.md` says what shorter intervals cost).
-pub const DEFAULT_WINDOW: Duration = Duration::from_secs(5);
-
 /// Cuts the rate by 20 % when a window's p99 latency exceeds `threshold`,
 /// raises it by 10 % when the p99 is under half of it, holds otherwise.
 ///
@@ -56,7 +52,32 @@ pub struct PercentileWindow {
 }
 
 impl PercentileWindow {
+    /// The default window: 5 s (windows of 5 to 30 s hold enough samples for
+    /// a stable p99; `docs/adaptive.md` says what shorter ones cost).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::PercentileWindow;
+    ///
+    /// assert_eq!(PercentileWindow::DEFAULT_WINDOW, Duration::from_secs(5));
+    /// ```
+    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(5);
+
     /// A p99 window of `interval` against `threshold`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptivePolicy, Outcome, PercentileWindow};
+    ///
+    /// let p = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(10));
+    /// assert_eq!(p.interval(), Duration::from_secs(10));
+    /// p.observe(Duration::from_millis(20), Outcome::Success); // under half the threshold
+    /// assert_eq!(p.propose(1000.0).rate, 1100.0);
+    /// ```
     pub fn new(threshold: Duration, interval: Duration) -> PercentileWindow {
         PercentileWindow {
             threshold: saturating_nanos(threshold),
@@ -69,25 +90,74 @@ impl PercentileWindow {
         }
     }
 
-    /// A window of [`DEFAULT_WINDOW`] against `threshold`.
+    /// A window of [`DEFAULT_WINDOW`](PercentileWindow::DEFAULT_WINDOW) against `threshold`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptivePolicy, PercentileWindow};
+    ///
+    /// let p = PercentileWindow::with_threshold(Duration::from_millis(100));
+    /// assert_eq!(p.interval(), PercentileWindow::DEFAULT_WINDOW);
+    /// ```
     pub fn with_threshold(threshold: Duration) -> PercentileWindow {
-        PercentileWindow::new(threshold, DEFAULT_WINDOW)
+        PercentileWindow::new(threshold, PercentileWindow::DEFAULT_WINDOW)
     }
 
     /// The quantile compared, in thousandths (990 = p99, the default; 500 =
     /// the median).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptivePolicy, Outcome, PercentileWindow};
+    ///
+    /// // Most requests are slow: the median is slow, cut.
+    /// let p = PercentileWindow::with_threshold(Duration::from_millis(100)).per_mille(500);
+    /// for ms in [10, 200, 200] {
+    ///     p.observe(Duration::from_millis(ms), Outcome::Success);
+    /// }
+    /// assert_eq!(p.propose(1000.0).rate, 800.0);
+    /// ```
+    #[must_use]
     pub fn per_mille(mut self, per_mille: u32) -> PercentileWindow {
         self.per_mille = per_mille;
         self
     }
 
     /// The factor applied on a cut, in `(0, 1)` (default 0.8).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptivePolicy, Outcome, PercentileWindow};
+    ///
+    /// let p = PercentileWindow::with_threshold(Duration::from_millis(100)).decrease(0.5);
+    /// p.observe(Duration::ZERO, Outcome::Dropped);
+    /// assert_eq!(p.propose(1000.0).rate, 500.0);
+    /// ```
+    #[must_use]
     pub fn decrease(mut self, decrease: f64) -> PercentileWindow {
         self.decrease = decrease;
         self
     }
 
     /// The factor applied on a raise, above 1 (default 1.1).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptivePolicy, Outcome, PercentileWindow};
+    ///
+    /// let p = PercentileWindow::with_threshold(Duration::from_millis(100)).increase(1.5);
+    /// p.observe(Duration::from_millis(10), Outcome::Success);
+    /// assert_eq!(p.propose(1000.0).rate, 1500.0);
+    /// ```
+    #[must_use]
     pub fn increase(mut self, increase: f64) -> PercentileWindow {
         self.increase = increase;
         self
@@ -208,7 +278,7 @@ mod tests {
     #[test]
     fn drops_cut_and_ignored_samples_do_not_count() {
         let p = PercentileWindow::with_threshold(100 * MS);
-        assert_eq!(p.interval(), DEFAULT_WINDOW);
+        assert_eq!(p.interval(), PercentileWindow::DEFAULT_WINDOW);
         p.observe(Duration::from_secs(10), Outcome::Ignored);
         assert_eq!(p.propose(500.0).reason, Reason::NoSignal);
         p.observe(MS, Outcome::Dropped);

@@ -130,8 +130,8 @@ pub(crate) fn check(
     }
 }
 
-/// The default adjustment interval of [`EwmaAimd`] and [`LoadBased`].
-pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+/// See [`AdaptiveLimiter::DEFAULT_INTERVAL`](crate::AdaptiveLimiter::DEFAULT_INTERVAL).
+pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The EWMA sentinel for "no sample yet": a NaN no arithmetic produces.
 const NO_EWMA: u64 = u64::MAX;
@@ -169,7 +169,19 @@ pub struct EwmaAimd {
 impl EwmaAimd {
     /// A policy holding the latency EWMA at `target`, with `alpha` 0.2,
     /// `decrease` 0.9, `increase` 1.05 and an interval of
-    /// [`DEFAULT_INTERVAL`].
+    /// [`AdaptiveLimiter::DEFAULT_INTERVAL`](crate::AdaptiveLimiter::DEFAULT_INTERVAL)
+    /// (1 s).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptiveLimiter, AdaptivePolicy, EwmaAimd};
+    ///
+    /// let p = EwmaAimd::new(Duration::from_millis(100));
+    /// assert_eq!(AdaptivePolicy::interval(&p), AdaptiveLimiter::DEFAULT_INTERVAL);
+    /// assert_eq!(p.ewma(), None);
+    /// ```
     pub fn new(target: Duration) -> EwmaAimd {
         EwmaAimd {
             target: saturating_nanos(target),
@@ -184,30 +196,91 @@ impl EwmaAimd {
     }
 
     /// The EWMA weight of a new sample, in `(0, 1]`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptivePolicy, EwmaAimd, Outcome};
+    ///
+    /// let p = EwmaAimd::new(Duration::from_millis(100)).alpha(1.0); // last sample only
+    /// p.observe(Duration::from_millis(500), Outcome::Success);
+    /// p.observe(Duration::from_millis(20), Outcome::Success);
+    /// assert_eq!(p.ewma(), Some(Duration::from_millis(20)));
+    /// ```
+    #[must_use]
     pub fn alpha(mut self, alpha: f64) -> EwmaAimd {
         self.alpha = alpha;
         self
     }
 
     /// The factor applied on a cut, in `(0, 1)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptivePolicy, EwmaAimd, Outcome};
+    ///
+    /// let p = EwmaAimd::new(Duration::from_millis(100)).decrease(0.5);
+    /// p.observe(Duration::ZERO, Outcome::Dropped);
+    /// assert_eq!(p.propose(1000.0).rate, 500.0);
+    /// ```
+    #[must_use]
     pub fn decrease(mut self, decrease: f64) -> EwmaAimd {
         self.decrease = decrease;
         self
     }
 
     /// The factor applied on a raise, above 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptivePolicy, EwmaAimd, Outcome};
+    ///
+    /// let p = EwmaAimd::new(Duration::from_millis(100)).increase(2.0);
+    /// p.observe(Duration::from_millis(10), Outcome::Success);
+    /// assert_eq!(p.propose(1000.0).rate, 2000.0);
+    /// ```
+    #[must_use]
     pub fn increase(mut self, increase: f64) -> EwmaAimd {
         self.increase = increase;
         self
     }
 
     /// How often the rate may change.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptivePolicy, EwmaAimd};
+    ///
+    /// let p = EwmaAimd::new(Duration::from_millis(100)).interval(Duration::from_millis(250));
+    /// assert_eq!(AdaptivePolicy::interval(&p), Duration::from_millis(250));
+    /// ```
+    #[must_use]
     pub fn interval(mut self, interval: Duration) -> EwmaAimd {
         self.interval = interval;
         self
     }
 
     /// The current EWMA, `None` before the first sample.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptivePolicy, EwmaAimd, Outcome};
+    ///
+    /// let p = EwmaAimd::new(Duration::from_millis(100)).alpha(0.5);
+    /// assert_eq!(p.ewma(), None);
+    /// p.observe(Duration::from_millis(80), Outcome::Success); // seeds it
+    /// p.observe(Duration::from_millis(40), Outcome::Success);
+    /// assert_eq!(p.ewma(), Some(Duration::from_millis(60)));
+    /// ```
     pub fn ewma(&self) -> Option<Duration> {
         // Relaxed: a snapshot of one value.
         match self.ewma.load(Ordering::Relaxed) {
@@ -323,6 +396,19 @@ pub struct LoadBased<F> {
 
 impl<F: Fn() -> f64 + Send + Sync> LoadBased<F> {
     /// A policy around `base_rate` permits per second reading `load`.
+    /// The marks are 0.8 and 0.3 and the interval is
+    /// [`AdaptiveLimiter::DEFAULT_INTERVAL`](crate::AdaptiveLimiter::DEFAULT_INTERVAL)
+    /// (1 s).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{AdaptiveLimiter, AdaptivePolicy, LoadBased};
+    ///
+    /// let p = LoadBased::new(500.0, || 0.5);
+    /// assert_eq!(AdaptivePolicy::interval(&p), AdaptiveLimiter::DEFAULT_INTERVAL);
+    /// assert_eq!(p.propose(123.0).rate, 500.0); // normal load: the base rate
+    /// ```
     pub fn new(base_rate: f64, load: F) -> LoadBased<F> {
         LoadBased {
             base_rate,
@@ -334,18 +420,49 @@ impl<F: Fn() -> f64 + Send + Sync> LoadBased<F> {
     }
 
     /// The load above which the rate is halved.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{AdaptivePolicy, LoadBased};
+    ///
+    /// let p = LoadBased::new(500.0, || 0.7).high(0.6);
+    /// assert_eq!(p.propose(500.0).rate, 250.0);
+    /// ```
+    #[must_use]
     pub fn high(mut self, high: f64) -> LoadBased<F> {
         self.high = high;
         self
     }
 
     /// The load below which the rate is doubled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{AdaptivePolicy, LoadBased};
+    ///
+    /// let p = LoadBased::new(500.0, || 0.4).low(0.5);
+    /// assert_eq!(p.propose(500.0).rate, 1000.0);
+    /// ```
+    #[must_use]
     pub fn low(mut self, low: f64) -> LoadBased<F> {
         self.low = low;
         self
     }
 
     /// How often the load is read.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{AdaptivePolicy, LoadBased};
+    ///
+    /// let p = LoadBased::new(500.0, || 0.5).interval(Duration::from_secs(10));
+    /// assert_eq!(AdaptivePolicy::interval(&p), Duration::from_secs(10));
+    /// ```
+    #[must_use]
     pub fn interval(mut self, interval: Duration) -> LoadBased<F> {
         self.interval = interval;
         self

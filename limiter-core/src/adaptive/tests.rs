@@ -44,7 +44,7 @@ fn use_permits<P: AdaptivePolicy>(
 }
 
 #[test]
-fn the_issue_sequence_cuts_twice_then_raises_only_when_used() {
+fn a_worked_sequence_cuts_twice_then_raises_only_when_used() {
     let clock = ManualClock::new();
     let a = percentile(&clock);
     assert_eq!(a.current_rate(), 1000.0);

@@ -40,9 +40,6 @@ use super::{BlockingClock, Clock};
 use crate::error::QuotaError;
 use crate::sync::{AtomicU64, Ordering};
 
-/// The default refresh interval of a [`CoarseClock`].
-pub const COARSE_TICK: Duration = Duration::from_millis(1);
-
 /// A cached time in nanoseconds since the clock was made, refreshed every
 /// tick (1 ms by default) by a background thread. Clones share the cached
 /// time and the thread; the thread ends within a tick of the last clone
@@ -92,13 +89,37 @@ impl Cached {
 }
 
 impl CoarseClock {
-    /// A clock whose origin is now, refreshed every [`COARSE_TICK`] (1 ms).
+    /// The default refresh interval: 1 ms.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::CoarseClock;
+    ///
+    /// assert_eq!(CoarseClock::TICK, Duration::from_millis(1));
+    /// ```
+    pub const TICK: Duration = Duration::from_millis(1);
+
+    /// A clock whose origin is now, refreshed every [`TICK`](CoarseClock::TICK)
+    /// (1 ms).
     ///
     /// # Errors
     ///
     /// The OS error if the updater thread cannot be started.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{Clock, CoarseClock};
+    ///
+    /// let clock = CoarseClock::new()?;
+    /// let (a, b) = (clock.now(), clock.now());
+    /// assert!(b >= a); // never backwards; may stand still within a tick
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn new() -> std::io::Result<CoarseClock> {
-        CoarseClock::with_tick(COARSE_TICK)
+        CoarseClock::with_tick(CoarseClock::TICK)
     }
 
     /// A clock whose origin is now, refreshed every `tick`: a shorter tick
@@ -113,6 +134,8 @@ impl CoarseClock {
     /// [`get_ref`](std::io::Error::get_ref) is
     /// [`QuotaError::InvalidParameter`] naming `tick`; the OS error if the
     /// updater thread cannot be started.
+    ///
+    /// # Examples
     ///
     /// ```
     /// use std::time::Duration;
@@ -147,6 +170,18 @@ impl CoarseClock {
     }
 
     /// The `Instant` this clock counts from.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use limiter_core::CoarseClock;
+    ///
+    /// let before = Instant::now();
+    /// let clock = CoarseClock::new()?;
+    /// assert!(clock.origin() >= before);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn origin(&self) -> Instant {
         self.shared.origin
     }
@@ -252,7 +287,7 @@ mod tests {
         // ends within a tick; wait for that on the OS clock, bounded.
         let start = Instant::now();
         while weak.upgrade().is_some() && start.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(COARSE_TICK);
+            std::thread::sleep(CoarseClock::TICK);
         }
         assert!(weak.upgrade().is_none());
     }

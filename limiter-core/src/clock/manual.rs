@@ -35,11 +35,27 @@ pub struct ManualClock {
 
 impl ManualClock {
     /// A clock reading 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{Clock, ManualClock};
+    ///
+    /// assert_eq!(ManualClock::new().now(), 0);
+    /// ```
     pub fn new() -> ManualClock {
         ManualClock::starting_at(0)
     }
 
     /// A clock reading `nanos`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{Clock, ManualClock};
+    ///
+    /// assert_eq!(ManualClock::starting_at(1_000).now(), 1_000);
+    /// ```
     pub fn starting_at(nanos: u64) -> ManualClock {
         ManualClock {
             nanos: Arc::new(AtomicU64::new(nanos)),
@@ -47,6 +63,17 @@ impl ManualClock {
     }
 
     /// Moves time forward by `by`, saturating at `u64::MAX` nanoseconds.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::starting_at(u64::MAX - 1);
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(clock.now(), u64::MAX);
+    /// ```
     pub fn advance(&self, by: Duration) {
         let by = saturating_nanos(by);
         // Relaxed: the clock is a single value; nothing else is published with it.
@@ -58,6 +85,16 @@ impl ManualClock {
     }
 
     /// Sets the time to `nanos`, forwards or backwards.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::starting_at(10);
+    /// clock.set(3); // backwards
+    /// assert_eq!(clock.now(), 3);
+    /// ```
     pub fn set(&self, nanos: u64) {
         // Relaxed: as in `advance`.
         self.nanos.store(nanos, Ordering::Relaxed);

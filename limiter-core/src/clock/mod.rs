@@ -45,7 +45,7 @@ mod monotonic;
 mod tsc;
 
 #[cfg(feature = "std")]
-pub use coarse::{COARSE_TICK, CoarseClock};
+pub use coarse::CoarseClock;
 pub(crate) use epoch::Epoch;
 pub use manual::ManualClock;
 #[cfg(feature = "std")]

@@ -4,9 +4,10 @@ use std::time::{Duration, Instant};
 
 use super::{BlockingClock, Clock};
 
-/// The default clock: `std::time::Instant` (monotonic, nanosecond
+/// The standard library's clock: `std::time::Instant` (monotonic, nanosecond
 /// resolution on Linux, about 25–40 ns a read) measured from the moment
-/// the clock was made. Sleeping parks the thread.
+/// the clock was made. Sleeping parks the thread. The
+/// [`DefaultClock`](crate::DefaultClock) without the `tsc` feature.
 ///
 /// # Examples
 ///
@@ -24,6 +25,16 @@ pub struct MonotonicClock {
 
 impl MonotonicClock {
     /// A clock whose origin is now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{Clock, MonotonicClock};
+    ///
+    /// let clock = MonotonicClock::new();
+    /// let a = clock.now();
+    /// assert!(clock.now() >= a);
+    /// ```
     pub fn new() -> MonotonicClock {
         MonotonicClock {
             origin: Instant::now(),
@@ -31,6 +42,18 @@ impl MonotonicClock {
     }
 
     /// The `Instant` this clock counts from.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use limiter_core::MonotonicClock;
+    ///
+    /// let before = Instant::now();
+    /// let clock = MonotonicClock::new();
+    /// assert!(clock.origin() >= before);
+    /// assert!(clock.origin() <= Instant::now());
+    /// ```
     pub fn origin(&self) -> Instant {
         self.origin
     }

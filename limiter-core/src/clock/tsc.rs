@@ -61,6 +61,19 @@ pub struct TscClock {
 impl TscClock {
     /// A clock whose origin is now. The first clock made in a process pays
     /// for `quanta`'s calibration (a few milliseconds); later ones are cheap.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{Quota, RateLimiter, TscClock};
+    ///
+    /// # #[cfg(not(miri))] {
+    /// let limiter = RateLimiter::with_clock(Quota::per_second(1)?, TscClock::new());
+    /// assert!(limiter.try_acquire().is_ok());
+    /// assert!(limiter.try_acquire().is_err()); // the next permit is a second away
+    /// # }
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
     pub fn new() -> TscClock {
         let clock = quanta::Clock::new();
         let origin = clock.raw();
