@@ -33,7 +33,9 @@ impl Owner {
         Owner(next_owner().fetch_add(1, Ordering::Relaxed))
     }
 
-    /// The identity as a number (for a per-key cell's own bookkeeping).
+    /// The identity as a number, which tags refunds (tables exist only with
+    /// `std`).
+    #[cfg(feature = "std")]
     #[inline]
     pub(crate) fn get(self) -> u64 {
         self.0

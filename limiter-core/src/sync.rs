@@ -9,8 +9,11 @@
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+/// The refund table's length hint, which exists only with `std`.
+#[cfg(all(feature = "std", not(loom)))]
+pub(crate) use portable_atomic::AtomicUsize;
 #[cfg(not(loom))]
-pub(crate) use portable_atomic::{AtomicU32, AtomicU64, AtomicU128, AtomicUsize, Ordering, fence};
+pub(crate) use portable_atomic::{AtomicU32, AtomicU64, AtomicU128, Ordering, fence};
 
 #[cfg(loom)]
 pub(crate) use loom_u128::AtomicU128;
