@@ -104,10 +104,12 @@ pub enum AcquireError {
         /// The permits asked for.
         requested: u32,
     },
-    /// The clock reads (or the slot would lie) past the 2^60 ns, about
-    /// 36.5 years, that the state word can hold. A clock whose origin is near
-    /// the limiter's creation (as [`MonotonicClock`](crate::MonotonicClock)'s
-    /// is) never gets there.
+    /// The clock reads (or the slot would lie) more than 2^60 ns, about
+    /// 36.5 years, after the limiter was made (the span its state word can
+    /// hold), or past the clock's own `u64::MAX`. A limiter counts from its
+    /// creation whatever the clock's origin, so only a limiter that lives
+    /// that long, a slot reserved that far ahead, or a clock that jumps gets
+    /// here. Waiting cannot cure it.
     TimeOutOfRange {
         /// The clock reading, in nanoseconds since the clock's origin.
         now: u64,
@@ -163,7 +165,7 @@ impl fmt::Display for AcquireError {
             ),
             AcquireError::TimeOutOfRange { now } => write!(
                 f,
-                "the time {now} ns lies past the 2^60 ns the limiter can represent; use a clock whose origin is near the limiter's creation"
+                "the clock reading {now} ns, or the slot asked for, lies more than 2^60 ns (about 36.5 years) after the limiter was made; make a new limiter, or reserve less far ahead"
             ),
         }
     }

@@ -138,13 +138,23 @@ pub(crate) fn reserve_within(
 /// with `max(tat, now) + n·t ≤ min(now + burst_span, limit)`.
 #[inline]
 pub(crate) fn available(tat: u64, now: u64, p: Params, limit: u64) -> u32 {
+    available_within(tat, now, p, p.burst, limit)
+}
+
+/// As [`available`] for a caller that may use `usable ≤ burst` permits of
+/// the burst: the largest `n` with `max(tat, now) + n·t ≤ min(now +
+/// usable·t, limit)`.
+#[inline]
+pub(crate) fn available_within(tat: u64, now: u64, p: Params, usable: u32, limit: u64) -> u32 {
+    debug_assert!(usable <= p.burst);
     if now > limit {
         return 0;
     }
-    let room = (now + p.burst_span())
+    // usable·t ≤ burst_span ≤ MAX_SPAN: the sum stays below 2^61.
+    let room = (now + u64::from(usable) * p.t)
         .min(limit)
         .saturating_sub(tat.max(now));
-    // room ≤ burst_span, so the quotient is at most burst and fits a u32.
+    // room ≤ usable·t, so the quotient is at most usable and fits a u32.
     (room / p.t) as u32
 }
 
@@ -241,6 +251,9 @@ mod tests {
         assert_eq!(reserve(0, now, 3, 0, P), Err(Refusal::OutOfRange));
         // The same with a limiter whose own limit is lower.
         assert_eq!(available(0, 900, P, 1_000), 1);
+        // A caller held to 2 of the 3: the limit, not the headroom, binds.
+        assert_eq!(available_within(0, MAX_SPAN - 150, P, 2, MAX_SPAN), 1);
+        assert_eq!(available_within(0, 0, P, 2, MAX_SPAN), 2);
         assert_eq!(
             reserve_within(0, 900, 2, 0, P, 3, 1_000),
             Err(Refusal::OutOfRange)

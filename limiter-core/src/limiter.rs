@@ -519,8 +519,7 @@ impl<C: Clock> RateLimiter<C> {
         let now = self.epoch.elapsed(self.clock.now());
         let word = self.state.load();
         let params = self.slots.params(word);
-        let headroom = params.burst - usable(params);
-        gcra::available(tat(word), now, params, self.epoch.limit()).saturating_sub(headroom)
+        gcra::available_within(tat(word), now, params, usable(params), self.epoch.limit())
     }
 
     /// The quota in force.

@@ -748,7 +748,77 @@ impl<C: crate::clock::BlockingClock> WarmUpLimiter<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn take(&self) -> Result<(), AcquireError> {
-        let r = self.reserve_n(1, Duration::MAX)?;
+        self.take_n_timeout(1, Duration::MAX)
+    }
+
+    /// Waits for `n` permits. `n == 0` returns at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`take`](WarmUpLimiter::take).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{Clock, ManualClock, Quota, WarmUpLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = WarmUpLimiter::with_clock(Quota::per_second(2)?, Duration::from_secs(4), clock.clone())?;
+    /// limiter.take_n(2)?; // at once: the cost is paid by the next request
+    /// limiter.take()?; // waits the cold cost of two permits
+    /// assert!(clock.now() > 2_000_000_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn take_n(&self, n: u32) -> Result<(), AcquireError> {
+        self.take_n_timeout(n, Duration::MAX)
+    }
+
+    /// Waits for one permit if its slot comes within `timeout`; otherwise
+    /// fails at once, consuming nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::RateLimited`] with the wait the slot would need, when
+    /// it exceeds `timeout`; otherwise as [`take`](WarmUpLimiter::take).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, WarmUpLimiter};
+    ///
+    /// let limiter = WarmUpLimiter::with_clock(Quota::per_second(2)?, Duration::from_secs(4), ManualClock::new())?;
+    /// limiter.take()?;
+    /// let refused = limiter.take_timeout(Duration::from_secs(1)).unwrap_err();
+    /// assert_eq!(refused.retry_after(), Some(Duration::from_millis(1_375)));
+    /// limiter.take_timeout(Duration::from_secs(2))?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn take_timeout(&self, timeout: Duration) -> Result<(), AcquireError> {
+        self.take_n_timeout(1, timeout)
+    }
+
+    /// Waits for `n` permits if their slot comes within `timeout`; otherwise
+    /// fails at once, consuming nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`take_timeout`](WarmUpLimiter::take_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, WarmUpLimiter};
+    ///
+    /// let limiter = WarmUpLimiter::with_clock(Quota::per_second(2)?, Duration::from_secs(4), ManualClock::new())?;
+    /// limiter.take_n_timeout(3, Duration::ZERO)?;
+    /// assert!(limiter.take_n_timeout(1, Duration::ZERO).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn take_n_timeout(&self, n: u32, timeout: Duration) -> Result<(), AcquireError> {
+        let r = self.reserve_n(n, timeout)?;
         if r.wait != 0 {
             self.clock.sleep_until(r.ready_at);
         }

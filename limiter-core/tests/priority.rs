@@ -232,3 +232,31 @@ impl NowNs for ManualClock {
         limiter_core::Clock::now(self)
     }
 }
+
+#[test]
+fn available_is_exactly_what_a_class_can_take_near_the_span() {
+    // t = 100 ns, burst 3, the lower class held to 2: near the end of the
+    // limiter's span, each class is told exactly what a try of it takes.
+    let quota = Quota::from_nanos(100, 3).unwrap();
+    let at = |left: u64| {
+        let clock = ManualClock::new();
+        let p = PriorityLimiter::with_clock(quota, &[1.0, 0.5], clock.clone()).unwrap();
+        clock.set(limiter_core::MAX_SPAN - left);
+        p
+    };
+    for left in [50, 150, 250, 1_000] {
+        for class in 0..2 {
+            let largest_try = (0..=3)
+                .rev()
+                .find(|&n| at(left).try_acquire_n(class, n).is_ok())
+                .expect("0 permits always succeed");
+            assert_eq!(
+                at(left).available(class),
+                Ok(largest_try),
+                "class {class}, {left} ns before the end"
+            );
+        }
+    }
+    assert_eq!(at(50).available(0), Ok(0));
+    assert_eq!(at(250).available(0), Ok(2));
+}
