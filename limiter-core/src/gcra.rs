@@ -38,13 +38,6 @@ pub(crate) struct Params {
     pub(crate) burst: u32,
 }
 
-impl Params {
-    #[inline]
-    pub(crate) fn burst_span(self) -> u64 {
-        self.t * u64::from(self.burst)
-    }
-}
-
 impl From<Params> for Quota {
     fn from(p: Params) -> Quota {
         // Params are only ever made from a valid Quota.
