@@ -396,17 +396,7 @@ impl GcraCell {
         if let Ok(fresh) = fresh {
             self.give_back(&mut table, refunds, fresh, origin, now);
         }
-        let undo = match refund.undo {
-            Some(WordUndo { before, after }) => Undo::Word {
-                before,
-                after,
-                changes: 0,
-            },
-            None => Undo::Refund {
-                slot: refund.slot,
-                changes: 0,
-            },
-        };
+        let undo = refund.undo(0);
         Some(Ok(Reservation {
             permits: refund.permits,
             // The refund's slot was a slot of this cell, which lay in range.

@@ -352,17 +352,7 @@ impl<C: Clock> RateLimiter<C> {
     /// the quota-change count at `changes`.
     #[cfg(feature = "std")]
     fn refunded(&self, refund: Refund, now: u64, changes: u64) -> Reservation {
-        let undo = match refund.undo {
-            Some(WordUndo { before, after }) => Undo::Word {
-                before,
-                after,
-                changes,
-            },
-            None => Undo::Refund {
-                slot: refund.slot,
-                changes,
-            },
-        };
+        let undo = refund.undo(changes);
         self.reservation(refund.permits, refund.slot, now, undo)
     }
 

@@ -38,6 +38,8 @@
 
 use alloc::vec::Vec;
 
+use crate::reservation::Undo;
+
 use crate::sync::{AtomicUsize, Ordering};
 
 /// A word transition that cancelling a whole refund would undo.
@@ -61,6 +63,25 @@ pub(crate) struct Refund {
     pub(crate) permits: u32,
     /// The transition to undo while the refund is whole.
     pub(crate) undo: Option<WordUndo>,
+}
+
+impl Refund {
+    /// How a reservation handed out of this refund is undone: restoring the
+    /// word while the refund is whole, or recording it again at its slot.
+    /// `changes` is the quota-change count it was taken under.
+    pub(crate) fn undo(self, changes: u64) -> Undo {
+        match self.undo {
+            Some(WordUndo { before, after }) => Undo::Word {
+                before,
+                after,
+                changes,
+            },
+            None => Undo::Refund {
+                slot: self.slot,
+                changes,
+            },
+        }
+    }
 }
 
 /// The table of refunds. See the module docs.

@@ -353,3 +353,18 @@ fn search(
     let mut last = replay.clone();
     suffix.events.iter().all(|e| last.step(now, e))
 }
+
+/// Spawns a thread that cancels `r` (named `label`) on `l` and returns its
+/// history.
+pub fn spawn_cancel(
+    l: &loom::sync::Arc<RateLimiter<FixedClock>>,
+    label: &'static str,
+    r: Reservation,
+) -> loom::thread::JoinHandle<History> {
+    let l = l.clone();
+    loom::thread::spawn(move || {
+        let mut h = History::new();
+        h.cancel(&l, label, r);
+        h
+    })
+}

@@ -13,24 +13,17 @@
 
 use core::time::Duration;
 
-use limiter_core::{RateLimiter, Reservation};
+use limiter_core::RateLimiter;
 use loom::sync::Arc;
 use loom::thread;
-use loom_tests::{FixedClock, History, assert_linearizable, check, model_quota, quota};
+use loom_tests::{
+    FixedClock, History, assert_linearizable, check, model_quota, quota, spawn_cancel,
+};
 
 const T: u64 = 10;
 const NOW: u64 = 1_000;
 
 type Shared = Arc<RateLimiter<FixedClock>>;
-
-fn spawn_cancel(l: &Shared, label: &'static str, r: Reservation) -> thread::JoinHandle<History> {
-    let l = l.clone();
-    thread::spawn(move || {
-        let mut h = History::new();
-        h.cancel(&l, label, r);
-        h
-    })
-}
 
 fn refunded(h: &History) -> bool {
     matches!(h.events[0], loom_tests::Event::Cancel { out: true, .. })
