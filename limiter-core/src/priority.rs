@@ -545,7 +545,7 @@ mod tests {
     #[test]
     fn other_shares_are_their_exact_binary_value() {
         assert_eq!(
-            Share::of(0.75 + 2f64.powi(-40)),
+            Share::of(0.75 + 1.0 / (1u64 << 40) as f64),
             Share::Binary {
                 mantissa: (3 << 51) + (1 << 13),
                 shift: 53
@@ -561,7 +561,7 @@ mod tests {
         let below_one = Share::of(1.0 - f64::EPSILON / 2.0);
         assert_eq!(below_one.usable(u32::MAX), u32::MAX - 1);
         assert_eq!(below_one.usable(1), 0);
-        assert_eq!(Share::of(2f64.powi(-30)).usable(u32::MAX), 3);
+        assert_eq!(Share::of(1.0 / (1u64 << 30) as f64).usable(u32::MAX), 3);
         assert_eq!(Share::of(f64::MIN_POSITIVE).usable(u32::MAX), 0);
     }
 }

@@ -182,6 +182,11 @@ fn split(share: f64, burst: u32) -> (u32, u32) {
     (usable, p.available(0).unwrap())
 }
 
+/// 2^-k exactly (`powi` may be inexact, and miri makes it so).
+fn two_to_minus(k: u32) -> f64 {
+    1.0 / (1u64 << k) as f64
+}
+
 #[test]
 fn the_headroom_is_exact_and_never_rounds_against_class_zero() {
     const MAX: u32 = u32::MAX;
@@ -191,7 +196,7 @@ fn the_headroom_is_exact_and_never_rounds_against_class_zero() {
         (0.9999999999, 10, 1),
         (1.0 - f64::EPSILON / 2.0, 10, 1),
         (1.0 - f64::EPSILON / 2.0, MAX, 1),
-        (1.0 - 2f64.powi(-40), MAX, 1),
+        (1.0 - two_to_minus(40), MAX, 1),
         (0.999999999, 10, 1),
         (0.999999999, 2_000_000_000, 2),
         (0.999999999, MAX, 5),
@@ -204,8 +209,8 @@ fn the_headroom_is_exact_and_never_rounds_against_class_zero() {
         // Just above 0: class 1 gets the whole permits its share holds.
         (0.000000001, 1_000_000_000, 999_999_999),
         (0.000000002, MAX, MAX - 8),
-        (2f64.powi(-30), MAX, MAX - 3),
-        (2f64.powi(-30), 1 << 31, (1 << 31) - 2),
+        (two_to_minus(30), MAX, MAX - 3),
+        (two_to_minus(30), 1 << 31, (1 << 31) - 2),
     ] {
         assert_eq!(
             split(share, burst),
@@ -215,7 +220,12 @@ fn the_headroom_is_exact_and_never_rounds_against_class_zero() {
     }
     // A share that holds less than a permit of the burst is refused.
     let quota = Quota::per_second(1).unwrap().with_burst(10).unwrap();
-    for share in [0.0999999999, 0.000000001, 2f64.powi(-30), f64::MIN_POSITIVE] {
+    for share in [
+        0.0999999999,
+        0.000000001,
+        two_to_minus(30),
+        f64::MIN_POSITIVE,
+    ] {
         assert!(
             PriorityLimiter::with_clock(quota, &[1.0, share], ManualClock::new()).is_err(),
             "share {share}"
