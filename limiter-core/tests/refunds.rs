@@ -99,14 +99,14 @@ proptest! {
 
 #[test]
 fn waiters_that_give_up_in_queue_order_leave_the_limiter_as_they_found_it() {
-    // 100 waiters behind a drained burst of 10, cancelled oldest first: the
+    // 50 waiters behind a drained burst of 10, cancelled oldest first: the
     // last cancel unwinds all refunds, and the next waiter gets the first
     // slot after the burst.
     let clock = ManualClock::new();
     let q = Quota::per_second(10).unwrap().with_burst(10).unwrap();
     let limiter = RateLimiter::with_clock(q, clock.clone());
     limiter.try_acquire_n(10).unwrap();
-    let queue: Vec<_> = (0..100)
+    let queue: Vec<_> = (0..50)
         .map(|_| limiter.reserve_n(1, Duration::MAX).unwrap())
         .collect();
     clock.advance(Duration::from_millis(1));
