@@ -1,0 +1,287 @@
+//! [`RateLimitService`]: one request's path through the layer.
+//!
+//! `poll_ready` forwards the inner service's readiness and touches no
+//! permit. `call` runs, inside the response future:
+//!
+//! 1. bypass (predicate, then allowlisted peer): call the inner service,
+//!    uncounted;
+//! 2. the key (an error is answered: a missing peer address is a `500`
+//!    naming the fix, logged once as a `tracing` error); an allowlisted key
+//!    bypasses;
+//! 3. the cost, then one decision of the backend with `max_wait` zero
+//!    ([`Mode::Reject`]) or `max_delay` ([`Mode::Delay`]);
+//! 4. a grant whose slot is later than now: sleep until it, the reservation
+//!    owned by a guard that gives it back if the future is dropped (the
+//!    client disconnected);
+//! 5. call the inner service and add the rate-limit headers of the grant.
+//!
+//! # Cancel safety
+//!
+//! Dropping the response future while it sleeps for a slot cancels the
+//! reservation through [`Backend::cancel`]: the permits go back to the key
+//! (or to its next waiter). After the inner service was called the permits
+//! are spent.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, header};
+use http_body_util::{Either, Full};
+use tower_service::Service;
+
+use crate::backend::{Backend, Denial, Grant};
+use crate::headers::{RateLimitInfo, retry_after_secs};
+use crate::ip::{canonical, peer_addr};
+use crate::key::{KeyError, KeyExtractor, RequestHead};
+use crate::layer::{Mode, Shared};
+use crate::response::Rejection;
+
+/// The body of a response through the layer: the inner service's, or the
+/// layer's own (a problem document).
+pub type LimitBody<B> = Either<B, Full<Bytes>>;
+
+/// The future of [`RateLimitService::call`].
+pub type ResponseFuture<B, E> =
+    Pin<Box<dyn Future<Output = Result<Response<LimitBody<B>>, E>> + Send + 'static>>;
+
+/// The service a [`RateLimitLayer`](crate::RateLimitLayer) wraps around an
+/// inner service. Clones share the layer's state.
+pub struct RateLimitService<S, B: Backend, E> {
+    inner: S,
+    shared: Arc<Shared<B, E>>,
+}
+
+impl<S, B: Backend, E> RateLimitService<S, B, E> {
+    pub(crate) fn new(inner: S, shared: Arc<Shared<B, E>>) -> Self {
+        RateLimitService { inner, shared }
+    }
+}
+
+impl<S: Clone, B: Backend, E> Clone for RateLimitService<S, B, E> {
+    fn clone(&self) -> Self {
+        RateLimitService {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S: std::fmt::Debug, B: Backend, E> std::fmt::Debug for RateLimitService<S, B, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimitService")
+            .field("inner", &self.inner)
+            .field("name", &self.shared.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B, E, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimitService<S, B, E>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: Backend,
+    E: KeyExtractor<Key = B::Key>,
+    ReqBody: Send + 'static,
+    ResBody: Send + 'static,
+{
+    type Response = Response<LimitBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<ResBody, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        // The inner service that was polled ready goes into the future; the
+        // clone stays for the next poll_ready.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let prepared = self.shared.prepare(&RequestHead::of(&request));
+        Box::pin(Arc::clone(&self.shared).handle(inner, request, prepared))
+    }
+}
+
+/// What the layer decided from the request head alone (synchronously:
+/// the future must not hold a borrow of a body that need not be `Sync`).
+enum Prepared<K> {
+    /// Call the inner service uncounted, without headers (bypassed).
+    Pass,
+    /// Answer this instead.
+    Answer(Response<Full<Bytes>>),
+    /// Ask the backend for `cost` permits within `max_wait`.
+    Decide {
+        key: K,
+        cost: u32,
+        max_wait: Duration,
+    },
+}
+
+impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
+    async fn handle<S, ReqBody, ResBody>(
+        self: Arc<Self>,
+        mut inner: S,
+        request: Request<ReqBody>,
+        prepared: Prepared<B::Key>,
+    ) -> Result<Response<LimitBody<ResBody>>, S::Error>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    {
+        let (key, cost, max_wait) = match prepared {
+            Prepared::Pass => return Ok(inner.call(request).await?.map(Either::Left)),
+            Prepared::Answer(response) => return Ok(response.map(Either::Right)),
+            Prepared::Decide {
+                key,
+                cost,
+                max_wait,
+            } => (key, cost, max_wait),
+        };
+        let grant = match self.backend.decide(&key, cost, max_wait).await {
+            Ok(grant) => grant,
+            Err(denial) => match self.denied(&key, denial) {
+                Some(response) => return Ok(response.map(Either::Right)),
+                // Failed open: through, uncounted by the limiter.
+                None => return Ok(inner.call(request).await?.map(Either::Left)),
+            },
+        };
+        let info = self.headers.as_ref().map(|_| RateLimitInfo {
+            name: Arc::clone(&self.name),
+            policy: self.backend.policy(&key),
+            remaining: grant.remaining,
+            // Told when the inner service is called: after the wait.
+            reset: grant.reset.saturating_sub(grant.wait),
+        });
+        if !grant.wait.is_zero() {
+            self.delay(key, grant).await;
+        }
+        self.metrics.allowed.increment(1);
+        let mut response = inner.call(request).await?.map(Either::Left);
+        if let (Some(style), Some(info)) = (&self.headers, &info) {
+            style.write(info, response.headers_mut());
+        }
+        Ok(response)
+    }
+
+    /// Everything that reads the request head: bypass, key, cost.
+    fn prepare(&self, head: &RequestHead<'_>) -> Prepared<B::Key> {
+        if self.bypass.as_ref().is_some_and(|bypass| bypass(head)) || self.peer_allowed(head) {
+            self.metrics.bypassed.increment(1);
+            return Prepared::Pass;
+        }
+        let key = match self.extractor.extract(head) {
+            Ok(key) => key,
+            Err(e) => return Prepared::Answer(self.no_key(e)),
+        };
+        if self.allow_key.as_ref().is_some_and(|allow| allow(&key)) {
+            self.metrics.bypassed.increment(1);
+            return Prepared::Pass;
+        }
+        let cost = self.cost.as_ref().map_or(1, |cost| cost(head));
+        let max_wait = match self.mode {
+            Mode::Reject => Duration::ZERO,
+            Mode::Delay { max_delay } => max_delay,
+        };
+        Prepared::Decide {
+            key,
+            cost,
+            max_wait,
+        }
+    }
+
+    /// The answer to a denial; `None` to let the request through (a backend
+    /// failure under `fail_open`).
+    fn denied(&self, key: &B::Key, denial: Denial) -> Option<Response<Full<Bytes>>> {
+        match denial {
+            Denial::RateLimited { retry_after } => {
+                self.metrics.rejected.increment(1);
+                Some(self.limited(key, retry_after))
+            }
+            Denial::OverBurst { cost, burst } => {
+                self.metrics.rejected.increment(1);
+                Some(self.respond(&Rejection::OverBurst { cost, burst }))
+            }
+            Denial::Unavailable(error) => {
+                self.metrics.backend_errors.increment(1);
+                tracing::warn!(limiter = %self.name, %error, fail_open = self.fail_open, "rate limiter backend failed");
+                (!self.fail_open).then(|| self.respond(&Rejection::Unavailable))
+            }
+        }
+    }
+
+    fn peer_allowed(&self, head: &RequestHead<'_>) -> bool {
+        !self.allow_ips.is_empty()
+            && peer_addr(head).is_some_and(|peer| {
+                let ip = canonical(peer.ip());
+                self.allow_ips.iter().any(|net| net.contains(&ip))
+            })
+    }
+
+    /// Sleeps until the grant's slot; a drop before then gives it back.
+    async fn delay(&self, key: B::Key, grant: Grant<B::Ticket>) {
+        struct Waiting<'a, B: Backend, E> {
+            shared: &'a Shared<B, E>,
+            held: Option<(B::Key, B::Ticket)>,
+        }
+        impl<B: Backend, E> Drop for Waiting<'_, B, E> {
+            fn drop(&mut self) {
+                self.shared.metrics.queue_size.decrement(1.0);
+                if let Some((key, ticket)) = self.held.take() {
+                    // Refused only for a slot already passed or a key whose
+                    // state was evicted: the permits stay spent (strict).
+                    let _given_back = self.shared.backend.cancel(&key, ticket);
+                }
+            }
+        }
+        self.metrics.delayed.increment(1);
+        self.metrics.queue_size.increment(1.0);
+        self.metrics.wait_seconds.record(grant.wait.as_secs_f64());
+        let mut waiting = Waiting {
+            shared: self,
+            held: Some((key, grant.ticket)),
+        };
+        tokio::time::sleep(grant.wait).await;
+        waiting.held = None;
+    }
+
+    fn no_key(&self, error: KeyError) -> Response<Full<Bytes>> {
+        // Relaxed: the flag only keeps the log to one line; nothing is
+        // published through it.
+        if error == KeyError::MissingPeer && !self.warned_missing_peer.swap(true, Ordering::Relaxed)
+        {
+            tracing::error!(limiter = %self.name, "{error}");
+        }
+        self.respond(&Rejection::NoKey(error))
+    }
+
+    fn limited(&self, key: &B::Key, retry_after: Duration) -> Response<Full<Bytes>> {
+        let mut response = self.respond(&Rejection::RateLimited { retry_after });
+        let headers = response.headers_mut();
+        headers.insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(retry_after_secs(retry_after)),
+        );
+        if let Some(style) = &self.headers {
+            let info = RateLimitInfo {
+                name: Arc::clone(&self.name),
+                policy: self.backend.policy(key),
+                remaining: 0,
+                reset: retry_after,
+            };
+            style.write(&info, headers);
+        }
+        response
+    }
+
+    fn respond(&self, rejection: &Rejection) -> Response<Full<Bytes>> {
+        match &self.on_rejection {
+            Some(respond) => respond(rejection),
+            None => rejection.problem(),
+        }
+    }
+}
