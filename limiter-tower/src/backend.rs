@@ -51,6 +51,20 @@ pub trait Backend: Send + Sync + 'static {
         max_wait: Duration,
     ) -> impl Future<Output = Result<Grant<Self::Ticket>, Denial>> + Send;
 
+    /// The decision, when the backend can make it without waiting (the
+    /// in-memory ones always can): the layer then answers, or calls the
+    /// inner service, without an asynchronous step. `None` (the default)
+    /// sends the layer to [`decide`](Backend::decide).
+    fn decide_now(
+        &self,
+        key: &Self::Key,
+        cost: u32,
+        max_wait: Duration,
+    ) -> Option<Result<Grant<Self::Ticket>, Denial>> {
+        let _ = (key, cost, max_wait);
+        None
+    }
+
     /// Gives back the permits of a grant that will not be used (a delayed
     /// client disconnected); returns whether they are back.
     fn cancel(&self, key: &Self::Key, ticket: Self::Ticket) -> bool;
@@ -194,20 +208,66 @@ fn gcra_grant(
     }
 }
 
+/// The synchronous decision of an in-memory limiter.
+trait DecideAtOnce<K> {
+    fn decide_at_once(
+        &self,
+        key: &K,
+        cost: u32,
+        max_wait: Duration,
+    ) -> Result<Grant<Reservation>, Denial>;
+}
+
+impl<C: Clock + 'static> DecideAtOnce<()> for RateLimiter<C> {
+    fn decide_at_once(
+        &self,
+        _key: &(),
+        cost: u32,
+        max_wait: Duration,
+    ) -> Result<Grant<Reservation>, Denial> {
+        RateLimiter::reserve_n(self, cost, max_wait)
+            .map(|r| gcra_grant(r, self.quota(), || self.available()))
+            .map_err(Denial::from)
+    }
+}
+
+impl<K, C> DecideAtOnce<K> for KeyedLimiter<K, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock + 'static,
+{
+    fn decide_at_once(
+        &self,
+        key: &K,
+        cost: u32,
+        max_wait: Duration,
+    ) -> Result<Grant<Reservation>, Denial> {
+        KeyedLimiter::reserve_n(self, key, cost, max_wait)
+            .map(|r| gcra_grant(r, self.quota_of(key), || self.available(key)))
+            .map_err(Denial::from)
+    }
+}
+
 impl<C: Clock + 'static> Backend for RateLimiter<C> {
     type Key = ();
     type Ticket = Reservation;
 
     fn decide(
         &self,
-        _key: &(),
+        key: &(),
         cost: u32,
         max_wait: Duration,
     ) -> impl Future<Output = Result<Grant<Reservation>, Denial>> + Send {
-        let decision = RateLimiter::reserve_n(self, cost, max_wait)
-            .map(|r| gcra_grant(r, self.quota(), || self.available()))
-            .map_err(Denial::from);
-        std::future::ready(decision)
+        std::future::ready(self.decide_at_once(key, cost, max_wait))
+    }
+
+    fn decide_now(
+        &self,
+        key: &(),
+        cost: u32,
+        max_wait: Duration,
+    ) -> Option<Result<Grant<Reservation>, Denial>> {
+        Some(self.decide_at_once(key, cost, max_wait))
     }
 
     fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
@@ -233,10 +293,16 @@ where
         cost: u32,
         max_wait: Duration,
     ) -> impl Future<Output = Result<Grant<Reservation>, Denial>> + Send {
-        let decision = KeyedLimiter::reserve_n(self, key, cost, max_wait)
-            .map(|r| gcra_grant(r, self.quota_of(key), || self.available(key)))
-            .map_err(Denial::from);
-        std::future::ready(decision)
+        std::future::ready(self.decide_at_once(key, cost, max_wait))
+    }
+
+    fn decide_now(
+        &self,
+        key: &K,
+        cost: u32,
+        max_wait: Duration,
+    ) -> Option<Result<Grant<Reservation>, Denial>> {
+        Some(self.decide_at_once(key, cost, max_wait))
     }
 
     fn cancel(&self, key: &K, ticket: Reservation) -> bool {
@@ -259,6 +325,15 @@ impl<B: Backend> Backend for Arc<B> {
         max_wait: Duration,
     ) -> impl Future<Output = Result<Grant<B::Ticket>, Denial>> + Send {
         (**self).decide(key, cost, max_wait)
+    }
+
+    fn decide_now(
+        &self,
+        key: &B::Key,
+        cost: u32,
+        max_wait: Duration,
+    ) -> Option<Result<Grant<B::Ticket>, Denial>> {
+        (**self).decide_now(key, cost, max_wait)
     }
 
     fn cancel(&self, key: &B::Key, ticket: B::Ticket) -> bool {

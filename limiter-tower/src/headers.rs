@@ -23,7 +23,14 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::header::HeaderName;
 use http::{HeaderMap, HeaderValue};
+
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 use crate::backend::Policy;
 
@@ -82,8 +89,8 @@ impl HeaderStyle for Draft10 {
         // The name was checked to be a valid sf-string when the layer was
         // built, so both values are visible ASCII.
         if let (Ok(p), Ok(l)) = (HeaderValue::try_from(policy), HeaderValue::try_from(limit)) {
-            headers.insert("ratelimit-policy", p);
-            headers.insert("ratelimit", l);
+            headers.insert(RATELIMIT_POLICY, p);
+            headers.insert(RATELIMIT, l);
         }
     }
 }
@@ -95,9 +102,9 @@ pub struct LegacyHeaders;
 
 impl HeaderStyle for LegacyHeaders {
     fn write(&self, info: &RateLimitInfo, headers: &mut HeaderMap) {
-        headers.insert("x-ratelimit-limit", info.policy.limit.into());
-        headers.insert("x-ratelimit-remaining", info.remaining.into());
-        headers.insert("x-ratelimit-reset", ceil_secs(info.reset).into());
+        headers.insert(X_LIMIT, info.policy.limit.into());
+        headers.insert(X_REMAINING, info.remaining.into());
+        headers.insert(X_RESET, ceil_secs(info.reset).into());
     }
 }
 

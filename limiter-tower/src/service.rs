@@ -1,7 +1,7 @@
 //! [`RateLimitService`]: one request's path through the layer.
 //!
 //! `poll_ready` forwards the inner service's readiness and touches no
-//! permit. `call` runs, inside the response future:
+//! permit. `call` runs:
 //!
 //! 1. bypass (predicate, then allowlisted peer): call the inner service,
 //!    uncounted;
@@ -10,10 +10,16 @@
 //!    bypasses;
 //! 3. the cost, then one decision of the backend with `max_wait` zero
 //!    ([`Mode::Reject`]) or `max_delay` ([`Mode::Delay`]);
-//! 4. a grant whose slot is later than now: sleep until it, the reservation
-//!    owned by a guard that gives it back if the future is dropped (the
-//!    client disconnected);
+//! 4. a grant whose slot is later than now: sleep until it inside the
+//!    response future, the reservation owned by a guard that gives it back
+//!    if the future is dropped (the client disconnected);
 //! 5. call the inner service and add the rate-limit headers of the grant.
+//!
+//! Steps 1 to 3 run in `call` itself, and so does step 5 when the backend
+//! decides at once ([`Backend::decide_now`]) and the grant needs no wait:
+//! the inner service that was polled ready is called directly. Only a wait,
+//! or a backend that decides asynchronously, moves the inner service into
+//! the response future (leaving a clone for the next `poll_ready`).
 //!
 //! # Cancel safety
 //!
@@ -99,13 +105,59 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        // The inner service that was polled ready goes into the future; the
-        // clone stays for the next poll_ready.
+        let shared = Arc::clone(&self.shared);
+        let (key, cost, max_wait) = match shared.prepare(&RequestHead::of(&request)) {
+            Prepared::Pass => return pass(self.inner.call(request)),
+            Prepared::Answer(response) => return answer(response),
+            Prepared::Decide {
+                key,
+                cost,
+                max_wait,
+            } => (key, cost, max_wait),
+        };
+        // Fast path: a decision made at once, and a request that needs no
+        // wait, is answered or passed to the inner service right here.
+        let decision = match shared.backend.decide_now(&key, cost, max_wait) {
+            Some(Ok(grant)) if grant.wait.is_zero() => {
+                let info = shared.info(&key, &grant);
+                shared.metrics.allowed.increment(1);
+                let future = self.inner.call(request);
+                return Box::pin(async move {
+                    let mut response = future.await?.map(Either::Left);
+                    shared.write_headers(info.as_ref(), &mut response);
+                    Ok(response)
+                });
+            }
+            Some(Err(denial)) => {
+                return match shared.denied(&key, denial) {
+                    Some(response) => answer(response),
+                    None => pass(self.inner.call(request)),
+                };
+            }
+            decision => decision,
+        };
+        // A wait, or a backend that decides asynchronously: the inner
+        // service that was polled ready goes into the future; its clone
+        // stays for the next poll_ready.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let prepared = self.shared.prepare(&RequestHead::of(&request));
-        Box::pin(Arc::clone(&self.shared).handle(inner, request, prepared))
+        Box::pin(shared.handle(inner, request, key, cost, max_wait, decision))
     }
+}
+
+/// The inner service's response, uncounted and without headers.
+fn pass<F, B, E>(future: F) -> ResponseFuture<B, E>
+where
+    F: Future<Output = Result<Response<B>, E>> + Send + 'static,
+{
+    Box::pin(async move { Ok(future.await?.map(Either::Left)) })
+}
+
+/// The layer's own response.
+fn answer<B: Send + 'static, E: Send + 'static>(
+    response: Response<Full<Bytes>>,
+) -> ResponseFuture<B, E> {
+    Box::pin(std::future::ready(Ok(response.map(Either::Right))))
 }
 
 /// What the layer decided from the request head alone (synchronously:
@@ -124,25 +176,25 @@ enum Prepared<K> {
 }
 
 impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
+    /// The asynchronous path: a decision still to be made (`decision` is
+    /// `None`), or a grant to wait for.
     async fn handle<S, ReqBody, ResBody>(
         self: Arc<Self>,
         mut inner: S,
         request: Request<ReqBody>,
-        prepared: Prepared<B::Key>,
+        key: B::Key,
+        cost: u32,
+        max_wait: Duration,
+        decision: Option<Result<Grant<B::Ticket>, Denial>>,
     ) -> Result<Response<LimitBody<ResBody>>, S::Error>
     where
         S: Service<Request<ReqBody>, Response = Response<ResBody>>,
     {
-        let (key, cost, max_wait) = match prepared {
-            Prepared::Pass => return Ok(inner.call(request).await?.map(Either::Left)),
-            Prepared::Answer(response) => return Ok(response.map(Either::Right)),
-            Prepared::Decide {
-                key,
-                cost,
-                max_wait,
-            } => (key, cost, max_wait),
+        let decision = match decision {
+            Some(decision) => decision,
+            None => self.backend.decide(&key, cost, max_wait).await,
         };
-        let grant = match self.backend.decide(&key, cost, max_wait).await {
+        let grant = match decision {
             Ok(grant) => grant,
             Err(denial) => match self.denied(&key, denial) {
                 Some(response) => return Ok(response.map(Either::Right)),
@@ -150,22 +202,31 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
                 None => return Ok(inner.call(request).await?.map(Either::Left)),
             },
         };
-        let info = self.headers.as_ref().map(|_| RateLimitInfo {
-            name: Arc::clone(&self.name),
-            policy: self.backend.policy(&key),
-            remaining: grant.remaining,
-            // Told when the inner service is called: after the wait.
-            reset: grant.reset.saturating_sub(grant.wait),
-        });
+        let info = self.info(&key, &grant);
         if !grant.wait.is_zero() {
             self.delay(key, grant).await;
         }
         self.metrics.allowed.increment(1);
         let mut response = inner.call(request).await?.map(Either::Left);
-        if let (Some(style), Some(info)) = (&self.headers, &info) {
+        self.write_headers(info.as_ref(), &mut response);
+        Ok(response)
+    }
+
+    /// What the response will say about the grant (`None` without headers).
+    fn info(&self, key: &B::Key, grant: &Grant<B::Ticket>) -> Option<RateLimitInfo> {
+        self.headers.as_ref().map(|_| RateLimitInfo {
+            name: Arc::clone(&self.name),
+            policy: self.backend.policy(key),
+            remaining: grant.remaining,
+            // Told when the inner service is called: after the wait.
+            reset: grant.reset.saturating_sub(grant.wait),
+        })
+    }
+
+    fn write_headers<T>(&self, info: Option<&RateLimitInfo>, response: &mut Response<T>) {
+        if let (Some(style), Some(info)) = (&self.headers, info) {
             style.write(info, response.headers_mut());
         }
-        Ok(response)
     }
 
     /// Everything that reads the request head: bypass, key, cost.
