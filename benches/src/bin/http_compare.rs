@@ -221,7 +221,14 @@ fn median(mut xs: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    // `--only NAME`: that case alone (for profiling); no summary.
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|name| Case::ALL.into_iter().find(|c| c.name() == name));
     let (rounds, time) = if quick {
         (3, Duration::from_secs(1))
     } else {
@@ -235,6 +242,11 @@ fn main() {
     println!(
         "http_compare: {rounds} interleaved rounds of {time:?} per case, {CONNS} keep-alive connections, server and load generator on one 2-thread runtime"
     );
+    if let Some(case) = only {
+        let r = runtime.block_on(run(case, time * 3));
+        println!("{} {:.0} req/s p99 {:.1} us", case.name(), r.rps, r.p99_us);
+        return;
+    }
     let mut results: Vec<Vec<Round>> = vec![Vec::new(); Case::ALL.len()];
     for round in 0..rounds {
         for (i, case) in Case::ALL.into_iter().enumerate() {
