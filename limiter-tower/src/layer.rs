@@ -59,6 +59,8 @@ pub(crate) struct Shared<B: Backend, E> {
     pub(crate) headers: Option<Box<dyn HeaderStyle>>,
     pub(crate) on_rejection: Option<Box<RejectionFn>>,
     pub(crate) metrics: Metrics,
+    /// Whether metrics carry a `route` label.
+    pub(crate) label_routes: bool,
     /// Whether the missing-peer error was logged (it is logged once).
     pub(crate) warned_missing_peer: AtomicBool,
 }
@@ -125,6 +127,7 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitLayer<B, E> {
             fail_open: false,
             headers: Some(Box::new(Draft10)),
             on_rejection: None,
+            label_routes: false,
         }
     }
 
@@ -182,6 +185,7 @@ pub struct RateLimitBuilder<B: Backend, E> {
     fail_open: bool,
     headers: Option<Box<dyn HeaderStyle>>,
     on_rejection: Option<Box<RejectionFn>>,
+    label_routes: bool,
 }
 
 impl<B: Backend, E> fmt::Debug for RateLimitBuilder<B, E> {
@@ -269,6 +273,15 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitBuilder<B, E> {
         self
     }
 
+    /// Labels the metrics with the route template too (axum's
+    /// `MatchedPath`, `<unmatched>` for requests that matched none): a
+    /// bounded label, unlike the key. Costs a registry lookup per request.
+    #[cfg(feature = "axum")]
+    pub fn label_routes(mut self, label_routes: bool) -> Self {
+        self.label_routes = label_routes;
+        self
+    }
+
     /// The layer. Metrics handles are registered now, with the `metrics`
     /// recorder installed at this point.
     ///
@@ -303,6 +316,7 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitBuilder<B, E> {
                 fail_open: self.fail_open,
                 headers: self.headers,
                 on_rejection: self.on_rejection,
+                label_routes: self.label_routes,
                 warned_missing_peer: AtomicBool::new(false),
             }),
         }

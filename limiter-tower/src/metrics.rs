@@ -10,9 +10,11 @@
 //! | `rate_limit_queue_size` | gauge | requests waiting for their slot right now |
 //! | `rate_limit_wait_seconds` | histogram | the wait of each delayed request |
 //!
-//! Every series has the label `limiter` (the layer's name), never the key:
-//! keys are unbounded. Handles are registered when the layer is built, with
-//! the recorder installed then.
+//! Every series has the label `limiter` (the layer's name) and, when the
+//! layer labels routes, `route` (the route template, which is bounded);
+//! never the key: keys are unbounded. Without route labels the handles are
+//! registered when the layer is built, with the recorder installed then;
+//! with them, per request.
 
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
 
@@ -39,6 +41,19 @@ impl Metrics {
             backend_errors: counter!("rate_limit_backend_errors", "limiter" => label.clone()),
             queue_size: gauge!("rate_limit_queue_size", "limiter" => label.clone()),
             wait_seconds: histogram!("rate_limit_wait_seconds", "limiter" => label),
+        }
+    }
+
+    pub(crate) fn with_route(name: &str, route: &str) -> Metrics {
+        let labels = [("limiter", name.to_owned()), ("route", route.to_owned())];
+        Metrics {
+            allowed: counter!("rate_limit_allowed", &labels),
+            rejected: counter!("rate_limit_rejected", &labels),
+            delayed: counter!("rate_limit_delayed", &labels),
+            bypassed: counter!("rate_limit_bypassed", &labels),
+            backend_errors: counter!("rate_limit_backend_errors", &labels),
+            queue_size: gauge!("rate_limit_queue_size", &labels),
+            wait_seconds: histogram!("rate_limit_wait_seconds", &labels),
         }
     }
 }

@@ -45,6 +45,7 @@ use crate::headers::{RateLimitInfo, retry_after_secs};
 use crate::ip::{canonical, peer_addr};
 use crate::key::{KeyError, KeyExtractor, RequestHead};
 use crate::layer::{Mode, Shared};
+use crate::metrics::Metrics;
 use crate::response::Rejection;
 
 /// The body of a response through the layer: the inner service's, or the
@@ -106,21 +107,23 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let shared = Arc::clone(&self.shared);
-        let (key, cost, max_wait) = match shared.prepare(&RequestHead::of(&request)) {
+        let (key, cost, max_wait, route) = match shared.prepare(&RequestHead::of(&request)) {
             Prepared::Pass => return pass(self.inner.call(request)),
             Prepared::Answer(response) => return answer(response),
             Prepared::Decide {
                 key,
                 cost,
                 max_wait,
-            } => (key, cost, max_wait),
+                route,
+            } => (key, cost, max_wait, route),
         };
+        let metrics = route.as_ref().unwrap_or(&shared.metrics);
         // Fast path: a decision made at once, and a request that needs no
         // wait, is answered or passed to the inner service right here.
         let decision = match shared.backend.decide_now(&key, cost, max_wait) {
             Some(Ok(grant)) if grant.wait.is_zero() => {
                 let info = shared.info(&key, &grant);
-                shared.metrics.allowed.increment(1);
+                metrics.allowed.increment(1);
                 let future = self.inner.call(request);
                 return Box::pin(async move {
                     let mut response = future.await?.map(Either::Left);
@@ -129,7 +132,7 @@ where
                 });
             }
             Some(Err(denial)) => {
-                return match shared.denied(&key, denial) {
+                return match shared.denied(&key, denial, metrics) {
                     Some(response) => answer(response),
                     None => pass(self.inner.call(request)),
                 };
@@ -141,7 +144,14 @@ where
         // stays for the next poll_ready.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        Box::pin(shared.handle(inner, request, key, cost, max_wait, decision))
+        let decided = Decided {
+            key,
+            cost,
+            max_wait,
+            route,
+            decision,
+        };
+        Box::pin(shared.handle(inner, request, decided))
     }
 }
 
@@ -172,7 +182,19 @@ enum Prepared<K> {
         key: K,
         cost: u32,
         max_wait: Duration,
+        /// Handles labelled with the route, when routes are labelled.
+        route: Option<Metrics>,
     },
+}
+
+/// What the asynchronous path starts from.
+struct Decided<K, T> {
+    key: K,
+    cost: u32,
+    max_wait: Duration,
+    route: Option<Metrics>,
+    /// `None`: still to be asked of the backend.
+    decision: Option<Result<Grant<T>, Denial>>,
 }
 
 impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
@@ -182,21 +204,26 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
         self: Arc<Self>,
         mut inner: S,
         request: Request<ReqBody>,
-        key: B::Key,
-        cost: u32,
-        max_wait: Duration,
-        decision: Option<Result<Grant<B::Ticket>, Denial>>,
+        decided: Decided<B::Key, B::Ticket>,
     ) -> Result<Response<LimitBody<ResBody>>, S::Error>
     where
         S: Service<Request<ReqBody>, Response = Response<ResBody>>,
     {
+        let Decided {
+            key,
+            cost,
+            max_wait,
+            route,
+            decision,
+        } = decided;
+        let metrics = route.as_ref().unwrap_or(&self.metrics);
         let decision = match decision {
             Some(decision) => decision,
             None => self.backend.decide(&key, cost, max_wait).await,
         };
         let grant = match decision {
             Ok(grant) => grant,
-            Err(denial) => match self.denied(&key, denial) {
+            Err(denial) => match self.denied(&key, denial, metrics) {
                 Some(response) => return Ok(response.map(Either::Right)),
                 // Failed open: through, uncounted by the limiter.
                 None => return Ok(inner.call(request).await?.map(Either::Left)),
@@ -204,9 +231,9 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
         };
         let info = self.info(&key, &grant);
         if !grant.wait.is_zero() {
-            self.delay(key, grant).await;
+            self.delay(key, grant, metrics).await;
         }
-        self.metrics.allowed.increment(1);
+        metrics.allowed.increment(1);
         let mut response = inner.call(request).await?.map(Either::Left);
         self.write_headers(info.as_ref(), &mut response);
         Ok(response)
@@ -231,8 +258,10 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
 
     /// Everything that reads the request head: bypass, key, cost.
     fn prepare(&self, head: &RequestHead<'_>) -> Prepared<B::Key> {
+        let route = self.route_metrics(head);
+        let metrics = route.as_ref().unwrap_or(&self.metrics);
         if self.bypass.as_ref().is_some_and(|bypass| bypass(head)) || self.peer_allowed(head) {
-            self.metrics.bypassed.increment(1);
+            metrics.bypassed.increment(1);
             return Prepared::Pass;
         }
         let key = match self.extractor.extract(head) {
@@ -240,7 +269,7 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
             Err(e) => return Prepared::Answer(self.no_key(e)),
         };
         if self.allow_key.as_ref().is_some_and(|allow| allow(&key)) {
-            self.metrics.bypassed.increment(1);
+            metrics.bypassed.increment(1);
             return Prepared::Pass;
         }
         let cost = self.cost.as_ref().map_or(1, |cost| cost(head));
@@ -252,23 +281,48 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
             key,
             cost,
             max_wait,
+            route,
         }
+    }
+
+    /// Handles labelled with the request's route template, when the layer
+    /// labels routes.
+    fn route_metrics(&self, head: &RequestHead<'_>) -> Option<Metrics> {
+        if !self.label_routes {
+            return None;
+        }
+        #[cfg(feature = "axum")]
+        let route = head
+            .extensions()
+            .get::<axum::extract::MatchedPath>()
+            .map_or(crate::key::Route::UNMATCHED, |p| p.as_str());
+        #[cfg(not(feature = "axum"))]
+        let route = {
+            let _ = head;
+            "<unmatched>"
+        };
+        Some(Metrics::with_route(&self.name, route))
     }
 
     /// The answer to a denial; `None` to let the request through (a backend
     /// failure under `fail_open`).
-    fn denied(&self, key: &B::Key, denial: Denial) -> Option<Response<Full<Bytes>>> {
+    fn denied(
+        &self,
+        key: &B::Key,
+        denial: Denial,
+        metrics: &Metrics,
+    ) -> Option<Response<Full<Bytes>>> {
         match denial {
             Denial::RateLimited { retry_after } => {
-                self.metrics.rejected.increment(1);
+                metrics.rejected.increment(1);
                 Some(self.limited(key, retry_after))
             }
             Denial::OverBurst { cost, burst } => {
-                self.metrics.rejected.increment(1);
+                metrics.rejected.increment(1);
                 Some(self.respond(&Rejection::OverBurst { cost, burst }))
             }
             Denial::Unavailable(error) => {
-                self.metrics.backend_errors.increment(1);
+                metrics.backend_errors.increment(1);
                 tracing::warn!(limiter = %self.name, %error, fail_open = self.fail_open, "rate limiter backend failed");
                 (!self.fail_open).then(|| self.respond(&Rejection::Unavailable))
             }
@@ -284,14 +338,15 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
     }
 
     /// Sleeps until the grant's slot; a drop before then gives it back.
-    async fn delay(&self, key: B::Key, grant: Grant<B::Ticket>) {
+    async fn delay(&self, key: B::Key, grant: Grant<B::Ticket>, metrics: &Metrics) {
         struct Waiting<'a, B: Backend, E> {
             shared: &'a Shared<B, E>,
+            metrics: &'a Metrics,
             held: Option<(B::Key, B::Ticket)>,
         }
         impl<B: Backend, E> Drop for Waiting<'_, B, E> {
             fn drop(&mut self) {
-                self.shared.metrics.queue_size.decrement(1.0);
+                self.metrics.queue_size.decrement(1.0);
                 if let Some((key, ticket)) = self.held.take() {
                     // Refused only for a slot already passed or a key whose
                     // state was evicted: the permits stay spent (strict).
@@ -299,11 +354,12 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
                 }
             }
         }
-        self.metrics.delayed.increment(1);
-        self.metrics.queue_size.increment(1.0);
-        self.metrics.wait_seconds.record(grant.wait.as_secs_f64());
+        metrics.delayed.increment(1);
+        metrics.queue_size.increment(1.0);
+        metrics.wait_seconds.record(grant.wait.as_secs_f64());
         let mut waiting = Waiting {
             shared: self,
+            metrics,
             held: Some((key, grant.ticket)),
         };
         tokio::time::sleep(grant.wait).await;

@@ -200,3 +200,76 @@ async fn a_missing_peer_is_logged_once() {
     }
     assert_eq!(errors.load(Ordering::SeqCst), 1);
 }
+
+/// A series: its name, its labels, its value.
+type Series = (String, Vec<(String, String)>, DebugValue);
+
+#[tokio::test(start_paused = true)]
+async fn routes_are_labelled_when_asked() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    // Per-request handles resolve with the recorder current then.
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let limiter = RateLimiter::with_clock(Quota::per_hour(1).unwrap(), TokioClock::new());
+    let layer = RateLimitLayer::builder(limiter, Global)
+        .name("r")
+        .label_routes(true)
+        .build()
+        .unwrap();
+    let app = axum::Router::new()
+        .route("/a/{id}", axum::routing::get(|| async { "a" }))
+        .route("/b", axum::routing::get(|| async { "b" }))
+        .layer(layer);
+    let get = |uri: &str| Request::get(uri).body(axum::body::Body::empty()).unwrap();
+    assert_eq!(
+        app.clone().oneshot(get("/a/1")).await.unwrap().status(),
+        200
+    );
+    assert_eq!(
+        app.clone().oneshot(get("/a/2")).await.unwrap().status(),
+        429
+    );
+    assert_eq!(app.oneshot(get("/b")).await.unwrap().status(), 429);
+
+    let series: Vec<Series> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let labels = key
+                .key()
+                .labels()
+                .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                .collect();
+            (key.key().name().to_owned(), labels, value)
+        })
+        .collect();
+    let count = |name: &str, route: &str| {
+        series
+            .iter()
+            .find(|(n, labels, _)| {
+                n == name
+                    && labels.contains(&("limiter".to_owned(), "r".to_owned()))
+                    && labels.contains(&("route".to_owned(), route.to_owned()))
+            })
+            .map(|(_, _, v)| v)
+    };
+    assert_eq!(
+        count("rate_limit_allowed", "/a/{id}"),
+        Some(&DebugValue::Counter(1))
+    );
+    assert_eq!(
+        count("rate_limit_rejected", "/a/{id}"),
+        Some(&DebugValue::Counter(1))
+    );
+    assert_eq!(
+        count("rate_limit_rejected", "/b"),
+        Some(&DebugValue::Counter(1))
+    );
+    // The raw path never becomes a label.
+    assert!(series.iter().all(|(_, labels, _)| {
+        labels
+            .iter()
+            .all(|(_, v)| !v.starts_with("/a/1") && !v.starts_with("/a/2"))
+    }));
+}
