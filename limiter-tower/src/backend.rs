@@ -26,6 +26,25 @@ pub type BackendError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// A limiter the layer can ask for permits.
 ///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use limiter_core::{ManualClock, Quota, RateLimiter};
+/// use limiter_tower::{Backend, Denial};
+///
+/// let limiter = RateLimiter::with_clock(Quota::per_second(2)?, ManualClock::new());
+/// let grant = limiter.decide_now(&(), 1, Duration::ZERO).unwrap()?;
+/// assert_eq!((grant.wait, grant.remaining), (Duration::ZERO, 0));
+/// // Waiting up to a second: the next slot, 500 ms away, is claimed.
+/// let held = limiter.decide_now(&(), 1, Duration::from_secs(1)).unwrap()?;
+/// assert_eq!(held.wait, Duration::from_millis(500));
+/// assert!(Backend::cancel(&limiter, &(), held.ticket)); // and given back
+/// let denied = limiter.decide_now(&(), 1, Duration::ZERO).unwrap().unwrap_err();
+/// assert!(matches!(denied, Denial::RateLimited { retry_after } if retry_after == Duration::from_millis(500)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// # Cancel safety
 ///
 /// The layer drops the future returned by [`decide`](Backend::decide) only
@@ -162,6 +181,18 @@ impl From<KeyedError> for Denial {
 /// A GCRA quota of `burst` permits, one earned every `t`, maps to
 /// `limit = burst` and `window = burst · t`: the most a client can send at
 /// once, and the time an emptied limit takes to fill again.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use limiter_core::Quota;
+/// use limiter_tower::Policy;
+///
+/// let policy = Policy::from(Quota::per_second(10)?.with_burst(20)?);
+/// assert_eq!(policy, Policy { limit: 20, window: Duration::from_secs(2) });
+/// # Ok::<(), limiter_core::QuotaError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Policy {
     /// Permits (`q`).

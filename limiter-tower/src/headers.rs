@@ -48,6 +48,17 @@ pub struct RateLimitInfo {
 }
 
 /// Whole seconds, rounded up: `ceil_secs(1 ms) == 1`, `ceil_secs(0) == 0`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use limiter_tower::{ceil_secs, retry_after_secs};
+///
+/// assert_eq!(ceil_secs(Duration::from_millis(1500)), 2);
+/// assert_eq!(ceil_secs(Duration::ZERO), 0);
+/// assert_eq!(retry_after_secs(Duration::from_millis(100)), 1); // never 0
+/// ```
 pub fn ceil_secs(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
@@ -65,6 +76,25 @@ pub trait HeaderStyle: Send + Sync + 'static {
 
 /// `RateLimit-Policy` and `RateLimit` in the IETF HTTPAPI draft-10 syntax
 /// (the default).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use http::HeaderMap;
+/// use limiter_tower::{Draft10, HeaderStyle, Policy, RateLimitInfo};
+///
+/// let info = RateLimitInfo {
+///     name: "api".into(),
+///     policy: Policy { limit: 20, window: Duration::from_secs(2) },
+///     remaining: 7,
+///     reset: Duration::from_millis(100),
+/// };
+/// let mut headers = HeaderMap::new();
+/// Draft10.write(&info, &mut headers);
+/// assert_eq!(headers["ratelimit-policy"], r#""api";q=20;w=2"#);
+/// assert_eq!(headers["ratelimit"], r#""api";r=7;t=1"#);
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Draft10;
 

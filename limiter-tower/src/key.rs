@@ -179,6 +179,19 @@ impl KeyExtractor for Global {
 /// The value of a request header: an API key, a user id set by a trusted
 /// gateway. A request without it is answered `400`.
 ///
+/// # Examples
+///
+/// ```
+/// use http::header::HeaderName;
+/// use http::Request;
+/// use limiter_tower::{Header, KeyExtractor, RequestHead};
+///
+/// let key = Header::new(HeaderName::from_static("x-api-key"));
+/// let request = Request::builder().header("x-api-key", "k-123").body(())?;
+/// assert_eq!(key.extract(&RequestHead::of(&request))?, "k-123");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// Only key on a header a client cannot pick freely (one it must
 /// authenticate with, or one your gateway overwrites): a client that can
 /// choose its key can take a fresh bucket per request.
@@ -210,6 +223,22 @@ impl KeyExtractor for Header {
 
 /// A value of type `T` that an earlier layer stored in the request's
 /// extensions (an authenticated user id, a tenant).
+///
+/// # Examples
+///
+/// ```
+/// use http::Request;
+/// use limiter_tower::{Extension, KeyExtractor, RequestHead};
+///
+/// #[derive(Clone, Hash, PartialEq, Eq, Debug)]
+/// struct UserId(u64);
+///
+/// let mut request = Request::new(());
+/// request.extensions_mut().insert(UserId(42)); // set by your auth layer
+/// let key = Extension::<UserId>::new().extract(&RequestHead::of(&request))?;
+/// assert_eq!(key, UserId(42));
+/// # Ok::<(), limiter_tower::KeyError>(())
+/// ```
 pub struct Extension<T> {
     _type: PhantomData<fn() -> T>,
 }

@@ -25,6 +25,25 @@ use crate::response::Rejection;
 use crate::service::RateLimitService;
 
 /// What the layer does with a request that does not conform now.
+///
+/// # Examples
+///
+/// nginx's `limit_req rate=10r/s burst=5 delay=2` (3 at once, 3 more held,
+/// the rest refused): a burst of `delay + 1` and a delay of
+/// `(burst − delay) · t`.
+///
+/// ```
+/// use std::time::Duration;
+/// use limiter_core::{Quota, RateLimiter};
+/// use limiter_tower::{Global, Mode, RateLimitLayer};
+///
+/// let limiter = RateLimiter::new(Quota::per_second(10)?.with_burst(3)?);
+/// let layer = RateLimitLayer::builder(limiter, Global)
+///     .mode(Mode::Delay { max_delay: Duration::from_millis(300) })
+///     .build()?;
+/// # let _ = layer;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
     /// Answer `429` at once; the request consumes nothing.
@@ -172,6 +191,27 @@ impl std::error::Error for ConfigError {}
 
 /// Options of a [`RateLimitLayer`]; [`build`](RateLimitBuilder::build)
 /// checks them.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use limiter_core::Quota;
+/// use limiter_keyed::KeyedLimiter;
+/// use limiter_tower::{LegacyHeaders, Mode, PeerIp, RateLimitLayer};
+///
+/// let layer = RateLimitLayer::builder(KeyedLimiter::new(Quota::per_second(5)?), PeerIp::new())
+///     .name("per-ip")
+///     .mode(Mode::Delay { max_delay: Duration::from_millis(500) })
+///     .cost(|head| if head.method() == http::Method::POST { 5 } else { 1 })
+///     .bypass(|head| head.uri().path() == "/health")
+///     .allow_ips(["10.0.0.0/8".parse()?])
+///     .fail_open(true)
+///     .headers(LegacyHeaders)
+///     .build()?;
+/// # let _ = layer;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct RateLimitBuilder<B: Backend, E> {
     backend: B,
