@@ -20,7 +20,6 @@
 //! or pick [`LegacyHeaders`] (`X-RateLimit-*`) or [`NoHeaders`].
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::HeaderName;
@@ -36,9 +35,9 @@ use crate::backend::Policy;
 
 /// What one decision says about a key's limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RateLimitInfo {
+pub struct RateLimitInfo<'a> {
     /// The policy name (`RateLimit-Policy`'s key), from the layer's name.
-    pub name: Arc<str>,
+    pub name: &'a str,
     /// The limit the key is decided under.
     pub policy: Policy,
     /// Permits left right after the decision.
@@ -71,7 +70,7 @@ pub fn retry_after_secs(wait: Duration) -> u64 {
 /// Writes [`RateLimitInfo`] into response headers.
 pub trait HeaderStyle: Send + Sync + 'static {
     /// Adds the headers for `info` to `headers`.
-    fn write(&self, info: &RateLimitInfo, headers: &mut HeaderMap);
+    fn write(&self, info: &RateLimitInfo<'_>, headers: &mut HeaderMap);
 }
 
 /// `RateLimit-Policy` and `RateLimit` in the IETF HTTPAPI draft-10 syntax
@@ -85,7 +84,7 @@ pub trait HeaderStyle: Send + Sync + 'static {
 /// use limiter_tower::{Draft10, HeaderStyle, Policy, RateLimitInfo};
 ///
 /// let info = RateLimitInfo {
-///     name: "api".into(),
+///     name: "api",
 ///     policy: Policy { limit: 20, window: Duration::from_secs(2) },
 ///     remaining: 7,
 ///     reset: Duration::from_millis(100),
@@ -99,7 +98,7 @@ pub trait HeaderStyle: Send + Sync + 'static {
 pub struct Draft10;
 
 impl HeaderStyle for Draft10 {
-    fn write(&self, info: &RateLimitInfo, headers: &mut HeaderMap) {
+    fn write(&self, info: &RateLimitInfo<'_>, headers: &mut HeaderMap) {
         let mut policy = String::with_capacity(32);
         let _ = write!(
             policy,
@@ -131,7 +130,7 @@ impl HeaderStyle for Draft10 {
 pub struct LegacyHeaders;
 
 impl HeaderStyle for LegacyHeaders {
-    fn write(&self, info: &RateLimitInfo, headers: &mut HeaderMap) {
+    fn write(&self, info: &RateLimitInfo<'_>, headers: &mut HeaderMap) {
         headers.insert(X_LIMIT, info.policy.limit.into());
         headers.insert(X_REMAINING, info.remaining.into());
         headers.insert(X_RESET, ceil_secs(info.reset).into());
@@ -140,7 +139,7 @@ impl HeaderStyle for LegacyHeaders {
 
 /// Both [`Draft10`] and [`LegacyHeaders`].
 impl<A: HeaderStyle, B: HeaderStyle> HeaderStyle for (A, B) {
-    fn write(&self, info: &RateLimitInfo, headers: &mut HeaderMap) {
+    fn write(&self, info: &RateLimitInfo<'_>, headers: &mut HeaderMap) {
         self.0.write(info, headers);
         self.1.write(info, headers);
     }
@@ -151,7 +150,7 @@ impl<A: HeaderStyle, B: HeaderStyle> HeaderStyle for (A, B) {
 pub struct NoHeaders;
 
 impl HeaderStyle for NoHeaders {
-    fn write(&self, _info: &RateLimitInfo, _headers: &mut HeaderMap) {}
+    fn write(&self, _info: &RateLimitInfo<'_>, _headers: &mut HeaderMap) {}
 }
 
 #[cfg(test)]
@@ -171,7 +170,7 @@ mod tests {
     #[test]
     fn draft10_and_legacy_syntax() {
         let info = RateLimitInfo {
-            name: "api".into(),
+            name: "api",
             policy: Policy {
                 limit: 10,
                 window: Duration::from_millis(2500),

@@ -36,7 +36,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderValue, Request, Response, header};
+use http::{HeaderMap, HeaderValue, Request, Response, header};
 use http_body_util::{Either, Full};
 use tower_service::Service;
 
@@ -122,12 +122,13 @@ where
         // wait, is answered or passed to the inner service right here.
         let decision = match shared.backend.decide_now(&key, cost, max_wait) {
             Some(Ok(grant)) if grant.wait.is_zero() => {
-                let info = shared.info(&key, &grant);
+                // Rendered now, so the future holds no pointer to the layer.
+                let headers = shared.render(&key, &grant);
                 metrics.allowed.increment(1);
                 let future = self.inner.call(request);
                 return Box::pin(async move {
                     let mut response = future.await?.map(Either::Left);
-                    shared.write_headers(info.as_ref(), &mut response);
+                    add_headers(headers, &mut response);
                     Ok(response)
                 });
             }
@@ -152,6 +153,13 @@ where
             decision,
         };
         Box::pin(shared.handle(inner, request, decided))
+    }
+}
+
+/// Adds rendered rate-limit headers to a response.
+fn add_headers<T>(headers: Option<HeaderMap>, response: &mut Response<T>) {
+    if let Some(headers) = headers {
+        response.headers_mut().extend(headers);
     }
 }
 
@@ -229,31 +237,29 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
                 None => return Ok(inner.call(request).await?.map(Either::Left)),
             },
         };
-        let info = self.info(&key, &grant);
+        let headers = self.render(&key, &grant);
         if !grant.wait.is_zero() {
             self.delay(key, grant, metrics).await;
         }
         metrics.allowed.increment(1);
         let mut response = inner.call(request).await?.map(Either::Left);
-        self.write_headers(info.as_ref(), &mut response);
+        add_headers(headers, &mut response);
         Ok(response)
     }
 
-    /// What the response will say about the grant (`None` without headers).
-    fn info(&self, key: &B::Key, grant: &Grant<B::Ticket>) -> Option<RateLimitInfo> {
-        self.headers.as_ref().map(|_| RateLimitInfo {
-            name: Arc::clone(&self.name),
+    /// The rate-limit headers of a grant (`None` without headers).
+    fn render(&self, key: &B::Key, grant: &Grant<B::Ticket>) -> Option<HeaderMap> {
+        let style = self.headers.as_ref()?;
+        let info = RateLimitInfo {
+            name: &self.name,
             policy: self.backend.policy(key),
             remaining: grant.remaining,
             // Told when the inner service is called: after the wait.
             reset: grant.reset.saturating_sub(grant.wait),
-        })
-    }
-
-    fn write_headers<T>(&self, info: Option<&RateLimitInfo>, response: &mut Response<T>) {
-        if let (Some(style), Some(info)) = (&self.headers, info) {
-            style.write(info, response.headers_mut());
-        }
+        };
+        let mut headers = HeaderMap::with_capacity(2);
+        style.write(&info, &mut headers);
+        Some(headers)
     }
 
     /// Everything that reads the request head: bypass, key, cost.
@@ -385,7 +391,7 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
         );
         if let Some(style) = &self.headers {
             let info = RateLimitInfo {
-                name: Arc::clone(&self.name),
+                name: &self.name,
                 policy: self.backend.policy(key),
                 remaining: 0,
                 reset: retry_after,
