@@ -331,10 +331,11 @@ async fn delay_mode_holds_a_request_and_a_disconnect_refunds_it() {
 
 #[tokio::test]
 async fn delay_mode_serves_a_held_request_at_its_slot() {
-    // A slot 50 ms away: the request is held, then served.
+    // Two requests at once, one per second: the second is held for its
+    // slot (up to a second away), then served.
     let (events, mut seen) = mpsc::unbounded_channel();
     let backend = Arc::new(Observed {
-        limiter: RateLimiter::new(Quota::with_period(Duration::from_millis(50)).unwrap()),
+        limiter: RateLimiter::new(Quota::with_period(Duration::from_secs(1)).unwrap()),
         events,
     });
     let layer = RateLimitLayer::builder(Arc::clone(&backend), Global)
