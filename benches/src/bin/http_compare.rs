@@ -1,0 +1,292 @@
+//! `http_compare`: what the limiter-tower layer costs an axum service, beside
+//! tower_governor, measured end to end over loopback.
+//!
+//! ```text
+//! cargo run --release -p limiter-benches --bin http_compare -- --quick
+//! ```
+//!
+//! An axum hello-world and a load generator share one tokio runtime (two
+//! worker threads, the machine's two cores): `CONNS` keep-alive HTTP/1.1
+//! connections, each from its own loopback address (127.0.0.1 to
+//! 127.0.0.64, so per-IP keys differ), send requests back to back for a fixed
+//! time. Cases run in interleaved rounds (every case once per round, so a
+//! slow moment of the machine hits all of them) and the medians over rounds
+//! are reported.
+//!
+//! Cases: no layer; our layer with a global limiter that never limits; our
+//! layer keyed per peer IP (never limits); tower_governor keyed per peer IP
+//! with the same quota; our layer rejecting every request (the 429 path).
+//! Every case checks its statuses (all 200, or all 429 after the first).
+//!
+//! The last line is the summary:
+//! `http summary ours_vs_none=R keyed_vs_none=R ours_vs_tower_governor=R reject_vs_allow=R redis_vs_none=n/a p99_added_us=N`.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::routing::get;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+use limiter_core::{MonotonicClock, Quota, RateLimiter};
+use limiter_keyed::KeyedLimiter;
+use limiter_tower::{Global, PeerIp, RateLimitLayer};
+use tokio::net::TcpSocket;
+
+/// Keep-alive connections of the load generator.
+const CONNS: usize = 32;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Case {
+    None,
+    Ours,
+    OursBare,
+    OursTsc,
+    Keyed,
+    TowerGovernor,
+    Reject,
+}
+
+impl Case {
+    const ALL: [Case; 7] = [
+        Case::None,
+        Case::Ours,
+        Case::OursBare,
+        Case::OursTsc,
+        Case::Keyed,
+        Case::TowerGovernor,
+        Case::Reject,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Case::None => "none",
+            Case::Ours => "ours_global",
+            Case::OursBare => "ours_global_nohdr",
+            Case::OursTsc => "ours_global_tsc",
+            Case::Keyed => "ours_keyed_ip",
+            Case::TowerGovernor => "tower_governor_ip",
+            Case::Reject => "ours_reject_all",
+        }
+    }
+}
+
+/// A quota that never limits this benchmark: a million permits per second
+/// and a burst of a million (a tolerance of one second, so even a thread
+/// descheduled between its clock reading and its decision is admitted).
+fn unlimited() -> Quota {
+    Quota::with_period(Duration::from_micros(1))
+        .and_then(|q| q.with_burst(1_000_000))
+        .expect("a valid quota")
+}
+
+fn app(case: Case) -> Router {
+    let hello = Router::new().route("/", get(|| async { "hello" }));
+    match case {
+        Case::None => hello,
+        Case::Ours => hello.layer(RateLimitLayer::new(
+            RateLimiter::with_clock(unlimited(), MonotonicClock::new()),
+            Global,
+        )),
+        Case::OursBare => hello.layer(
+            RateLimitLayer::builder(
+                RateLimiter::with_clock(unlimited(), MonotonicClock::new()),
+                Global,
+            )
+            .without_headers()
+            .build()
+            .expect("valid options"),
+        ),
+        Case::OursTsc => hello.layer(RateLimitLayer::new(RateLimiter::new(unlimited()), Global)),
+        Case::Keyed => hello.layer(RateLimitLayer::new(
+            KeyedLimiter::<IpAddr>::new(unlimited()),
+            PeerIp::new(),
+        )),
+        Case::TowerGovernor => {
+            let config = tower_governor::governor::GovernorConfigBuilder::default()
+                .period(Duration::from_micros(1))
+                .burst_size(1_000_000)
+                .finish()
+                .expect("a valid governor config");
+            hello.layer(tower_governor::GovernorLayer::new(Arc::new(config)))
+        }
+        Case::Reject => {
+            let one_per_hour = Quota::per_hour(1).expect("a valid quota");
+            hello.layer(RateLimitLayer::new(RateLimiter::new(one_per_hour), Global))
+        }
+    }
+}
+
+/// One case for one round.
+#[derive(Debug, Clone, Copy)]
+struct Round {
+    rps: f64,
+    p99_us: f64,
+    ok: u64,
+    limited: u64,
+    other: u64,
+}
+
+async fn run(case: Case, time: Duration) -> Round {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let addr = listener.local_addr().expect("local address");
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(
+            listener,
+            app(case).into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await;
+    });
+    let start = Instant::now();
+    let deadline = start + time;
+    let clients: Vec<_> = (0..CONNS)
+        .map(|i| tokio::spawn(client(addr, i, deadline)))
+        .collect();
+    let mut latencies = Vec::new();
+    let (mut ok, mut limited, mut other) = (0, 0, 0);
+    for c in clients {
+        let (lat, o, l, x) = c.await.expect("client task");
+        latencies.extend(lat);
+        ok += o;
+        limited += l;
+        other += x;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    server.abort();
+    latencies.sort_unstable();
+    let p99 = latencies
+        .get(latencies.len().saturating_sub(1) * 99 / 100)
+        .copied()
+        .unwrap_or(0);
+    Round {
+        rps: latencies.len() as f64 / elapsed,
+        p99_us: p99 as f64 / 1000.0,
+        ok,
+        limited,
+        other,
+    }
+}
+
+/// One keep-alive connection from 127.0.0.(i % 64 + 1): latencies in ns and
+/// counts of 200, 429 and anything else.
+async fn client(addr: SocketAddr, i: usize, deadline: Instant) -> (Vec<u64>, u64, u64, u64) {
+    let local = Ipv4Addr::new(127, 0, 0, (i % 64 + 1) as u8);
+    let socket = TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(SocketAddr::new(IpAddr::V4(local), 0))
+        .expect("bind a loopback address");
+    let stream = socket.connect(addr).await.expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    let (mut lat, mut ok, mut limited, mut other) = (Vec::with_capacity(100_000), 0, 0, 0);
+    let uri: http::Uri = format!("http://{addr}/").parse().expect("uri");
+    while Instant::now() < deadline {
+        let request = http::Request::get(uri.clone())
+            .header(http::header::HOST, "bench")
+            .body(Empty::<Bytes>::new())
+            .expect("request");
+        let sent = Instant::now();
+        let Ok(response) = sender.send_request(request).await else {
+            break;
+        };
+        match response.status().as_u16() {
+            200 => ok += 1,
+            429 => limited += 1,
+            _ => other += 1,
+        }
+        let _ = response.into_body().collect().await;
+        lat.push(sent.elapsed().as_nanos() as u64);
+    }
+    (lat, ok, limited, other)
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n == 0 {
+        return 0.0;
+    }
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    // `--only NAME`: that case alone (for profiling); no summary.
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|name| Case::ALL.into_iter().find(|c| c.name() == name));
+    let (rounds, time) = if quick {
+        (3, Duration::from_secs(1))
+    } else {
+        (7, Duration::from_secs(3))
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    println!(
+        "http_compare: {rounds} interleaved rounds of {time:?} per case, {CONNS} keep-alive connections, server and load generator on one 2-thread runtime"
+    );
+    if let Some(case) = only {
+        let r = runtime.block_on(run(case, time * 3));
+        println!("{} {:.0} req/s p99 {:.1} us", case.name(), r.rps, r.p99_us);
+        return;
+    }
+    let mut results: Vec<Vec<Round>> = vec![Vec::new(); Case::ALL.len()];
+    for round in 0..rounds {
+        for (i, case) in Case::ALL.into_iter().enumerate() {
+            let r = runtime.block_on(run(case, time));
+            println!(
+                "round {round} {:<18} {:>9.0} req/s  p99 {:>7.1} us  200={} 429={} other={}",
+                case.name(),
+                r.rps,
+                r.p99_us,
+                r.ok,
+                r.limited,
+                r.other
+            );
+            let expected = match case {
+                Case::Reject => r.ok <= 1 && r.other == 0,
+                _ => r.limited == 0 && r.other == 0,
+            };
+            if !expected {
+                println!("  WARNING: {} answered unexpected statuses", case.name());
+            }
+            results[i].push(r);
+        }
+    }
+    let rps = |c: Case| median(results[c as usize].iter().map(|r| r.rps).collect());
+    let p99 = |c: Case| median(results[c as usize].iter().map(|r| r.p99_us).collect());
+    println!("medians:");
+    for case in Case::ALL {
+        println!(
+            "  {:<18} {:>9.0} req/s  p99 {:>7.1} us",
+            case.name(),
+            rps(case),
+            p99(case)
+        );
+    }
+    println!(
+        "http summary ours_vs_none={:.3} keyed_vs_none={:.3} ours_vs_tower_governor={:.3} reject_vs_allow={:.3} redis_vs_none=n/a p99_added_us={:.0}",
+        rps(Case::Ours) / rps(Case::None),
+        rps(Case::Keyed) / rps(Case::None),
+        rps(Case::Keyed) / rps(Case::TowerGovernor),
+        rps(Case::Reject) / rps(Case::Ours),
+        p99(Case::Ours) - p99(Case::None),
+    );
+}

@@ -1,0 +1,364 @@
+//! [`RateLimitLayer`] and its [`RateLimitBuilder`]: the configuration every
+//! clone of the layer and of its services shares.
+//!
+//! Invariant: a layer holds one `Arc` of its configuration and backend;
+//! [`Layer::layer`] and `Clone` only copy that pointer. Applying one layer
+//! to several routes (or cloning the service per connection, as axum and
+//! hyper do) therefore counts every request against the same limiter.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Response;
+use http_body_util::Full;
+use ipnet::IpNet;
+use tower_layer::Layer;
+
+use crate::backend::Backend;
+use crate::headers::{Draft10, HeaderStyle};
+use crate::key::{KeyExtractor, RequestHead};
+use crate::metrics::Metrics;
+use crate::response::Rejection;
+use crate::service::RateLimitService;
+
+/// What the layer does with a request that does not conform now.
+///
+/// # Examples
+///
+/// nginx's `limit_req rate=10r/s burst=5 delay=2` (3 at once, 3 more held,
+/// the rest refused): a burst of `delay + 1` and a delay of
+/// `(burst − delay) · t`.
+///
+/// ```
+/// use std::time::Duration;
+/// use limiter_core::{Quota, RateLimiter};
+/// use limiter_tower::{Global, Mode, RateLimitLayer};
+///
+/// let limiter = RateLimiter::new(Quota::per_second(10)?.with_burst(3)?);
+/// let layer = RateLimitLayer::builder(limiter, Global)
+///     .mode(Mode::Delay { max_delay: Duration::from_millis(300) })
+///     .build()?;
+/// # let _ = layer;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Answer `429` at once; the request consumes nothing.
+    #[default]
+    Reject,
+    /// Reserve the request's slot if it comes within `max_delay`, sleep
+    /// until it inside the response future, then call the inner service;
+    /// answer `429` (consuming nothing) if the slot is later. A client that
+    /// disconnects while delayed gives its slot back.
+    Delay {
+        /// The longest a request is held.
+        max_delay: Duration,
+    },
+}
+
+type CostFn = dyn Fn(&RequestHead<'_>) -> u32 + Send + Sync;
+type BypassFn = dyn Fn(&RequestHead<'_>) -> bool + Send + Sync;
+type KeyFn<K> = dyn Fn(&K) -> bool + Send + Sync;
+type RejectionFn = dyn Fn(&Rejection) -> Response<Full<Bytes>> + Send + Sync;
+
+/// The configuration and backend that a layer and all its services share.
+pub(crate) struct Shared<B: Backend, E> {
+    pub(crate) backend: B,
+    pub(crate) extractor: E,
+    pub(crate) mode: Mode,
+    pub(crate) name: Arc<str>,
+    pub(crate) cost: Option<Box<CostFn>>,
+    pub(crate) bypass: Option<Box<BypassFn>>,
+    pub(crate) allow_ips: Vec<IpNet>,
+    pub(crate) allow_key: Option<Box<KeyFn<B::Key>>>,
+    pub(crate) fail_open: bool,
+    pub(crate) headers: Option<Box<dyn HeaderStyle>>,
+    pub(crate) on_rejection: Option<Box<RejectionFn>>,
+    pub(crate) metrics: Metrics,
+    /// Whether metrics carry a `route` label.
+    pub(crate) label_routes: bool,
+    /// Whether the missing-peer error was logged (it is logged once).
+    pub(crate) warned_missing_peer: AtomicBool,
+}
+
+/// A tower [`Layer`] that rate-limits HTTP requests through a [`Backend`],
+/// keyed by a [`KeyExtractor`].
+///
+/// All clones, and all services it makes, share one backend and one
+/// configuration. The services are infallible in axum's sense: a limited
+/// request is a response (`429`, see [`Rejection`]), never an error, so no
+/// `HandleErrorLayer` is needed.
+///
+/// # Examples
+///
+/// ```
+/// use limiter_core::{Quota, RateLimiter};
+/// use limiter_tower::{Global, RateLimitLayer};
+///
+/// let layer = RateLimitLayer::new(RateLimiter::new(Quota::per_second(100)?), Global);
+/// // axum: Router::new().route(..).layer(layer)
+/// # let _ = layer;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct RateLimitLayer<B: Backend, E> {
+    shared: Arc<Shared<B, E>>,
+}
+
+impl<B: Backend, E> Clone for RateLimitLayer<B, E> {
+    fn clone(&self) -> Self {
+        RateLimitLayer {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<B: Backend, E> fmt::Debug for RateLimitLayer<B, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("name", &self.shared.name)
+            .field("mode", &self.shared.mode)
+            .field("fail_open", &self.shared.fail_open)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitLayer<B, E> {
+    /// A layer with the defaults: [`Mode::Reject`], cost 1, name
+    /// `"default"`, [`Draft10`] headers, fail closed.
+    pub fn new(backend: B, extractor: E) -> RateLimitLayer<B, E> {
+        RateLimitLayer::builder(backend, extractor).finish()
+    }
+
+    /// A builder for the other options.
+    pub fn builder(backend: B, extractor: E) -> RateLimitBuilder<B, E> {
+        RateLimitBuilder {
+            backend,
+            extractor,
+            mode: Mode::Reject,
+            name: "default".into(),
+            cost: None,
+            bypass: None,
+            allow_ips: Vec::new(),
+            allow_key: None,
+            fail_open: false,
+            headers: Some(Box::new(Draft10)),
+            on_rejection: None,
+            label_routes: false,
+        }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.shared.backend
+    }
+}
+
+impl<S, B: Backend, E> Layer<S> for RateLimitLayer<B, E> {
+    type Service = RateLimitService<S, B, E>;
+
+    fn layer(&self, inner: S) -> RateLimitService<S, B, E> {
+        RateLimitService::new(inner, Arc::clone(&self.shared))
+    }
+}
+
+/// Why a [`RateLimitBuilder`] refused its options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The name goes into headers as a quoted string: use 1 to 64 visible
+    /// ASCII characters other than `"` and `\`.
+    InvalidName {
+        /// The name given.
+        name: String,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::InvalidName { name } => write!(
+                f,
+                "the limiter name {name:?} cannot go into a header; use 1 to 64 visible ASCII characters other than '\"' and '\\'"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Options of a [`RateLimitLayer`]; [`build`](RateLimitBuilder::build)
+/// checks them.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use limiter_core::Quota;
+/// use limiter_keyed::KeyedLimiter;
+/// use limiter_tower::{LegacyHeaders, Mode, PeerIp, RateLimitLayer};
+///
+/// let layer = RateLimitLayer::builder(KeyedLimiter::new(Quota::per_second(5)?), PeerIp::new())
+///     .name("per-ip")
+///     .mode(Mode::Delay { max_delay: Duration::from_millis(500) })
+///     .cost(|head| if head.method() == http::Method::POST { 5 } else { 1 })
+///     .bypass(|head| head.uri().path() == "/health")
+///     .allow_ips(["10.0.0.0/8".parse()?])
+///     .fail_open(true)
+///     .headers(LegacyHeaders)
+///     .build()?;
+/// # let _ = layer;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct RateLimitBuilder<B: Backend, E> {
+    backend: B,
+    extractor: E,
+    mode: Mode,
+    name: String,
+    cost: Option<Box<CostFn>>,
+    bypass: Option<Box<BypassFn>>,
+    allow_ips: Vec<IpNet>,
+    allow_key: Option<Box<KeyFn<B::Key>>>,
+    fail_open: bool,
+    headers: Option<Box<dyn HeaderStyle>>,
+    on_rejection: Option<Box<RejectionFn>>,
+    label_routes: bool,
+}
+
+impl<B: Backend, E> fmt::Debug for RateLimitBuilder<B, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitBuilder")
+            .field("name", &self.name)
+            .field("mode", &self.mode)
+            .field("fail_open", &self.fail_open)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitBuilder<B, E> {
+    /// [`Mode::Reject`] (the default) or [`Mode::Delay`].
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The limiter's name: the policy name in the headers and the `limiter`
+    /// label of the metrics (default `"default"`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// How many permits a request costs (default 1). A cost above the burst
+    /// is answered `413` (see [`Rejection::OverBurst`]).
+    pub fn cost(mut self, cost: impl Fn(&RequestHead<'_>) -> u32 + Send + Sync + 'static) -> Self {
+        self.cost = Some(Box::new(cost));
+        self
+    }
+
+    /// Requests for which `bypass` is true pass uncounted (health checks,
+    /// internal callers). Checked before the key is read.
+    pub fn bypass(
+        mut self,
+        bypass: impl Fn(&RequestHead<'_>) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.bypass = Some(Box::new(bypass));
+        self
+    }
+
+    /// Requests whose socket peer lies in one of `nets` pass uncounted.
+    pub fn allow_ips(mut self, nets: impl IntoIterator<Item = IpNet>) -> Self {
+        self.allow_ips.extend(nets.into_iter().map(|n| n.trunc()));
+        self
+    }
+
+    /// Requests whose key satisfies `allow` pass uncounted (an allowlist of
+    /// API keys, say).
+    pub fn allow_key(mut self, allow: impl Fn(&B::Key) -> bool + Send + Sync + 'static) -> Self {
+        self.allow_key = Some(Box::new(allow));
+        self
+    }
+
+    /// When the backend cannot decide: `true` lets the request through,
+    /// `false` (the default) answers `503`. Either way
+    /// `rate_limit_backend_errors` counts it.
+    pub fn fail_open(mut self, fail_open: bool) -> Self {
+        self.fail_open = fail_open;
+        self
+    }
+
+    /// The rate-limit header syntax (default [`Draft10`]).
+    pub fn headers(mut self, style: impl HeaderStyle) -> Self {
+        self.headers = Some(Box::new(style));
+        self
+    }
+
+    /// No rate-limit headers on any response (`Retry-After` on a 429 stays).
+    pub fn without_headers(mut self) -> Self {
+        self.headers = None;
+        self
+    }
+
+    /// Replaces the layer's own responses (see [`Rejection::problem`] for
+    /// the default). A 429 still gets `Retry-After` and the rate-limit
+    /// headers.
+    pub fn on_rejection(
+        mut self,
+        respond: impl Fn(&Rejection) -> Response<Full<Bytes>> + Send + Sync + 'static,
+    ) -> Self {
+        self.on_rejection = Some(Box::new(respond));
+        self
+    }
+
+    /// Labels the metrics with the route template too (axum's
+    /// `MatchedPath`, `<unmatched>` for requests that matched none): a
+    /// bounded label, unlike the key. Costs a registry lookup per request.
+    #[cfg(feature = "axum")]
+    pub fn label_routes(mut self, label_routes: bool) -> Self {
+        self.label_routes = label_routes;
+        self
+    }
+
+    /// The layer. Metrics handles are registered now, with the `metrics`
+    /// recorder installed at this point.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::InvalidName`] for a name that cannot go into a header.
+    pub fn build(self) -> Result<RateLimitLayer<B, E>, ConfigError> {
+        let valid = (1..=64).contains(&self.name.len())
+            && self
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\' || b == b' ');
+        if !valid {
+            return Err(ConfigError::InvalidName { name: self.name });
+        }
+        Ok(self.finish())
+    }
+
+    fn finish(self) -> RateLimitLayer<B, E> {
+        let name: Arc<str> = self.name.into();
+        RateLimitLayer {
+            shared: Arc::new(Shared {
+                backend: self.backend,
+                extractor: self.extractor,
+                mode: self.mode,
+                metrics: Metrics::new(&name),
+                name,
+                cost: self.cost,
+                bypass: self.bypass,
+                allow_ips: self.allow_ips,
+                allow_key: self.allow_key,
+                fail_open: self.fail_open,
+                headers: self.headers,
+                on_rejection: self.on_rejection,
+                label_routes: self.label_routes,
+                warned_missing_peer: AtomicBool::new(false),
+            }),
+        }
+    }
+}

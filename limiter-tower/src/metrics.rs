@@ -1,0 +1,59 @@
+//! The layer's metrics, through the `metrics` facade (no exporter here).
+//!
+//! | name | kind | meaning |
+//! |---|---|---|
+//! | `rate_limit_allowed` | counter | requests passed to the inner service after a grant |
+//! | `rate_limit_rejected` | counter | requests answered 429 or 413 |
+//! | `rate_limit_delayed` | counter | requests that waited for their slot (also counted as allowed once through) |
+//! | `rate_limit_bypassed` | counter | requests passed uncounted (bypass predicate, allowlist) |
+//! | `rate_limit_backend_errors` | counter | decisions the backend could not make (passed or 503 by `fail_open`) |
+//! | `rate_limit_queue_size` | gauge | requests waiting for their slot right now |
+//! | `rate_limit_wait_seconds` | histogram | the wait of each delayed request |
+//!
+//! Every series has the label `limiter` (the layer's name) and, when the
+//! layer labels routes, `route` (the route template, which is bounded);
+//! never the key: keys are unbounded. Without route labels the handles are
+//! registered when the layer is built, with the recorder installed then;
+//! with them, per request.
+
+use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
+
+/// The handles of one layer.
+#[derive(Debug, Clone)]
+pub(crate) struct Metrics {
+    pub(crate) allowed: Counter,
+    pub(crate) rejected: Counter,
+    pub(crate) delayed: Counter,
+    pub(crate) bypassed: Counter,
+    pub(crate) backend_errors: Counter,
+    pub(crate) queue_size: Gauge,
+    pub(crate) wait_seconds: Histogram,
+}
+
+impl Metrics {
+    pub(crate) fn new(name: &str) -> Metrics {
+        let label = name.to_owned();
+        Metrics {
+            allowed: counter!("rate_limit_allowed", "limiter" => label.clone()),
+            rejected: counter!("rate_limit_rejected", "limiter" => label.clone()),
+            delayed: counter!("rate_limit_delayed", "limiter" => label.clone()),
+            bypassed: counter!("rate_limit_bypassed", "limiter" => label.clone()),
+            backend_errors: counter!("rate_limit_backend_errors", "limiter" => label.clone()),
+            queue_size: gauge!("rate_limit_queue_size", "limiter" => label.clone()),
+            wait_seconds: histogram!("rate_limit_wait_seconds", "limiter" => label),
+        }
+    }
+
+    pub(crate) fn with_route(name: &str, route: &str) -> Metrics {
+        let labels = [("limiter", name.to_owned()), ("route", route.to_owned())];
+        Metrics {
+            allowed: counter!("rate_limit_allowed", &labels),
+            rejected: counter!("rate_limit_rejected", &labels),
+            delayed: counter!("rate_limit_delayed", &labels),
+            bypassed: counter!("rate_limit_bypassed", &labels),
+            backend_errors: counter!("rate_limit_backend_errors", &labels),
+            queue_size: gauge!("rate_limit_queue_size", &labels),
+            wait_seconds: histogram!("rate_limit_wait_seconds", &labels),
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The responses the layer writes itself, as RFC 9457
+//! `application/problem+json`.
+//!
+//! | outcome | status | body's extra members |
+//! |---|---|---|
+//! | rate limited | `429 Too Many Requests` + `Retry-After` | `retry_after_ms` |
+//! | cost above the burst (can never conform) | `413 Content Too Large`, no `Retry-After` | `cost`, `burst` |
+//! | backend failed and `fail_open` is off | `503 Service Unavailable` | |
+//! | no key (missing peer address, header, extension) | the [`KeyError`]'s status (`500`, `400`) | |
+//!
+//! A user closure ([`RateLimitBuilder::on_rejection`](crate::RateLimitBuilder::on_rejection))
+//! may replace the response; the layer still adds `Retry-After` and the
+//! rate-limit headers to a 429.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::Full;
+
+use crate::key::KeyError;
+
+/// Why the layer answered a request itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// The request does not conform (within the delay, in delay mode); it
+    /// would after `retry_after`. Nothing was consumed.
+    RateLimited {
+        /// The exact wait.
+        retry_after: Duration,
+    },
+    /// The request costs more than the burst: it can never conform, so no
+    /// `Retry-After` is given.
+    OverBurst {
+        /// The request's cost.
+        cost: u32,
+        /// The burst.
+        burst: u32,
+    },
+    /// The backend could not decide and the layer fails closed.
+    Unavailable,
+    /// No key could be read from the request.
+    NoKey(KeyError),
+}
+
+impl Rejection {
+    /// The status of the default response.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Rejection::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Rejection::OverBurst { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Rejection::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Rejection::NoKey(e) => e.status(),
+        }
+    }
+
+    /// A sentence for a person.
+    pub fn detail(&self) -> String {
+        match self {
+            Rejection::RateLimited { retry_after } => format!(
+                "rate limit exceeded; retry in {} ms",
+                millis_up(*retry_after)
+            ),
+            Rejection::OverBurst { cost, burst } => format!(
+                "this request costs {cost} permits but at most {burst} are granted at once; it can never be admitted under this limit"
+            ),
+            Rejection::Unavailable => "the rate limiter is unavailable; try again later".to_owned(),
+            Rejection::NoKey(e) => e.to_string(),
+        }
+    }
+
+    /// The default response: `application/problem+json`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_tower::Rejection;
+    ///
+    /// let response = Rejection::RateLimited { retry_after: Duration::from_millis(1500) }.problem();
+    /// assert_eq!(response.status(), 429);
+    /// assert_eq!(response.headers()["content-type"], "application/problem+json");
+    /// ```
+    pub fn problem(&self) -> Response<Full<Bytes>> {
+        let status = self.status();
+        let mut body = String::with_capacity(160);
+        body.push_str("{\"type\":\"about:blank\",\"title\":");
+        json_string(&mut body, status.canonical_reason().unwrap_or(""));
+        let _ = write!(body, ",\"status\":{},\"detail\":", status.as_u16());
+        json_string(&mut body, &self.detail());
+        match self {
+            Rejection::RateLimited { retry_after } => {
+                let _ = write!(body, ",\"retry_after_ms\":{}", millis_up(*retry_after));
+            }
+            Rejection::OverBurst { cost, burst } => {
+                let _ = write!(body, ",\"cost\":{cost},\"burst\":{burst}");
+            }
+            Rejection::Unavailable | Rejection::NoKey(_) => {}
+        }
+        body.push('}');
+        let mut response = Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() = status;
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        response
+    }
+}
+
+/// Milliseconds rounded up, so a client that waits this long is not early.
+fn millis_up(d: Duration) -> u128 {
+    d.as_nanos().div_ceil(1_000_000)
+}
+
+/// `s` as a JSON string literal.
+fn json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    fn body(response: Response<Full<Bytes>>) -> String {
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        let mut collect = std::pin::pin!(response.into_body().collect());
+        match collect.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(Ok(c)) => String::from_utf8(c.to_bytes().to_vec()).unwrap(),
+            _ => panic!("a full body is ready at once"),
+        }
+    }
+
+    use std::future::Future as _;
+
+    #[test]
+    fn problem_bodies() {
+        let r = Rejection::RateLimited {
+            retry_after: Duration::from_nanos(1_000_001),
+        };
+        assert_eq!(
+            body(r.problem()),
+            r#"{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in 2 ms","retry_after_ms":2}"#
+        );
+        let r = Rejection::OverBurst { cost: 5, burst: 2 };
+        assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(body(r.problem()).ends_with(r#","cost":5,"burst":2}"#));
+        let r = Rejection::NoKey(KeyError::MissingPeer);
+        assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(body(r.problem()).contains("into_make_service_with_connect_info::<SocketAddr>()"));
+    }
+
+    #[test]
+    fn json_escapes() {
+        let mut s = String::new();
+        json_string(&mut s, "a\"b\\c\n");
+        assert_eq!(s, r#""a\"b\\c\u000a""#);
+    }
+}
