@@ -172,7 +172,8 @@ impl<C: Clock> RateLimiter<C> {
     /// ```
     #[inline]
     pub fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
-        self.reserve_at::<false>(n, 0, |p| p.burst).map(|_| ())
+        let now = self.clock.now();
+        self.reserve_at::<false>(now, n, 0, |p| p.burst).map(|_| ())
     }
 
     /// Claims the earliest slot for `n` permits and says how long to wait for
@@ -206,33 +207,27 @@ impl<C: Clock> RateLimiter<C> {
     /// ```
     #[inline]
     pub fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
-        self.reserve_at::<true>(n, saturating_nanos(max_wait), |p| p.burst)
+        let now = self.clock.now();
+        self.reserve_at::<true>(now, n, saturating_nanos(max_wait), |p| p.burst)
     }
 
-    /// The decision shared by every acquiring method. `usable(params)` is
-    /// how much of the quota's burst this caller may use (all of it, except
-    /// for the lower priority tiers). `CANCELLABLE` reservations record the
-    /// quota-change count so `cancel` can check it, and may take a refund;
-    /// plain tries skip both.
-    ///
-    /// The clock is read after each load of the word (and again after a
-    /// failed CAS returns a newer one): a decision's `now` is never older
-    /// than the word it decides on, so a thread descheduled between a clock
-    /// read and its load, or one that loses a CAS race, cannot be refused
-    /// for a stale reading against a `tat` that others moved meanwhile. An
-    /// uncontended decision still reads the clock once.
+    /// The decision at the clock reading `clock_now`, shared by every
+    /// acquiring method. `usable(params)` is how much of the quota's burst
+    /// this caller may use (all of it, except for the lower priority tiers).
+    /// `CANCELLABLE` reservations record the quota-change count so `cancel`
+    /// can check it, and may take a refund; plain tries skip both.
     #[inline]
     pub(crate) fn reserve_at<const CANCELLABLE: bool>(
         &self,
+        clock_now: u64,
         n: u32,
         max_wait: u64,
         usable: impl Fn(Params) -> u32,
     ) -> Result<Reservation, AcquireError> {
+        let now = self.epoch.elapsed(clock_now);
         let limit = self.epoch.limit();
         loop {
             let decided = self.state.update(|word| {
-                let clock_now = self.clock.now();
-                let now = self.epoch.elapsed(clock_now);
                 // Read before the decision: a quota change that begins after
                 // this read moves the word, so our CAS fails and we read it
                 // again.
@@ -256,17 +251,14 @@ impl<C: Clock> RateLimiter<C> {
                             Undo::Nothing
                         };
                         let full = usable == read.params.burst;
-                        Ok((
-                            after,
-                            (self.reservation(n, slot, now, undo), read, full, now),
-                        ))
+                        Ok((after, (self.reservation(n, slot, now, undo), read, full)))
                     }
-                    Err(refusal) => Err((acquire_error(refusal, n, clock_now, usable), read, now)),
+                    Err(refusal) => Err((acquire_error(refusal, n, clock_now, usable), read)),
                 }
             });
             match decided {
                 // A zero-permit grant writes nothing: nothing to check.
-                Ok((reservation, read, full, now)) => {
+                Ok((reservation, read, full)) => {
                     if n != 0 && !self.slots.unchanged_since(read) {
                         // The slot was rewritten while we decided: the CAS
                         // may have matched a word that now names another
@@ -282,7 +274,7 @@ impl<C: Clock> RateLimiter<C> {
                     return Ok(reservation);
                 }
                 #[cfg(feature = "std")]
-                Err((AcquireError::RateLimited { wait }, read, now))
+                Err((AcquireError::RateLimited { wait }, read))
                     if CANCELLABLE
                         && usable(read.params) == read.params.burst
                         && self.pending.any() =>
@@ -303,7 +295,7 @@ impl<C: Clock> RateLimiter<C> {
                         None => Err(AcquireError::RateLimited { wait }),
                     };
                 }
-                Err((error, _, _)) => return Err(error),
+                Err((error, _)) => return Err(error),
             }
         }
     }
@@ -514,9 +506,8 @@ impl<C: Clock> RateLimiter<C> {
     /// As [`available`](RateLimiter::available) for a caller that may use
     /// `usable(params)` permits of the burst.
     pub(crate) fn available_within(&self, usable: impl Fn(Params) -> u32) -> u32 {
-        // The word first, then the clock, as in `reserve_at`.
-        let word = self.state.load();
         let now = self.epoch.elapsed(self.clock.now());
+        let word = self.state.load();
         let params = self.slots.params(word);
         gcra::available_within(tat(word), now, params, usable(params), self.epoch.limit())
     }

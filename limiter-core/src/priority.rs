@@ -315,8 +315,9 @@ impl<C: Clock> PriorityLimiter<C> {
         } else {
             0
         };
+        let now = self.limiter.clock().now();
         self.limiter
-            .reserve_at::<true>(n, max_wait, |p: Params| share.usable(p.burst))
+            .reserve_at::<true>(now, n, max_wait, |p: Params| share.usable(p.burst))
     }
 
     /// Permits `class` could take now: the largest `n` for which
