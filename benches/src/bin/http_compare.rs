@@ -15,11 +15,13 @@
 //!
 //! Cases: no layer; our layer with a global limiter that never limits; our
 //! layer keyed per peer IP (never limits); tower_governor keyed per peer IP
-//! with the same quota; our layer rejecting every request (the 429 path).
+//! with the same quota; our layer rejecting every request (the 429 path);
+//! our layer keyed per peer IP on Redis (a `redis-server` the runner starts
+//! on a free port, sharing the two cores: every request is one script call).
 //! Every case checks its statuses (all 200, or all 429 after the first).
 //!
 //! The last line is the summary:
-//! `http summary ours_vs_none=R keyed_vs_none=R ours_vs_tower_governor=R reject_vs_allow=R redis_vs_none=n/a p99_added_us=N`.
+//! `http summary ours_vs_none=R keyed_vs_none=R ours_vs_tower_governor=R reject_vs_allow=R redis_vs_none=R p99_added_us=N`.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -32,8 +34,12 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use limiter_core::{MonotonicClock, Quota, RateLimiter};
 use limiter_keyed::KeyedLimiter;
-use limiter_tower::{Global, PeerIp, RateLimitLayer};
+use limiter_redis::RedisLimiter;
+use limiter_tower::{Global, PeerIp, RateLimitLayer, RedisBackend};
 use tokio::net::TcpSocket;
+
+#[path = "../../../limiter-redis/tests/support/mod.rs"]
+mod redis_server;
 
 /// Keep-alive connections of the load generator.
 const CONNS: usize = 32;
@@ -47,10 +53,11 @@ enum Case {
     Keyed,
     TowerGovernor,
     Reject,
+    Redis,
 }
 
 impl Case {
-    const ALL: [Case; 7] = [
+    const ALL: [Case; 8] = [
         Case::None,
         Case::Ours,
         Case::OursBare,
@@ -58,6 +65,7 @@ impl Case {
         Case::Keyed,
         Case::TowerGovernor,
         Case::Reject,
+        Case::Redis,
     ];
 
     fn name(self) -> &'static str {
@@ -69,6 +77,7 @@ impl Case {
             Case::Keyed => "ours_keyed_ip",
             Case::TowerGovernor => "tower_governor_ip",
             Case::Reject => "ours_reject_all",
+            Case::Redis => "ours_redis_ip",
         }
     }
 }
@@ -82,7 +91,7 @@ fn unlimited() -> Quota {
         .expect("a valid quota")
 }
 
-fn app(case: Case) -> Router {
+fn app(case: Case, redis: &RedisLimiter) -> Router {
     let hello = Router::new().route("/", get(|| async { "hello" }));
     match case {
         Case::None => hello,
@@ -116,6 +125,10 @@ fn app(case: Case) -> Router {
             let one_per_hour = Quota::per_hour(1).expect("a valid quota");
             hello.layer(RateLimitLayer::new(RateLimiter::new(one_per_hour), Global))
         }
+        Case::Redis => hello.layer(RateLimitLayer::new(
+            RedisBackend::<IpAddr>::new(redis.clone()),
+            PeerIp::new(),
+        )),
     }
 }
 
@@ -129,7 +142,7 @@ struct Round {
     other: u64,
 }
 
-async fn run(case: Case, time: Duration) -> Round {
+async fn run(case: Case, redis: RedisLimiter, time: Duration) -> Round {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind loopback");
@@ -137,7 +150,7 @@ async fn run(case: Case, time: Duration) -> Round {
     let server = tokio::spawn(async move {
         let _ = axum::serve(
             listener,
-            app(case).into_make_service_with_connect_info::<SocketAddr>(),
+            app(case, &redis).into_make_service_with_connect_info::<SocketAddr>(),
         )
         .await;
     });
@@ -239,18 +252,25 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
+    let server = redis_server::RedisServer::start();
+    let redis = runtime.block_on(async {
+        RedisLimiter::builder(server.manager().await, unlimited())
+            .key_prefix("http_compare")
+            .build()
+            .expect("a quota in whole microseconds")
+    });
     println!(
         "http_compare: {rounds} interleaved rounds of {time:?} per case, {CONNS} keep-alive connections, server and load generator on one 2-thread runtime"
     );
     if let Some(case) = only {
-        let r = runtime.block_on(run(case, time * 3));
+        let r = runtime.block_on(run(case, redis.clone(), time * 3));
         println!("{} {:.0} req/s p99 {:.1} us", case.name(), r.rps, r.p99_us);
         return;
     }
     let mut results: Vec<Vec<Round>> = vec![Vec::new(); Case::ALL.len()];
     for round in 0..rounds {
         for (i, case) in Case::ALL.into_iter().enumerate() {
-            let r = runtime.block_on(run(case, time));
+            let r = runtime.block_on(run(case, redis.clone(), time));
             println!(
                 "round {round} {:<18} {:>9.0} req/s  p99 {:>7.1} us  200={} 429={} other={}",
                 case.name(),
@@ -282,11 +302,12 @@ fn main() {
         );
     }
     println!(
-        "http summary ours_vs_none={:.3} keyed_vs_none={:.3} ours_vs_tower_governor={:.3} reject_vs_allow={:.3} redis_vs_none=n/a p99_added_us={:.0}",
+        "http summary ours_vs_none={:.3} keyed_vs_none={:.3} ours_vs_tower_governor={:.3} reject_vs_allow={:.3} redis_vs_none={:.3} p99_added_us={:.0}",
         rps(Case::Ours) / rps(Case::None),
         rps(Case::Keyed) / rps(Case::None),
         rps(Case::Keyed) / rps(Case::TowerGovernor),
         rps(Case::Reject) / rps(Case::Ours),
+        rps(Case::Redis) / rps(Case::None),
         p99(Case::Ours) - p99(Case::None),
     );
 }
