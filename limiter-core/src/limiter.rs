@@ -334,7 +334,10 @@ impl<C: Clock> RateLimiter<C> {
                             params: read.params,
                             usable,
                         };
-                        Ok((after, (self.reservation(n, slot, now, undo), read, full, decided)))
+                        Ok((
+                            after,
+                            (self.reservation(n, slot, now, undo), read, full, decided),
+                        ))
                     }
                     Err(refusal) => Err((acquire_error(refusal, n, clock_now, usable), read)),
                 }

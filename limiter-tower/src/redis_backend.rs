@@ -213,9 +213,7 @@ impl<K: RedisKey> RedisBackend<K> {
 impl From<RedisLimitError> for Denial {
     fn from(e: RedisLimitError) -> Denial {
         match e {
-            RedisLimitError::RateLimited { retry_after, .. } => {
-                Denial::RateLimited { retry_after }
-            }
+            RedisLimitError::RateLimited { retry_after, .. } => Denial::RateLimited { retry_after },
             RedisLimitError::InsufficientCapacity { requested, burst } => Denial::OverBurst {
                 cost: requested,
                 burst,
@@ -284,6 +282,9 @@ mod tests {
     #[test]
     fn addresses_are_their_text() {
         assert_eq!(key("10.0.0.7".parse::<IpAddr>().unwrap()), "10.0.0.7");
-        assert_eq!(key("2001:db8::".parse::<IpAddr>().unwrap()), "2001\\:db8\\:\\:");
+        assert_eq!(
+            key("2001:db8::".parse::<IpAddr>().unwrap()),
+            "2001\\:db8\\:\\:"
+        );
     }
 }

@@ -113,9 +113,24 @@ async fn a_killed_redis_is_answered_by_the_declared_policy_and_counted() {
     // (layer name, limiter policy, layer fail_open, status once Redis is gone)
     let cases = [
         ("open", FailurePolicy::Error, true, StatusCode::OK),
-        ("closed", FailurePolicy::Error, false, StatusCode::SERVICE_UNAVAILABLE),
-        ("deny", FailurePolicy::Closed, false, StatusCode::TOO_MANY_REQUESTS),
-        ("local", FailurePolicy::Local { share: 1.0 }, false, StatusCode::OK),
+        (
+            "closed",
+            FailurePolicy::Error,
+            false,
+            StatusCode::SERVICE_UNAVAILABLE,
+        ),
+        (
+            "deny",
+            FailurePolicy::Closed,
+            false,
+            StatusCode::TOO_MANY_REQUESTS,
+        ),
+        (
+            "local",
+            FailurePolicy::Local { share: 1.0 },
+            false,
+            StatusCode::OK,
+        ),
     ];
     let mut addrs = Vec::new();
     for (name, policy, fail_open, _) in cases {

@@ -13,24 +13,33 @@
 //! reverse order every other round, so a slow moment of the machine or a
 //! drift hits all of them alike) and the medians over rounds are reported.
 //!
+//! Cases: no layer; our layer with a global limiter that never limits (with
+//! and without its rate-limit headers, and on the TSC clock); our layer
+//! keyed per peer IP (never limits; with and without headers);
+//! tower_governor keyed per peer IP with the same quota (its default, no
+//! headers, and with `use_headers`); our layer rejecting every request (the
+//! 429 path); our layer keyed per peer IP on Redis (a `redis-server` the
+//! runner starts on a free port, sharing the two cores: every request is
+//! one script call). Every case checks its statuses (all 200, or all 429
+//! after the first).
+//!
 //! Two measures per case: requests per second (wall clock), and the CPU
 //! time the process spent per request (server and load generator together,
 //! summed over its threads from `/proc/self/task/*/schedstat`, on Linux).
 //! Throughput swings by a third between rounds on a shared 2-core machine,
-//! because other processes take the cores; the CPU time per request hardly
-//! moves, since it counts only the time this process ran. The ratios of the
-//! summary are therefore CPU-based: `ours_vs_none` is the no-layer case's
-//! CPU per request over ours, the throughput ratio a saturated machine of
-//! our own would show, except `redis_vs_none`, which is wall-clock (the
-//! redis-server's CPU is another process's). The wall-clock ratios are
-//! printed beside them.
-//!
-//! Cases: no layer; our layer with a global limiter that never limits; our
-//! layer keyed per peer IP (never limits); tower_governor keyed per peer IP
-//! with the same quota; our layer rejecting every request (the 429 path);
-//! our layer keyed per peer IP on Redis (a `redis-server` the runner starts
-//! on a free port, sharing the two cores: every request is one script call).
-//! Every case checks its statuses (all 200, or all 429 after the first).
+//! because other processes take the cores; the CPU time per request moves
+//! far less, since it counts only the time this process ran. So the
+//! summary's ratios are CPU-based, the throughput ratios a saturated
+//! machine of our own would show (the wall-clock ratios are printed beside
+//! them):
+//! * `ours_vs_none`, `keyed_vs_none`: the layer as configured by default,
+//!   rate-limit headers included;
+//! * `ours_vs_tower_governor`: the two keyed layers without headers
+//!   (tower_governor's default), so both send the same bytes; with headers
+//!   on both it is printed too;
+//! * `reject_vs_allow`: the 429 path over the admitting one;
+//! * `redis_vs_none` is wall-clock: most of its cost is the redis-server's
+//!   CPU, another process's.
 //!
 //! The last line is the summary:
 //! `http summary ours_vs_none=R keyed_vs_none=R ours_vs_tower_governor=R reject_vs_allow=R redis_vs_none=R p99_added_us=N`.
@@ -63,19 +72,23 @@ enum Case {
     OursBare,
     OursTsc,
     Keyed,
+    KeyedBare,
     TowerGovernor,
+    TowerGovernorHeaders,
     Reject,
     Redis,
 }
 
 impl Case {
-    const ALL: [Case; 8] = [
+    const ALL: [Case; 10] = [
         Case::None,
         Case::Ours,
         Case::OursBare,
         Case::OursTsc,
         Case::Keyed,
+        Case::KeyedBare,
         Case::TowerGovernor,
+        Case::TowerGovernorHeaders,
         Case::Reject,
         Case::Redis,
     ];
@@ -87,7 +100,9 @@ impl Case {
             Case::OursBare => "ours_global_nohdr",
             Case::OursTsc => "ours_global_tsc",
             Case::Keyed => "ours_keyed_ip",
+            Case::KeyedBare => "ours_keyed_ip_nohdr",
             Case::TowerGovernor => "tower_governor_ip",
+            Case::TowerGovernorHeaders => "tower_governor_ip_hdr",
             Case::Reject => "ours_reject_all",
             Case::Redis => "ours_redis_ip",
         }
@@ -125,10 +140,25 @@ fn app(case: Case, redis: &RedisLimiter) -> Router {
             KeyedLimiter::<IpAddr>::new(unlimited()),
             PeerIp::new(),
         )),
+        Case::KeyedBare => hello.layer(
+            RateLimitLayer::builder(KeyedLimiter::<IpAddr>::new(unlimited()), PeerIp::new())
+                .without_headers()
+                .build()
+                .expect("valid options"),
+        ),
         Case::TowerGovernor => {
             let config = tower_governor::governor::GovernorConfigBuilder::default()
                 .period(Duration::from_micros(1))
                 .burst_size(1_000_000)
+                .finish()
+                .expect("a valid governor config");
+            hello.layer(tower_governor::GovernorLayer::new(Arc::new(config)))
+        }
+        Case::TowerGovernorHeaders => {
+            let config = tower_governor::governor::GovernorConfigBuilder::default()
+                .period(Duration::from_micros(1))
+                .burst_size(1_000_000)
+                .use_headers()
                 .finish()
                 .expect("a valid governor config");
             hello.layer(tower_governor::GovernorLayer::new(Arc::new(config)))
@@ -356,9 +386,15 @@ fn main() {
         "wall-clock ratios: ours_vs_none={:.3} keyed_vs_none={:.3} ours_vs_tower_governor={:.3} reject_vs_allow={:.3} redis_vs_none={:.3}",
         wall(Case::Ours, Case::None),
         wall(Case::Keyed, Case::None),
-        wall(Case::Keyed, Case::TowerGovernor),
+        wall(Case::KeyedBare, Case::TowerGovernor),
         wall(Case::Reject, Case::Ours),
         wall(Case::Redis, Case::None),
+    );
+    println!(
+        "without rate-limit headers: ours_vs_none={:.3} keyed_vs_none={:.3}; with headers on both: ours_vs_tower_governor={:.3}",
+        ratio(Case::OursBare, Case::None),
+        ratio(Case::KeyedBare, Case::None),
+        ratio(Case::Keyed, Case::TowerGovernorHeaders),
     );
     println!(
         "for scale: seed 004's in-memory Gin middlewares 28,000-32,000 QPS and its Redis one 8,500 QPS on 4 cores; here on 2 cores shared with the load generator: ours {:.0}, keyed {:.0}, Redis {:.0} req/s",
@@ -370,7 +406,9 @@ fn main() {
         "http summary ours_vs_none={:.3} keyed_vs_none={:.3} ours_vs_tower_governor={:.3} reject_vs_allow={:.3} redis_vs_none={:.3} p99_added_us={:.0}",
         ratio(Case::Ours, Case::None),
         ratio(Case::Keyed, Case::None),
-        ratio(Case::Keyed, Case::TowerGovernor),
+        // Like for like: both keyed per IP, neither writing headers
+        // (tower_governor's default), so both send the same bytes.
+        ratio(Case::KeyedBare, Case::TowerGovernor),
         ratio(Case::Reject, Case::Ours),
         // Wall clock: most of a Redis request's cost is in redis-server,
         // another process, which this process's CPU time does not count.

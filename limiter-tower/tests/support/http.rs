@@ -76,4 +76,3 @@ pub(crate) fn hello() -> Router {
 pub(crate) fn per_hour(n: u32) -> Quota {
     Quota::per_hour(n).unwrap().with_burst(n).unwrap()
 }
-
