@@ -557,6 +557,7 @@ impl GcraCell {
     /// assert_eq!(left, Some(Headroom { remaining: 2, refill_in: Duration::from_millis(100) }));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[inline]
     pub fn headroom_after(
         &self,
         reservation: &Reservation,
