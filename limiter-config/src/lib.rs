@@ -1,0 +1,3 @@
+//! Rate-limit rules from files.
+mod source;
+pub use source::{Format, Pos};
