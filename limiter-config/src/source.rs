@@ -146,7 +146,9 @@ fn parse_toml(text: &str) -> Result<Node, SyntaxError> {
             pos: Pos { line: 1, column: 1 },
         }),
         Err(e) => Err(SyntaxError {
-            pos: e.span().map_or(Pos { line: 1, column: 1 }, |s| index.pos(s.start)),
+            pos: e
+                .span()
+                .map_or(Pos { line: 1, column: 1 }, |s| index.pos(s.start)),
             message: e.message().trim().to_owned(),
         }),
     }
@@ -339,7 +341,16 @@ mod tests {
         assert_eq!(*api_key, Pos { line: 2, column: 3 });
         let (rate_key, rate) = field(api, "rate");
         assert_eq!(*rate_key, Pos { line: 3, column: 5 });
-        assert_eq!((rate.pos, &rate.value), (Pos { line: 3, column: 11 }, &Value::Int(5000)));
+        assert_eq!(
+            (rate.pos, &rate.value),
+            (
+                Pos {
+                    line: 3,
+                    column: 11
+                },
+                &Value::Int(5000)
+            )
+        );
         let (_, burst) = field(api, "burst");
         assert_eq!(burst.value, Value::Str("x".into()));
     }
@@ -352,7 +363,10 @@ mod tests {
         let (_, api) = field(limits, "api");
         let (rate_key, rate) = field(api, "rate");
         assert_eq!(*rate_key, Pos { line: 2, column: 1 });
-        assert_eq!((rate.pos, &rate.value), (Pos { line: 2, column: 8 }, &Value::Int(5000)));
+        assert_eq!(
+            (rate.pos, &rate.value),
+            (Pos { line: 2, column: 8 }, &Value::Int(5000))
+        );
     }
 
     #[test]

@@ -1,0 +1,70 @@
+//! [`RuleSet::watch`]: reload when the file changes on disk.
+//!
+//! The watcher watches the file's *directory* (editors and config managers
+//! often replace a file by renaming a new one over it, which a watch on the
+//! file itself would lose), keeps the events naming the file, and debounces
+//! them ([`Watcher::DEBOUNCE`]) so that one save, seen as several events,
+//! is one reload. Each reload is [`RuleSet::reload`]: a bad edit is logged
+//! and counted and changes nothing. Waiting for an applied edit:
+//! [`RuleSet::subscribe`].
+
+use crate::RuleClock;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use notify_debouncer_mini::notify::{self, RecommendedWatcher, RecursiveMode};
+use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
+
+use crate::ruleset::RuleSet;
+
+/// A running file watcher; dropping it stops watching.
+pub struct Watcher {
+    _debouncer: Debouncer<RecommendedWatcher>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Watcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watcher").field("path", &self.path).finish()
+    }
+}
+
+impl Watcher {
+    /// How long the watcher waits for a burst of events to end.
+    pub const DEBOUNCE: Duration = Duration::from_millis(100);
+}
+
+impl<C: RuleClock> RuleSet<C> {
+    /// Starts reloading on every change of the file.
+    ///
+    /// # Errors
+    ///
+    /// The watcher's error (no such directory, no inotify slots left).
+    pub fn watch(&self) -> Result<Watcher, notify::Error> {
+        let path = std::path::absolute(self.path()).unwrap_or_else(|_| self.path().to_path_buf());
+        let dir = path
+            .parent()
+            .map_or_else(|| PathBuf::from("."), PathBuf::from);
+        let name = path.file_name().map(|n| n.to_owned());
+        let rules = self.clone();
+        let mut debouncer =
+            new_debouncer(Watcher::DEBOUNCE, move |events: DebounceEventResult| {
+                match events {
+                    Ok(events) => {
+                        if events.iter().any(|e| e.path.file_name() == name.as_deref()) {
+                            // Errors are logged and counted by reload itself.
+                            let _ = rules.reload();
+                        }
+                    }
+                    Err(e) => tracing::error!(error = %e, "rate-limit rules watcher failed"),
+                }
+            })?;
+        debouncer
+            .watcher()
+            .watch(&dir, RecursiveMode::NonRecursive)?;
+        Ok(Watcher {
+            _debouncer: debouncer,
+            path,
+        })
+    }
+}
