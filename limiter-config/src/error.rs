@@ -167,7 +167,7 @@ impl fmt::Display for Problem {
             Problem::UnknownAlgorithm { found } => write!(f, "unknown algorithm `{found}`"),
             Problem::InvalidRate { reason } => write!(f, "invalid rate: {reason}"),
             Problem::ZeroBurst => f.write_str("0 admits nothing"),
-            Problem::Quota(e) => write!(f, "not representable: {e}"),
+            Problem::Quota(_) => f.write_str("the limiter cannot represent these numbers"),
             Problem::InvalidDuration { reason } => write!(f, "invalid duration: {reason}"),
             Problem::UnknownKeyKind { found } => write!(f, "unknown key kind `{found}`"),
             Problem::InvalidRedisUrl { message } => write!(f, "invalid Redis URL: {message}"),

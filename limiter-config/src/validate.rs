@@ -52,7 +52,7 @@ fn fields_of(algorithm: &str) -> &'static [&'static str] {
     match algorithm {
         "token_bucket" | "leaky_bucket" => &["rate", "burst"],
         "sliding_window" => &["limit", "window"],
-        "warm_up" => &["rate", "burst", "warm_up", "cold_factor"],
+        "warm_up" => &["rate", "warm_up", "cold_factor"],
         "adaptive" => &["policy", "target_latency", "min_rate", "max_rate", "burst"],
         "priority" => &["rate", "burst", "classes"],
         _ => &[],

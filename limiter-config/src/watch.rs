@@ -15,7 +15,8 @@ use std::time::Duration;
 use notify_debouncer_mini::notify::{self, RecommendedWatcher, RecursiveMode};
 use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
 
-use crate::ruleset::RuleSet;
+use crate::error::ConfigErrors;
+use crate::ruleset::{ReloadReport, RuleSet};
 
 /// A running file watcher; dropping it stops watching.
 pub struct Watcher {
@@ -41,6 +42,19 @@ impl<C: RuleClock> RuleSet<C> {
     ///
     /// The watcher's error (no such directory, no inotify slots left).
     pub fn watch(&self) -> Result<Watcher, notify::Error> {
+        self.watch_with(|_| {})
+    }
+
+    /// Starts reloading on every change of the file, calling `on_reload`
+    /// with each outcome (a bad edit's errors too).
+    ///
+    /// # Errors
+    ///
+    /// As [`watch`](RuleSet::watch).
+    pub fn watch_with(
+        &self,
+        on_reload: impl Fn(Result<&ReloadReport, &ConfigErrors>) + Send + 'static,
+    ) -> Result<Watcher, notify::Error> {
         let path = std::path::absolute(self.path()).unwrap_or_else(|_| self.path().to_path_buf());
         let dir = path
             .parent()
@@ -52,8 +66,11 @@ impl<C: RuleClock> RuleSet<C> {
                 match events {
                     Ok(events) => {
                         if events.iter().any(|e| e.path.file_name() == name.as_deref()) {
-                            // Errors are logged and counted by reload itself.
-                            let _ = rules.reload();
+                            // Errors are also logged and counted by reload.
+                            match rules.reload() {
+                                Ok(report) => on_reload(Ok(&report)),
+                                Err(errors) => on_reload(Err(&errors)),
+                            }
                         }
                     }
                     Err(e) => tracing::error!(error = %e, "rate-limit rules watcher failed"),
