@@ -219,6 +219,12 @@ impl Spans for TomlSpans {
     }
 }
 
+/// A map entry as deserialized: the key and the value, each spanned.
+type Entry<S> = (
+    <S as Spans>::Spanned<String>,
+    <S as Spans>::Spanned<Tree<S>>,
+);
+
 /// The tree as deserialized, children still in the format's `Spanned`.
 enum Tree<S: Spans> {
     Null,
@@ -227,7 +233,7 @@ enum Tree<S: Spans> {
     Float(f64),
     Str(String),
     Seq(Vec<S::Spanned<Tree<S>>>),
-    Map(Vec<(S::Spanned<String>, S::Spanned<Tree<S>>)>),
+    Map(Vec<Entry<S>>),
 }
 
 impl<S: Spans> Tree<S> {
@@ -309,7 +315,7 @@ impl<'de, S: Spans> Visitor<'de> for TreeVisitor<S> {
         Ok(Tree::Seq(items))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Tree<S>, A::Error> {
-        let mut entries: Vec<(S::Spanned<String>, S::Spanned<Tree<S>>)> = Vec::new();
+        let mut entries: Vec<Entry<S>> = Vec::new();
         while let Some(key) = map.next_key()? {
             entries.push((key, map.next_value()?));
         }

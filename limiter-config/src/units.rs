@@ -186,7 +186,7 @@ impl fmt::Display for DisplayDuration {
             ("ms", 1_000_000),
             ("us", 1_000),
         ] {
-            if n >= size && n % size == 0 {
+            if n >= size && n.is_multiple_of(size) {
                 return write!(f, "{}{unit}", n / size);
             }
         }

@@ -394,7 +394,7 @@ impl<'n> Fields<'_, '_, 'n> {
                     per: Duration::from_secs(1),
                 })
                 .map_err(|_| format!("{i} permits is more than 4294967295")),
-            Value::Float(r) if !(*r > 0.0) || !r.is_finite() => {
+            Value::Float(r) if r.is_nan() || *r <= 0.0 || !r.is_finite() => {
                 Err(format!("{r} is not a finite number above 0"))
             }
             Value::Float(r) => Ok(Rate::PerSecond(*r)),
@@ -839,9 +839,7 @@ impl<'n> Fields<'_, '_, 'n> {
             }
             return Some(BackendSpec::Local);
         }
-        let Some(section) = self.required("redis") else {
-            return None;
-        };
+        let section = self.required("redis")?;
         let Value::Map(entries) = &section.value else {
             self.err(
                 section.pos,
@@ -943,20 +941,21 @@ impl<'n> Fields<'_, '_, 'n> {
                 }),
         };
         match algorithm {
-            Some(Algorithm::TokenBucket { quota, .. } | Algorithm::LeakyBucket { quota, .. }) => {
-                if quota.period_nanos() % 1_000 != 0 {
-                    let problem = Problem::InvalidValue {
+            Some(Algorithm::TokenBucket { quota, .. } | Algorithm::LeakyBucket { quota, .. })
+                if !quota.period_nanos().is_multiple_of(1_000) =>
+            {
+                let problem = Problem::InvalidValue {
                         reason: format!(
                             "one permit every {} ns is not a whole number of microseconds, the unit Redis counts in",
                             quota.period_nanos()
                         ),
                         expected: "a rate whose period is whole microseconds (at most 1,000,000/s; 3/s is not, 4/s is)".into(),
                     };
-                    let pos = self.t.get("rate").map_or(self.t.pos, |n| n.pos);
-                    self.err(pos, "rate", problem);
-                    ok = false;
-                }
+                let pos = self.t.get("rate").map_or(self.t.pos, |n| n.pos);
+                self.err(pos, "rate", problem);
+                ok = false;
             }
+            Some(Algorithm::TokenBucket { .. } | Algorithm::LeakyBucket { .. }) => {}
             Some(other) => {
                 let problem = Problem::InvalidValue {
                     reason: format!("`{}` has no Redis backend", other.name()),
