@@ -117,9 +117,18 @@ impl<C: RuleClock> RuleBackend<C> {
                 })
             }
             Core::Priority(p, lowest) => {
-                let class = lowest.class();
-                decide_local(lowest, self.policy_of(), cost, max_wait, || {
-                    p.available(class).unwrap_or(0)
+                // The key is the class header's value ("" without one).
+                let named = match &self.0.spec.algorithm {
+                    Algorithm::Priority { classes, .. } => {
+                        classes.iter().position(|(name, _)| name == key)
+                    }
+                    _ => None,
+                };
+                let class = named.and_then(|i| p.class(i).ok());
+                let view = class.as_ref().unwrap_or(lowest);
+                let index = view.class();
+                decide_local(view, self.policy_of(), cost, max_wait, || {
+                    p.available(index).unwrap_or(0)
                 })
             }
             Core::Redis { .. } => return None,
@@ -235,6 +244,8 @@ enum Part {
     Client(ClientIp),
     Route,
     Header(HeaderName),
+    /// A priority class's name: the header's value, "" without it.
+    Class(HeaderName),
 }
 
 impl RuleKey {
@@ -242,8 +253,9 @@ impl RuleKey {
         parts: &[KeyPart],
         trusted: &[ipnet::IpNet],
         matcher: Option<&MatchSpec>,
+        class_header: Option<&HeaderName>,
     ) -> RuleKey {
-        let parts = parts
+        let mut parts: Vec<Part> = parts
             .iter()
             .map(|p| match p {
                 KeyPart::Ip if trusted.is_empty() => Part::Peer(PeerIp::new()),
@@ -252,6 +264,7 @@ impl RuleKey {
                 KeyPart::Header(h) => Part::Header(h.clone()),
             })
             .collect();
+        parts.extend(class_header.cloned().map(Part::Class));
         let route = matcher.map(|m| match &m.path {
             PathMatch::Route(r) | PathMatch::Prefix(r) => r.clone(),
         });
@@ -289,6 +302,11 @@ impl KeyExtractor for RuleKey {
                         .unwrap_or("<unmatched>");
                     escape_into(&mut key, route.as_bytes());
                 }
+                Part::Class(name) => {
+                    if let Some(value) = request.headers().get(name) {
+                        escape_into(&mut key, value.as_bytes());
+                    }
+                }
                 Part::Header(name) => {
                     let value = request
                         .headers()
@@ -314,6 +332,7 @@ mod tests {
                 KeyPart::Header(HeaderName::from_static("x-b")),
             ],
             &[],
+            None,
             None,
         );
         let k = |a: &[u8], b: &[u8]| {

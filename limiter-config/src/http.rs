@@ -27,6 +27,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::backend::{RuleBackend, RuleKey};
+use crate::latency::Timed;
 use crate::limiter::RuleLimiter;
 use crate::routes::matches;
 use crate::ruleset::RuleSet;
@@ -38,10 +39,15 @@ pub(crate) type RuleLayer<C> = RateLimitLayer<RuleBackend<C>, RuleKey>;
 /// The layer of `rule`.
 pub(crate) fn rule_layer<C: RuleClock>(rule: &Arc<RuleLimiter<C>>) -> RuleLayer<C> {
     let spec = &rule.spec;
+    let class_header = match &spec.algorithm {
+        crate::schema::Algorithm::Priority { class_header, .. } => class_header.as_ref(),
+        _ => None,
+    };
     let key = RuleKey::new(
         &spec.key.parts,
         &spec.trusted_proxies,
         spec.matcher.as_ref(),
+        class_header,
     );
     let builder = RateLimitLayer::builder(RuleBackend(Arc::clone(rule)), key)
         .name(spec.name.clone())
@@ -133,10 +139,11 @@ where
         let inner = std::mem::replace(&mut self.inner, clone);
         let snapshot = self.rules.snapshot();
         let path = request.uri().path();
-        let rule = snapshot.routed_rule(request.method(), path);
-        match rule {
-            Some(layer) => {
-                let mut service: RateLimitService<S, RuleBackend<C>, RuleKey> = layer.layer(inner);
+        match snapshot.routed_rule(request.method(), path) {
+            Some((rule, layer)) => {
+                let timed = Timed::new(inner, Arc::clone(rule));
+                let mut service: RateLimitService<Timed<S, C>, RuleBackend<C>, RuleKey> =
+                    layer.layer(timed);
                 service.call(request)
             }
             None => {
@@ -149,16 +156,17 @@ where
 }
 
 impl<C: RuleClock> crate::ruleset::Snapshot<C> {
-    /// The layer of the most specific rule matching `method` and `path`.
-    pub(crate) fn routed_rule(&self, method: &http::Method, path: &str) -> Option<&RuleLayer<C>> {
-        self.routed
-            .iter()
-            .find(|(rule, _)| {
-                rule.spec
-                    .matcher
-                    .as_ref()
-                    .is_some_and(|m| matches(m, method, path))
-            })
-            .map(|(_, layer)| layer)
+    /// The most specific rule matching `method` and `path`, and its layer.
+    pub(crate) fn routed_rule(
+        &self,
+        method: &http::Method,
+        path: &str,
+    ) -> Option<&(Arc<RuleLimiter<C>>, RuleLayer<C>)> {
+        self.routed.iter().find(|(rule, _)| {
+            rule.spec
+                .matcher
+                .as_ref()
+                .is_some_and(|m| matches(m, method, path))
+        })
     }
 }

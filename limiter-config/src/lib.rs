@@ -67,6 +67,7 @@ mod backend;
 mod error;
 mod http;
 mod keyed;
+mod latency;
 mod limiter;
 mod routes;
 mod ruleset;
@@ -80,6 +81,7 @@ pub use backend::{RuleBackend, RuleKey, RuleTicket};
 pub use error::{ALGORITHMS, ConfigError, ConfigErrors, Problem};
 pub use http::{RulesLayer, RulesService};
 pub use keyed::{KeyedRule, KeysFull};
+pub use latency::Timed;
 pub use limiter::{RuleError, RuleLimiter};
 pub use ruleset::{
     CONFIG_ERRORS, CONFIG_GENERATION, ReloadReport, RuleSet, Snapshot, check_file, check_str,

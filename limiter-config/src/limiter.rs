@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use limiter_async::AsyncLimiter;
 use limiter_core::{
-    AcquireError, AdaptiveLimiter, EwmaAimd, Limiter, PercentileWindow, PriorityClass,
+    AcquireError, AdaptiveLimiter, EwmaAimd, Limiter, Outcome, PercentileWindow, PriorityClass,
     PriorityLimiter, Quota, RateLimiter, SlidingWindow, WarmUpBuilder, WarmUpLimiter,
 };
 use limiter_redis::{RedisLimitError, RedisLimiter};
@@ -337,6 +337,26 @@ impl<C: RuleClock> RuleLimiter<C> {
         match &self.live.core {
             Core::AdaptivePercentile(l) => Some(l),
             _ => None,
+        }
+    }
+
+    /// Whether this is an `adaptive` rule (whose rate follows the latencies
+    /// given to [`record`](RuleLimiter::record)).
+    pub fn is_adaptive(&self) -> bool {
+        matches!(
+            self.live.core,
+            Core::AdaptiveEwma(_) | Core::AdaptivePercentile(_)
+        )
+    }
+
+    /// Records a downstream latency and what became of the request into an
+    /// `adaptive` rule's policy (the HTTP layer does this for routed
+    /// rules); does nothing for other rules.
+    pub fn record(&self, latency: Duration, outcome: Outcome) {
+        match &self.live.core {
+            Core::AdaptiveEwma(l) => l.record_outcome(latency, outcome),
+            Core::AdaptivePercentile(l) => l.record_outcome(latency, outcome),
+            _ => {}
         }
     }
 

@@ -151,6 +151,9 @@ pub enum Algorithm {
         quota: Quota,
         /// Class names and shares, highest class first (share 1.0).
         classes: Vec<(String, f64)>,
+        /// The request header naming a request's class (HTTP); a request
+        /// without it, or naming no class, is of the lowest class.
+        class_header: Option<HeaderName>,
     },
 }
 
@@ -245,13 +248,17 @@ impl fmt::Display for Algorithm {
                 rate,
                 quota,
                 classes,
+                class_header,
             } => {
                 q(f, rate, quota)?;
                 f.write_str(", classes")?;
                 for (name, share) in classes {
                     write!(f, " {name}={share}")?;
                 }
-                Ok(())
+                match class_header {
+                    Some(h) => write!(f, ", class from header {h}"),
+                    None => Ok(()),
+                }
             }
         }
     }

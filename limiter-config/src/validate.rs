@@ -54,7 +54,7 @@ fn fields_of(algorithm: &str) -> &'static [&'static str] {
         "sliding_window" => &["limit", "window"],
         "warm_up" => &["rate", "warm_up", "cold_factor"],
         "adaptive" => &["policy", "target_latency", "min_rate", "max_rate", "burst"],
-        "priority" => &["rate", "burst", "classes"],
+        "priority" => &["rate", "burst", "classes", "class_header"],
         _ => &[],
     }
 }
@@ -85,6 +85,7 @@ const ALL_FIELDS: &[&str] = &[
     "min_rate",
     "max_rate",
     "classes",
+    "class_header",
 ];
 
 /// Collects the problems of one file.
@@ -607,7 +608,24 @@ impl<'n> Fields<'_, '_, 'n> {
             let field = format!("classes.{name}");
             classes.push((name.clone(), self.number(share, &field)?));
         }
-        let (rate, quota) = quota?;
+        let class_header = match self.t.get("class_header") {
+            None => Some(None),
+            Some(n) => {
+                self.string(n, "class_header")
+                    .and_then(|h| match HeaderName::try_from(h.trim()) {
+                        Ok(h) => Some(Some(h)),
+                        Err(_) => {
+                            let problem = Problem::InvalidValue {
+                                reason: format!("`{h}` is not a valid header name"),
+                                expected: "a header name such as x-priority".into(),
+                            };
+                            self.err(n.pos, "class_header", problem);
+                            None
+                        }
+                    })
+            }
+        };
+        let ((rate, quota), class_header) = (quota?, class_header?);
         let shares: Vec<f64> = classes.iter().map(|(_, s)| *s).collect();
         if let Err(e) = PriorityLimiter::with_clock(quota, &shares, ManualClock::new()) {
             self.core_error("classes", e);
@@ -617,6 +635,7 @@ impl<'n> Fields<'_, '_, 'n> {
             rate,
             quota,
             classes,
+            class_header,
         })
     }
 

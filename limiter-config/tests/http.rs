@@ -14,6 +14,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use limiter_config::RuleSet;
+use limiter_core::Reason;
+use std::time::Duration;
 use support::TempDir;
 
 const RULES: &str = r#"
@@ -208,4 +210,86 @@ async fn a_reload_moves_the_live_rules_and_keeps_their_state() {
     }
     assert_eq!(post().await.status, StatusCode::OK);
     assert_eq!(post().await.status, StatusCode::OK);
+}
+
+const CLASSES_AND_ADAPTIVE: &str = r#"
+rate_limits:
+  tiers:
+    algorithm: priority
+    rate: "1/h"
+    burst: 4
+    classes: { critical: 1.0, batch: 0.5 }
+    class_header: x-priority
+    match: { route: "/tiers" }
+  guarded:
+    algorithm: adaptive
+    target_latency: "10ms"
+    min_rate: 10
+    max_rate: 100
+    burst: 100
+    match: { route: "/shed" }
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_classes_by_header_and_adaptive_rules_fed_by_responses() {
+    let dir = TempDir::new();
+    let path = dir.write("rules.yaml", CLASSES_AND_ADAPTIVE);
+    let clock = limiter_core::ManualClock::new();
+    let rules = RuleSet::load_with_clock(&path, clock.clone()).unwrap();
+    let app = axum::Router::new()
+        .route("/tiers", axum::routing::get(|| async { "tiers" }))
+        .route(
+            "/shed",
+            axum::routing::get(|| async { StatusCode::SERVICE_UNAVAILABLE }),
+        )
+        .layer(rules.layer());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    let tiers = |class: Option<&'static str>| async move {
+        let client: Client<_, Empty<Bytes>> =
+            Client::builder(TokioExecutor::new()).build(HttpConnector::new());
+        let mut request = Request::get(format!("http://{addr}/tiers"));
+        if let Some(class) = class {
+            request = request.header("x-priority", class);
+        }
+        client
+            .request(request.body(Empty::new()).unwrap())
+            .await
+            .unwrap()
+            .status()
+    };
+    // Burst 4: the batch class (and requests naming no class) may use half.
+    assert_eq!(tiers(None).await, StatusCode::OK);
+    assert_eq!(tiers(Some("batch")).await, StatusCode::OK);
+    assert_eq!(tiers(Some("nonsense")).await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(tiers(Some("critical")).await, StatusCode::OK);
+    assert_eq!(tiers(Some("critical")).await, StatusCode::OK);
+    assert_eq!(tiers(Some("critical")).await, StatusCode::TOO_MANY_REQUESTS);
+
+    // The downstream sheds (503): an overload signal; once the interval is
+    // over the adaptive rule cuts its rate below max_rate.
+    let shed = || send(addr, "127.0.0.1", Method::GET, "/shed", None);
+    assert_eq!(shed().await.status, StatusCode::SERVICE_UNAVAILABLE);
+    let guarded = rules.get("guarded").unwrap();
+    let adaptive = guarded.adaptive_ewma().unwrap();
+    assert_eq!(adaptive.current_rate(), 100.0);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(shed().await.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(matches!(
+        adaptive.last_decision().map(|d| d.reason),
+        Some(Reason::Dropped { .. })
+    ));
+    assert!(
+        adaptive.current_rate() < 100.0,
+        "{}",
+        adaptive.current_rate()
+    );
 }
