@@ -146,9 +146,15 @@ fn every_field_beyond_the_seed() {
             burst: 5
         }
     );
-    let Algorithm::Priority { classes, .. } = &by("tiers").algorithm else {
+    let Algorithm::Priority {
+        classes,
+        class_header,
+        ..
+    } = &by("tiers").algorithm
+    else {
         panic!("priority");
     };
+    assert_eq!(class_header.as_ref().unwrap(), "x-priority");
     assert_eq!(
         classes,
         &[
