@@ -21,7 +21,8 @@ use limiter_tower::{
     Backend, ClientIp, Denial, Grant, KeyError, KeyExtractor, PeerIp, Policy, RequestHead,
 };
 
-use crate::limiter::{Core, RuleLimiter};
+use crate::limiter::RuleLimiter;
+use crate::live::Core;
 use crate::schema::{Algorithm, KeyPart, MatchSpec, PathMatch};
 
 /// A rule's limiter as a [`Backend`] of `limiter-tower`.

@@ -60,15 +60,17 @@
 //! Envoy, and which algorithm for which scene. Modules: `source` (file to
 //! positioned tree), `units` (rates, durations), `validate` (the schema
 //! check), `schema` (the rules as understood), `routes` (matching and
-//! ambiguity), `keyed`, `limiter`, `ruleset`, `watch`, `backend` and `http`
+//! ambiguity), `keyed`, `live` (a rule's limiter state), `limiter`, `ruleset`, `build` (a reload, rule by rule), `watch`, `backend`, `latency` and `http`
 //! (the tower half).
 
 mod backend;
+mod build;
 mod error;
 mod http;
 mod keyed;
 mod latency;
 mod limiter;
+mod live;
 mod routes;
 mod ruleset;
 mod schema;

@@ -28,14 +28,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
 use limiter_core::DefaultClock;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use tokio::sync::watch;
 
+use crate::build::build;
 use crate::error::{ConfigError, ConfigErrors, Problem};
-use crate::http::{RuleLayer, rule_layer};
-use crate::limiter::{Core, Live, RuleLimiter};
-use crate::routes::precedence;
-use crate::schema::{BackendSpec, RuleSpec};
+use crate::http::RuleLayer;
+use crate::limiter::RuleLimiter;
+use crate::schema::RuleSpec;
 use crate::source::{Format, Pos, parse};
 use crate::validate::validate;
 
@@ -104,8 +104,8 @@ pub fn check_str(path: &Path, text: &str, format: Format) -> Result<Vec<RuleSpec
 
 /// One whole rule set: what a reader sees between two reloads.
 pub struct Snapshot<C: RuleClock> {
-    generation: u64,
-    rules: BTreeMap<String, Arc<RuleLimiter<C>>>,
+    pub(crate) generation: u64,
+    pub(crate) rules: BTreeMap<String, Arc<RuleLimiter<C>>>,
     /// The routed rules, most specific first.
     pub(crate) routed: Vec<(Arc<RuleLimiter<C>>, RuleLayer<C>)>,
 }
@@ -320,142 +320,4 @@ impl<C: RuleClock> RuleSet<C> {
     pub fn path(&self) -> &Path {
         &self.shared.path
     }
-}
-
-type Built<C> = (Snapshot<C>, ReloadReport);
-
-fn build<C: RuleClock>(
-    path: &Path,
-    clock: &C,
-    specs: Vec<RuleSpec>,
-    old: Option<&Snapshot<C>>,
-    conns: &mut HashMap<String, ConnectionManager>,
-    generation: u64,
-) -> Result<Built<C>, ConfigErrors> {
-    let mut report = ReloadReport {
-        generation,
-        ..ReloadReport::default()
-    };
-    let mut rules = BTreeMap::new();
-    let mut errors = Vec::new();
-    for spec in specs {
-        let previous = old.and_then(|o| o.rules.get(&spec.name));
-        let live = match previous {
-            Some(p) if p.spec.shape() == spec.shape() => {
-                let (old_q, new_q) = (p.spec.algorithm.quota(), spec.algorithm.quota());
-                match (&p.live.core, new_q) {
-                    (_, q) if q == old_q => {
-                        report.unchanged.push(spec.name.clone());
-                        Some(Arc::clone(&p.live))
-                    }
-                    (Core::Redis { .. }, _) => None,
-                    (_, Some(q)) if p.live.set_quota(q) => {
-                        report.updated.push(spec.name.clone());
-                        Some(Arc::clone(&p.live))
-                    }
-                    _ => None,
-                }
-            }
-            _ => None,
-        };
-        let live = match live {
-            Some(live) => live,
-            None => {
-                let conn = match &spec.backend {
-                    BackendSpec::Redis(r) => match connection(conns, &r.url) {
-                        Ok(c) => Some(c),
-                        Err(message) => {
-                            errors.push(build_error(path, &spec, message));
-                            continue;
-                        }
-                    },
-                    BackendSpec::Local => None,
-                };
-                match Live::build(&spec, clock, conn) {
-                    Ok(live) => {
-                        match previous {
-                            // Same shape: only a Redis rule's quota moved; its
-                            // state is on Redis.
-                            Some(p) if p.spec.shape() == spec.shape() => {
-                                report.updated.push(spec.name.clone())
-                            }
-                            Some(_) => report.replaced.push(spec.name.clone()),
-                            None => report.added.push(spec.name.clone()),
-                        }
-                        Arc::new(live)
-                    }
-                    Err(e) => {
-                        errors.push(build_error(path, &spec, e.to_string()));
-                        continue;
-                    }
-                }
-            }
-        };
-        let rule = Arc::new(RuleLimiter { spec, live });
-        rules.insert(rule.spec.name.clone(), rule);
-    }
-    if !errors.is_empty() {
-        return Err(ConfigErrors(errors));
-    }
-    if let Some(old) = old {
-        report.removed = old
-            .rules
-            .keys()
-            .filter(|k| !rules.contains_key(*k))
-            .cloned()
-            .collect();
-    }
-    let mut routed: Vec<Arc<RuleLimiter<C>>> = rules
-        .values()
-        .filter(|r| r.spec.matcher.is_some())
-        .cloned()
-        .collect();
-    routed.sort_by(|a, b| {
-        let key = |r: &RuleLimiter<C>| r.spec.matcher.as_ref().map(precedence);
-        key(b).cmp(&key(a))
-    });
-    let routed = routed
-        .into_iter()
-        .map(|r| {
-            let layer = rule_layer(&r);
-            (r, layer)
-        })
-        .collect();
-    Ok((
-        Snapshot {
-            generation,
-            rules,
-            routed,
-        },
-        report,
-    ))
-}
-
-fn build_error(path: &Path, spec: &RuleSpec, message: String) -> ConfigError {
-    ConfigError {
-        file: path.to_path_buf(),
-        pos: spec.pos,
-        rule: Some(spec.name.clone()),
-        field: Some("redis".into()),
-        problem: Problem::InvalidRedisUrl { message },
-    }
-}
-
-/// A lazy connection manager per URL, kept across reloads (it connects on
-/// first use and reconnects by itself).
-fn connection(
-    conns: &mut HashMap<String, ConnectionManager>,
-    url: &str,
-) -> Result<ConnectionManager, String> {
-    if let Some(c) = conns.get(url) {
-        return Ok(c.clone());
-    }
-    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(std::time::Duration::from_secs(1)))
-        .set_number_of_retries(2);
-    let conn =
-        ConnectionManager::new_lazy_with_config(client, config).map_err(|e| e.to_string())?;
-    conns.insert(url.to_owned(), conn.clone());
-    Ok(conn)
 }
