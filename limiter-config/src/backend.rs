@@ -3,7 +3,8 @@
 //! store) and [`RuleKey`] (the rule's `key` as a `KeyExtractor`).
 //!
 //! `limiter-tower` implements `Backend` for `RateLimiter` and
-//! `KeyedLimiter`; a rule can be any of six algorithms, keyed by this
+//! `KeyedLimiter` (and, behind its `redis` feature, `RedisLimiter`); a rule
+//! can be any of six algorithms, keyed by this
 //! crate's [`KeyedRule`](crate::KeyedRule), or on Redis, so the impl for
 //! that enum lives here. Keys are strings: parts joined by `\u{1f}` (which
 //! no header value, address or route contains), a header value's bytes
@@ -15,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::HeaderName;
-use limiter_core::{Limiter, Quota, Reservation};
+use limiter_core::{Headroom, Limiter, Quota, Reservation};
 use limiter_redis::RedisLimitError;
 use limiter_tower::{
     Backend, ClientIp, Denial, Grant, KeyError, KeyExtractor, PeerIp, Policy, RequestHead,
@@ -43,6 +44,20 @@ pub struct RuleTicket {
     reservation: Option<Reservation>,
 }
 
+/// The grant of a GCRA decision with the headroom its own state word left.
+fn exact_grant((reservation, left): (Reservation, Headroom)) -> Grant<RuleTicket> {
+    Grant {
+        wait: reservation.wait(),
+        ticket: RuleTicket {
+            reservation: Some(reservation),
+        },
+        remaining: left.remaining,
+        reset: left.refill_in,
+    }
+}
+
+/// The grant of an algorithm without a headroom of its own: `remaining`
+/// read right after the decision, the next permit within one period.
 fn grant(reservation: Reservation, quota: Quota, available: u32) -> Grant<RuleTicket> {
     let wait = reservation.wait();
     let (remaining, reset) = if wait.is_zero() {
@@ -92,14 +107,15 @@ impl<C: RuleClock> RuleBackend<C> {
     ) -> Option<Result<Grant<RuleTicket>, Denial>> {
         let live = &self.0.live;
         Some(match &live.core {
+            // The headroom of the decision itself: exact headers.
             Core::Gcra(l) => l
-                .reserve_n(cost, max_wait)
-                .map(|r| grant(r, l.quota(), l.available()))
+                .reserve_n_with_headroom(cost, max_wait)
+                .map(exact_grant)
                 .map_err(Denial::from),
             Core::Keyed(k) => match k.limiter(key) {
                 Ok(l) => l
-                    .reserve_n(cost, max_wait)
-                    .map(|r| grant(r, l.quota(), l.available()))
+                    .reserve_n_with_headroom(cost, max_wait)
+                    .map(exact_grant)
                     .map_err(Denial::from),
                 Err(full) => Err(Denial::Unavailable(Box::new(full))),
             },
@@ -324,6 +340,41 @@ impl KeyExtractor for RuleKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live::Live;
+    use crate::source::Format;
+    use limiter_core::ManualClock;
+
+    fn backend(yaml: &str, clock: &ManualClock) -> RuleBackend<ManualClock> {
+        let spec = crate::check_str("t.yaml".as_ref(), yaml, Format::Yaml)
+            .unwrap()
+            .remove(0);
+        let live = Arc::new(Live::build(&spec, clock, None).unwrap());
+        RuleBackend(Arc::new(RuleLimiter { spec, live }))
+    }
+
+    #[test]
+    fn gcra_grants_report_the_headroom_of_their_own_decision() {
+        let clock = ManualClock::new();
+        let rule = "rate_limits:\n  r:\n    algorithm: token_bucket\n    rate: 10\n    burst: 3\n";
+        for yaml in [rule.to_owned(), format!("{rule}    key: ip\n")] {
+            let b = backend(&yaml, &clock);
+            let key = "1.2.3.4".to_owned();
+            let g = b.decide_now(&key, 1, Duration::ZERO).unwrap().unwrap();
+            assert_eq!((g.remaining, g.reset), (2, Duration::from_millis(100)));
+            // Half an emission interval later, one more grant: one permit
+            // left, the next in 50 ms (not a whole period).
+            clock.advance(Duration::from_millis(50));
+            let g = b.decide_now(&key, 1, Duration::ZERO).unwrap().unwrap();
+            assert_eq!((g.remaining, g.reset), (1, Duration::from_millis(50)));
+            let held = b
+                .decide_now(&key, 2, Duration::from_secs(1))
+                .unwrap()
+                .unwrap();
+            assert_eq!(held.wait, Duration::from_millis(50));
+            assert!(b.cancel(&key, held.ticket));
+            clock.advance(Duration::from_secs(1));
+        }
+    }
 
     #[test]
     fn composite_keys_do_not_collide() {
