@@ -2,11 +2,11 @@
 //! rule's limiter as a `limiter_tower::Backend`, whatever its algorithm or
 //! store) and [`RuleKey`] (the rule's `key` as a `KeyExtractor`).
 //!
-//! `limiter-tower` implements `Backend` for `RateLimiter` and
-//! `KeyedLimiter` (and, behind its `redis` feature, `RedisLimiter`); a rule
-//! can be any of six algorithms, keyed by this
-//! crate's [`KeyedRule`](crate::KeyedRule), or on Redis, so the impl for
-//! that enum lives here. Keys are strings: parts joined by `\u{1f}` (which
+//! `limiter-tower` implements `Backend` for `RateLimiter`, `KeyedLimiter`
+//! and (its `RedisBackend`) `RedisLimiter`; a rule can be any of six
+//! algorithms, keyed by this crate's [`KeyedRule`](crate::KeyedRule), or on
+//! Redis, so the impl for that enum lives here: GCRA rules decide with the
+//! core's headroom, Redis rules go through `RedisBackend`. Keys are strings: parts joined by `\u{1f}` (which
 //! no header value, address or route contains), a header value's bytes
 //! other than visible ASCII and space escaped as `\xNN` and `\` as `\\`, so
 //! two different requests never share a key by accident.
@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use http::header::HeaderName;
 use limiter_core::{Headroom, Limiter, Quota, Reservation};
-use limiter_redis::RedisLimitError;
 use limiter_tower::{
     Backend, ClientIp, Denial, Grant, KeyError, KeyExtractor, PeerIp, Policy, RequestHead,
 };
@@ -188,37 +187,19 @@ impl<C: RuleClock> Backend for RuleBackend<C> {
         if let Some(decision) = self.decide_sync(key, cost, max_wait) {
             return decision;
         }
-        let Core::Redis { limiter, keyed } = &self.0.live.core else {
+        let Core::Redis { http, keyed, .. } = &self.0.live.core else {
             unreachable!("every other core decides synchronously")
         };
-        let redis_key = if *keyed { key.as_str() } else { "global" };
-        let result = if max_wait.is_zero() {
-            limiter.try_acquire_n(redis_key, cost).await
-        } else {
-            limiter.reserve_n(redis_key, cost, max_wait).await
-        };
-        match result {
-            Ok(a) => Ok(Grant {
-                ticket: RuleTicket { reservation: None },
-                wait: a.wait,
-                remaining: a.remaining,
-                reset: if a.wait.is_zero() {
-                    a.reset_after.min(limiter.quota().period())
-                } else {
-                    a.wait.saturating_add(limiter.quota().period())
-                },
-            }),
-            Err(RedisLimitError::RateLimited { retry_after, .. }) => {
-                Err(Denial::RateLimited { retry_after })
-            }
-            Err(RedisLimitError::InsufficientCapacity { requested, burst }) => {
-                Err(Denial::OverBurst {
-                    cost: requested,
-                    burst,
-                })
-            }
-            Err(other) => Err(Denial::Unavailable(Box::new(other))),
-        }
+        // limiter-tower's RedisBackend: its exact reset from the script's
+        // `reset_after`, its injective Redis keys.
+        let global = String::from("global");
+        let redis_key = if *keyed { key } else { &global };
+        http.decide(redis_key, cost, max_wait).await.map(|g| Grant {
+            ticket: RuleTicket { reservation: None },
+            wait: g.wait,
+            remaining: g.remaining,
+            reset: g.reset,
+        })
     }
 
     fn decide_now(

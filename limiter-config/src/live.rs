@@ -15,6 +15,7 @@ use limiter_core::{
     RateLimiter, SlidingWindow, WarmUpBuilder, WarmUpLimiter,
 };
 use limiter_redis::{RedisLimitError, RedisLimiter};
+use limiter_tower::RedisBackend;
 use redis::aio::ConnectionManager;
 
 use crate::RuleClock;
@@ -33,8 +34,11 @@ pub(crate) enum Core<C: RuleClock> {
     /// The limiter and the view of its lowest class (what unclassed
     /// requests use).
     Priority(Arc<PriorityLimiter<C>>, PriorityClass<C>),
+    /// The limiter for library calls, and `limiter-tower`'s backend over
+    /// the same limiter for the HTTP layer.
     Redis {
         limiter: RedisLimiter,
+        http: RedisBackend<String>,
         keyed: bool,
     },
 }
@@ -62,8 +66,10 @@ impl<C: RuleClock> Live<C> {
                 let conn = conn.ok_or(RedisLimitError::UnsupportedQuota {
                     period: Duration::ZERO,
                 })?;
+                let limiter = redis_limiter(conn, quota, r)?;
                 Core::Redis {
-                    limiter: redis_limiter(conn, quota, r)?,
+                    http: RedisBackend::new(limiter.clone()),
+                    limiter,
                     keyed,
                 }
             }

@@ -114,6 +114,7 @@ async fn redis_rules_limit_http_requests() {
     let ok = get("127.0.0.1").await;
     assert_eq!(ok.status(), StatusCode::OK);
     assert_eq!(ok.headers()["ratelimit-policy"], r#""shared";q=1;w=1"#);
+    assert_eq!(ok.headers()["ratelimit"], r#""shared";r=0;t=1"#);
     assert_eq!(
         get("127.0.0.1").await.status(),
         StatusCode::TOO_MANY_REQUESTS
