@@ -1,4 +1,5 @@
-//! [`RuleSet::watch`]: reload when the file changes on disk.
+//! [`RuleSet::watch`]: reload when the file changes on disk; and
+//! [`RuleSet::reload_on_sighup`]: reload on `SIGHUP`, as daemons do.
 //!
 //! The watcher watches the file's *directory* (editors and config managers
 //! often replace a file by renaming a new one over it, which a watch on the
@@ -83,5 +84,33 @@ impl<C: RuleClock> RuleSet<C> {
             _debouncer: debouncer,
             path,
         })
+    }
+}
+
+impl<C: RuleClock> RuleSet<C> {
+    /// Reloads on every `SIGHUP`, from a task on the current tokio runtime,
+    /// until the task is aborted. The handler is installed before this
+    /// returns, so a `SIGHUP` sent afterwards never takes the default action
+    /// (ending the process). Outcomes as [`reload`](RuleSet::reload): logged,
+    /// counted, and announced by [`subscribe`](RuleSet::subscribe).
+    ///
+    /// # Errors
+    ///
+    /// The signal handler could not be installed.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime.
+    #[cfg(unix)]
+    pub fn reload_on_sighup(&self) -> std::io::Result<tokio::task::JoinHandle<()>> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut hup = signal(SignalKind::hangup())?;
+        let rules = self.clone();
+        Ok(tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                // Errors are logged and counted by reload.
+                let _ = rules.reload();
+            }
+        }))
     }
 }

@@ -74,3 +74,21 @@ async fn the_watcher_applies_edits_in_a_real_directory() {
         Quota::per_second(40).unwrap().with_burst(2).unwrap()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads() {
+    let dir = TempDir::new();
+    let path = dir.write("rules.yaml", &rules(10));
+    let rules_set = RuleSet::load_with_clock(&path, ManualClock::new()).unwrap();
+    let task = rules_set.reload_on_sighup().unwrap();
+    std::fs::write(&path, rules(30)).unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &std::process::id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+    generation(&rules_set, 2).await;
+    let quota = rules_set.get("api").unwrap().gcra().unwrap().quota();
+    assert_eq!(quota, Quota::per_second(30).unwrap().with_burst(2).unwrap());
+    task.abort();
+}
