@@ -9,19 +9,20 @@
 //! and counted and changes nothing. Waiting for an applied edit:
 //! [`RuleSet::subscribe`].
 
-use crate::RuleClock;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use notify_debouncer_mini::notify::{self, RecommendedWatcher, RecursiveMode};
-use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
+use notify_debouncer_full::notify::event::{AccessKind, AccessMode, EventKind, ModifyKind};
+use notify_debouncer_full::notify::{self, RecommendedWatcher, RecursiveMode};
+use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 
+use crate::RuleClock;
 use crate::error::ConfigErrors;
 use crate::ruleset::{ReloadReport, RuleSet};
 
 /// A running file watcher; dropping it stops watching.
 pub struct Watcher {
-    _debouncer: Debouncer<RecommendedWatcher>,
+    _debouncer: Debouncer<RecommendedWatcher, RecommendedCache>,
     path: PathBuf,
 }
 
@@ -34,6 +35,19 @@ impl std::fmt::Debug for Watcher {
 impl Watcher {
     /// How long the watcher waits for a burst of events to end.
     pub const DEBOUNCE: Duration = Duration::from_millis(100);
+}
+
+/// Whether an event of `kind` can mean the file's contents changed. Opens,
+/// reads and metadata changes cannot: the reload itself opens and reads the
+/// file, and counting that would reload forever.
+pub(crate) fn changes_contents(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Create(_) | EventKind::Remove(_) | EventKind::Any | EventKind::Other => true,
+        EventKind::Modify(ModifyKind::Metadata(_)) => false,
+        EventKind::Modify(_) => true,
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+    }
 }
 
 impl<C: RuleClock> RuleSet<C> {
@@ -62,24 +76,31 @@ impl<C: RuleClock> RuleSet<C> {
             .map_or_else(|| PathBuf::from("."), PathBuf::from);
         let name = path.file_name().map(|n| n.to_owned());
         let rules = self.clone();
-        let mut debouncer =
-            new_debouncer(Watcher::DEBOUNCE, move |events: DebounceEventResult| {
-                match events {
-                    Ok(events) => {
-                        if events.iter().any(|e| e.path.file_name() == name.as_deref()) {
-                            // Errors are also logged and counted by reload.
-                            match rules.reload() {
-                                Ok(report) => on_reload(Ok(&report)),
-                                Err(errors) => on_reload(Err(&errors)),
-                            }
+        let mut debouncer = new_debouncer(
+            Watcher::DEBOUNCE,
+            None,
+            move |events: DebounceEventResult| match events {
+                Ok(events) => {
+                    let ours = events.iter().any(|e| {
+                        changes_contents(&e.kind)
+                            && e.paths.iter().any(|p| p.file_name() == name.as_deref())
+                    });
+                    if ours {
+                        // Errors are also logged and counted by reload.
+                        match rules.reload() {
+                            Ok(report) => on_reload(Ok(&report)),
+                            Err(errors) => on_reload(Err(&errors)),
                         }
                     }
-                    Err(e) => tracing::error!(error = %e, "rate-limit rules watcher failed"),
                 }
-            })?;
-        debouncer
-            .watcher()
-            .watch(&dir, RecursiveMode::NonRecursive)?;
+                Err(errors) => {
+                    for e in errors {
+                        tracing::error!(error = %e, "rate-limit rules watcher failed");
+                    }
+                }
+            },
+        )?;
+        debouncer.watch(&dir, RecursiveMode::NonRecursive)?;
         Ok(Watcher {
             _debouncer: debouncer,
             path,
@@ -112,5 +133,33 @@ impl<C: RuleClock> RuleSet<C> {
                 let _ = rules.reload();
             }
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use notify::event::{CreateKind, DataChange, MetadataKind, RemoveKind, RenameMode};
+
+    #[test]
+    fn only_content_changes_count() {
+        for kind in [
+            EventKind::Create(CreateKind::File),
+            EventKind::Modify(ModifyKind::Data(DataChange::Any)),
+            EventKind::Modify(ModifyKind::Name(RenameMode::To)),
+            EventKind::Remove(RemoveKind::File),
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+        ] {
+            assert!(changes_contents(&kind), "{kind:?}");
+        }
+        // What a reload does to the file must not trigger another.
+        for kind in [
+            EventKind::Access(AccessKind::Open(AccessMode::Any)),
+            EventKind::Access(AccessKind::Read),
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+            EventKind::Modify(ModifyKind::Metadata(MetadataKind::AccessTime)),
+        ] {
+            assert!(!changes_contents(&kind), "{kind:?}");
+        }
     }
 }
