@@ -16,8 +16,8 @@ use crate::error::{ConfigError, ConfigErrors, Problem};
 use crate::http::rule_layer;
 use crate::limiter::RuleLimiter;
 use crate::live::{Core, Live};
-use crate::routes::precedence;
-use crate::ruleset::{ReloadReport, Snapshot};
+use crate::routes::Matcher;
+use crate::ruleset::{ReloadReport, Routed, Snapshot};
 use crate::schema::{BackendSpec, RuleSpec};
 
 pub(crate) type Built<C> = (Snapshot<C>, ReloadReport);
@@ -103,22 +103,18 @@ pub(crate) fn build<C: RuleClock>(
             .cloned()
             .collect();
     }
-    let mut routed: Vec<Arc<RuleLimiter<C>>> = rules
+    let mut routed: Vec<Routed<C>> = rules
         .values()
-        .filter(|r| r.spec.matcher.is_some())
-        .cloned()
-        .collect();
-    routed.sort_by(|a, b| {
-        let key = |r: &RuleLimiter<C>| r.spec.matcher.as_ref().map(precedence);
-        key(b).cmp(&key(a))
-    });
-    let routed = routed
-        .into_iter()
-        .map(|r| {
-            let layer = rule_layer(&r);
-            (r, layer)
+        .filter_map(|r| {
+            let matcher = Matcher::new(r.spec.matcher.as_ref()?)?;
+            Some(Routed {
+                layer: rule_layer(r),
+                rule: Arc::clone(r),
+                matcher,
+            })
         })
         .collect();
+    routed.sort_by_key(|r| std::cmp::Reverse(r.matcher.precedence()));
     Ok((
         Snapshot {
             generation,

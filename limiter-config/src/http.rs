@@ -29,7 +29,6 @@ use tower_service::Service;
 use crate::backend::{RuleBackend, RuleKey};
 use crate::latency::Timed;
 use crate::limiter::RuleLimiter;
-use crate::routes::matches;
 use crate::ruleset::RuleSet;
 use crate::schema::HeaderSpec;
 
@@ -140,10 +139,10 @@ where
         let snapshot = self.rules.snapshot();
         let path = request.uri().path();
         match snapshot.routed_rule(request.method(), path) {
-            Some((rule, layer)) => {
-                let timed = Timed::new(inner, Arc::clone(rule));
+            Some(routed) => {
+                let timed = Timed::new(inner, Arc::clone(&routed.rule));
                 let mut service: RateLimitService<Timed<S, C>, RuleBackend<C>, RuleKey> =
-                    layer.layer(timed);
+                    routed.layer.layer(timed);
                 service.call(request)
             }
             None => {
@@ -161,12 +160,7 @@ impl<C: RuleClock> crate::ruleset::Snapshot<C> {
         &self,
         method: &http::Method,
         path: &str,
-    ) -> Option<&(Arc<RuleLimiter<C>>, RuleLayer<C>)> {
-        self.routed.iter().find(|(rule, _)| {
-            rule.spec
-                .matcher
-                .as_ref()
-                .is_some_and(|m| matches(m, method, path))
-        })
+    ) -> Option<&crate::ruleset::Routed<C>> {
+        self.routed.iter().find(|r| r.matcher.matches(method, path))
     }
 }

@@ -85,46 +85,75 @@ pub(crate) fn prefix_matches(prefix: &str, path: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
-/// A sortable precedence: larger is more specific.
-pub(crate) fn precedence(m: &MatchSpec) -> (u8, usize, u8, bool) {
-    let methods = !m.methods.is_empty();
-    match &m.path {
-        PathMatch::Route(r) => {
-            let t = template_of(r).unwrap_or_default();
-            let literals = t
-                .iter()
-                .filter(|s| matches!(s, Segment::Literal(_)))
-                .count();
-            let no_rest = !t.contains(&Segment::Rest);
-            (1, literals, u8::from(no_rest), methods)
-        }
-        PathMatch::Prefix(p) => (0, p.len(), 0, methods),
-    }
+/// A rule's `match`, compiled once: the template's segments parsed, the
+/// precedence computed.
+#[derive(Debug, Clone)]
+pub(crate) struct Matcher {
+    path: Compiled,
+    methods: Vec<Method>,
+    precedence: (u8, usize, u8, bool),
 }
 
-/// Whether `m` matches a request for `path` with `method`.
-pub(crate) fn matches(m: &MatchSpec, method: &Method, path: &str) -> bool {
-    if !m.methods.is_empty() && !m.methods.contains(method) {
-        return false;
+#[derive(Debug, Clone)]
+enum Compiled {
+    Route(String, Vec<Segment>),
+    Prefix(String),
+}
+
+impl Matcher {
+    /// The compiled `m`, or `None` for a template that does not parse
+    /// (validation refuses those).
+    pub(crate) fn new(m: &MatchSpec) -> Option<Matcher> {
+        let has_methods = !m.methods.is_empty();
+        let (path, precedence) = match &m.path {
+            PathMatch::Route(r) => {
+                let t = template_of(r)?;
+                let literals = t
+                    .iter()
+                    .filter(|s| matches!(s, Segment::Literal(_)))
+                    .count();
+                let no_rest = !t.contains(&Segment::Rest);
+                (
+                    Compiled::Route(r.clone(), t),
+                    (1, literals, u8::from(no_rest), has_methods),
+                )
+            }
+            PathMatch::Prefix(p) => (Compiled::Prefix(p.clone()), (0, p.len(), 0, has_methods)),
+        };
+        Some(Matcher {
+            path,
+            methods: m.methods.clone(),
+            precedence,
+        })
     }
-    match &m.path {
-        PathMatch::Route(r) => template_of(r).is_some_and(|t| template_matches(&t, path)),
-        PathMatch::Prefix(p) => prefix_matches(p, path),
+
+    /// A sortable precedence: larger is more specific.
+    pub(crate) fn precedence(&self) -> (u8, usize, u8, bool) {
+        self.precedence
+    }
+
+    /// Whether a request for `path` with `method` matches.
+    pub(crate) fn matches(&self, method: &Method, path: &str) -> bool {
+        if !self.methods.is_empty() && !self.methods.contains(method) {
+            return false;
+        }
+        match &self.path {
+            Compiled::Route(_, t) => template_matches(t, path),
+            Compiled::Prefix(p) => prefix_matches(p, path),
+        }
     }
 }
 
 /// What `a` and `b` both match at the same precedence, if anything: then
 /// neither would be chosen by a rule of this module.
-pub(crate) fn ambiguous(a: &MatchSpec, b: &MatchSpec) -> Option<String> {
-    if precedence(a) != precedence(b) {
+pub(crate) fn ambiguous(a: &Matcher, b: &Matcher) -> Option<String> {
+    if a.precedence != b.precedence {
         return None;
     }
     let methods = if a.methods.is_empty() && b.methods.is_empty() {
         "every method".to_owned()
-    } else if a.methods.is_empty() || b.methods.is_empty() {
-        // Unreachable: the precedence differs.
-        return None;
     } else {
+        // Both have methods: the precedence is equal.
         let common: Vec<&str> = a
             .methods
             .iter()
@@ -137,10 +166,9 @@ pub(crate) fn ambiguous(a: &MatchSpec, b: &MatchSpec) -> Option<String> {
         common.join(", ")
     };
     let paths = match (&a.path, &b.path) {
-        (PathMatch::Prefix(p), PathMatch::Prefix(q)) => (p == q).then(|| format!("prefix {p}")),
-        (PathMatch::Route(r), PathMatch::Route(s)) => {
-            let (t, u) = (template_of(r)?, template_of(s)?);
-            overlap(&t, &u).then(|| format!("route {s}"))
+        (Compiled::Prefix(p), Compiled::Prefix(q)) => (p == q).then(|| format!("prefix {p}")),
+        (Compiled::Route(_, t), Compiled::Route(s, u)) => {
+            overlap(t, u).then(|| format!("route {s}"))
         }
         _ => None,
     }?;
@@ -167,18 +195,24 @@ fn overlap(t: &[Segment], u: &[Segment]) -> bool {
 mod tests {
     use super::*;
 
-    fn route(r: &str, methods: &[Method]) -> MatchSpec {
-        MatchSpec {
+    fn route(r: &str, methods: &[Method]) -> Matcher {
+        Matcher::new(&MatchSpec {
             path: PathMatch::Route(r.into()),
             methods: methods.to_vec(),
-        }
+        })
+        .unwrap()
     }
 
-    fn prefix(p: &str) -> MatchSpec {
-        MatchSpec {
+    fn prefix(p: &str) -> Matcher {
+        Matcher::new(&MatchSpec {
             path: PathMatch::Prefix(p.into()),
             methods: Vec::new(),
-        }
+        })
+        .unwrap()
+    }
+
+    fn precedence(m: &Matcher) -> (u8, usize, u8, bool) {
+        m.precedence()
     }
 
     #[test]
@@ -219,5 +253,8 @@ mod tests {
         assert!(ambiguous(&route("/a", &get), &route("/a", &[])).is_none());
         assert!(precedence(&route("/a", &get)) > precedence(&route("/a", &[])));
         assert!(precedence(&route("/{x}", &[])) > precedence(&prefix("/a/b/c")));
+        assert!(route("/a/{x}", &get).matches(&Method::GET, "/a/1"));
+        assert!(!route("/a/{x}", &get).matches(&Method::POST, "/a/1"));
+        assert!(prefix("/a").matches(&Method::DELETE, "/a/b"));
     }
 }

@@ -35,6 +35,7 @@ use crate::build::build;
 use crate::error::{ConfigError, ConfigErrors, Problem};
 use crate::http::RuleLayer;
 use crate::limiter::RuleLimiter;
+use crate::routes::Matcher;
 use crate::schema::RuleSpec;
 use crate::source::{Format, Pos, parse};
 use crate::validate::validate;
@@ -107,7 +108,14 @@ pub struct Snapshot<C: RuleClock> {
     pub(crate) generation: u64,
     pub(crate) rules: BTreeMap<String, Arc<RuleLimiter<C>>>,
     /// The routed rules, most specific first.
-    pub(crate) routed: Vec<(Arc<RuleLimiter<C>>, RuleLayer<C>)>,
+    pub(crate) routed: Vec<Routed<C>>,
+}
+
+/// A routed rule: its compiled match, the rule and its HTTP layer.
+pub(crate) struct Routed<C: RuleClock> {
+    pub(crate) matcher: Matcher,
+    pub(crate) rule: Arc<RuleLimiter<C>>,
+    pub(crate) layer: RuleLayer<C>,
 }
 
 impl<C: RuleClock> std::fmt::Debug for Snapshot<C> {

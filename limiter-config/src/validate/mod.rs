@@ -24,7 +24,7 @@ use limiter_redis::FailurePolicy;
 use limiter_tower::Mode;
 
 use crate::error::{ALGORITHMS, ConfigError, Problem};
-use crate::routes::{ambiguous, template_of};
+use crate::routes::{Matcher, ambiguous, template_of};
 use crate::schema::{
     AdaptivePolicySpec, Algorithm, BackendSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, HeaderSpec,
     KeyPart, KeySpec, MatchSpec, PathMatch, RedisSpec, RuleSpec,
@@ -178,16 +178,22 @@ pub(crate) fn validate(file: &Path, root: &Node) -> Result<Vec<RuleSpec>, Vec<Co
         ),
     }
     // Two rules that match the same requests, reported at the later one.
-    for (j, later) in rules.iter().enumerate() {
-        for earlier in &rules[..j] {
-            if let (Some(a), Some(b)) = (&earlier.matcher, &later.matcher)
+    // Compiled once; only rules of equal precedence can be ambiguous.
+    let compiled: Vec<Option<Matcher>> = rules
+        .iter()
+        .map(|r| r.matcher.as_ref().and_then(Matcher::new))
+        .collect();
+    for (j, later) in compiled.iter().enumerate() {
+        let Some(b) = later else { continue };
+        for (i, earlier) in compiled[..j].iter().enumerate() {
+            if let Some(a) = earlier
                 && let Some(overlap) = ambiguous(a, b)
             {
                 let problem = Problem::AmbiguousMatch {
-                    other: earlier.name.clone(),
+                    other: rules[i].name.clone(),
                     overlap,
                 };
-                check.push(match_pos[j], Some(&later.name), Some("match"), problem);
+                check.push(match_pos[j], Some(&rules[j].name), Some("match"), problem);
             }
         }
     }
