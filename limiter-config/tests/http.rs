@@ -293,3 +293,61 @@ async fn priority_classes_by_header_and_adaptive_rules_fed_by_responses() {
         adaptive.current_rate()
     );
 }
+
+/// Requests racing 100 reloads each see one whole rule set: version 1 routes
+/// `/x` to rule `a` (burst 1000, draft-10 headers), version 2 to rule `b`
+/// (burst 2000, legacy headers); a response with `a`'s name and legacy
+/// headers, or `b`'s burst in draft-10, would be a mix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_during_reloads_see_one_rule_set() {
+    use tower::ServiceExt;
+    let v1 = "rate_limits:\n  a:\n    algorithm: token_bucket\n    rate: \"1000000/s\"\n    burst: 1000\n    match: { route: \"/x\" }\n";
+    let v2 = "rate_limits:\n  b:\n    algorithm: token_bucket\n    rate: \"1000000/s\"\n    burst: 2000\n    headers: legacy\n    match: { route: \"/x\" }\n";
+    let dir = TempDir::new();
+    let path = dir.write("rules.yaml", v1);
+    let rules = RuleSet::load(&path).unwrap();
+    let app = axum::Router::new()
+        .route("/x", axum::routing::get(|| async { "x" }))
+        .layer(rules.layer());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..2)
+        .map(|_| {
+            let (app, stop) = (app.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut seen = [0u32; 2];
+                // Relaxed: a stop flag; what is checked comes in the response.
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let request = Request::get("/x").body(axum::body::Body::empty()).unwrap();
+                    let response = app.clone().oneshot(request).await.unwrap();
+                    let h = response.headers();
+                    match (h.get("ratelimit-policy"), h.get("x-ratelimit-limit")) {
+                        (Some(p), None) => {
+                            assert!(p.to_str().unwrap().starts_with(r#""a";q=1000;"#), "{p:?}");
+                            seen[0] += 1;
+                        }
+                        (None, Some(l)) => {
+                            assert_eq!(l, "2000");
+                            seen[1] += 1;
+                        }
+                        other => panic!("a mixed or missing rule set: {other:?}"),
+                    }
+                    tokio::task::yield_now().await;
+                }
+                seen
+            })
+        })
+        .collect();
+    for i in 0..100 {
+        std::fs::write(&path, if i % 2 == 0 { v2 } else { v1 }).unwrap();
+        rules.reload().unwrap();
+        tokio::task::yield_now().await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut total = 0;
+    for c in clients {
+        let seen = c.await.expect("a client saw a mixed rule set");
+        total += seen[0] + seen[1];
+    }
+    assert!(total > 0);
+    assert_eq!(rules.generation(), 101);
+}
