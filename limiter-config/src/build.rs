@@ -1,0 +1,155 @@
+//! How a reload turns checked specs and the rule set in force into the next
+//! snapshot, rule by rule: kept and moved with `set_quota`, replaced, added
+//! or removed (the rules are in `ruleset`'s module docs), then the routed
+//! rules sorted most specific first, each with its `limiter-tower` layer.
+//! Redis connections are made here, lazily, one per URL, kept across
+//! reloads.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::RuleClock;
+use crate::error::{ConfigError, ConfigErrors, Problem};
+use crate::http::rule_layer;
+use crate::limiter::RuleLimiter;
+use crate::live::{Core, Live};
+use crate::routes::Matcher;
+use crate::ruleset::{ReloadReport, Routed, Snapshot};
+use crate::schema::{BackendSpec, RuleSpec};
+
+pub(crate) type Built<C> = (Snapshot<C>, ReloadReport);
+
+pub(crate) fn build<C: RuleClock>(
+    path: &Path,
+    clock: &C,
+    specs: Vec<RuleSpec>,
+    old: Option<&Snapshot<C>>,
+    conns: &mut HashMap<String, ConnectionManager>,
+    generation: u64,
+) -> Result<Built<C>, ConfigErrors> {
+    let mut report = ReloadReport {
+        generation,
+        ..ReloadReport::default()
+    };
+    let mut rules = BTreeMap::new();
+    let mut errors = Vec::new();
+    for spec in specs {
+        let previous = old.and_then(|o| o.rules.get(&spec.name));
+        let live = match previous {
+            Some(p) if p.spec.shape() == spec.shape() => {
+                let (old_q, new_q) = (p.spec.algorithm.quota(), spec.algorithm.quota());
+                match (&p.live.core, new_q) {
+                    (_, q) if q == old_q => {
+                        report.unchanged.push(spec.name.clone());
+                        Some(Arc::clone(&p.live))
+                    }
+                    (Core::Redis { .. }, _) => None,
+                    (_, Some(q)) if p.live.set_quota(q) => {
+                        report.updated.push(spec.name.clone());
+                        Some(Arc::clone(&p.live))
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let live = match live {
+            Some(live) => live,
+            None => {
+                let conn = match &spec.backend {
+                    BackendSpec::Redis(r) => match connection(conns, &r.url) {
+                        Ok(c) => Some(c),
+                        Err(message) => {
+                            errors.push(build_error(path, &spec, message));
+                            continue;
+                        }
+                    },
+                    BackendSpec::Local => None,
+                };
+                match Live::build(&spec, clock, conn) {
+                    Ok(live) => {
+                        match previous {
+                            // Same shape: only a Redis rule's quota moved; its
+                            // state is on Redis.
+                            Some(p) if p.spec.shape() == spec.shape() => {
+                                report.updated.push(spec.name.clone())
+                            }
+                            Some(_) => report.replaced.push(spec.name.clone()),
+                            None => report.added.push(spec.name.clone()),
+                        }
+                        Arc::new(live)
+                    }
+                    Err(e) => {
+                        errors.push(build_error(path, &spec, e.to_string()));
+                        continue;
+                    }
+                }
+            }
+        };
+        let rule = Arc::new(RuleLimiter { spec, live });
+        rules.insert(rule.spec.name.clone(), rule);
+    }
+    if !errors.is_empty() {
+        return Err(ConfigErrors(errors));
+    }
+    if let Some(old) = old {
+        report.removed = old
+            .rules
+            .keys()
+            .filter(|k| !rules.contains_key(*k))
+            .cloned()
+            .collect();
+    }
+    let mut routed: Vec<Routed<C>> = rules
+        .values()
+        .filter_map(|r| {
+            let matcher = Matcher::new(r.spec.matcher.as_ref()?)?;
+            Some(Routed {
+                layer: rule_layer(r),
+                rule: Arc::clone(r),
+                matcher,
+            })
+        })
+        .collect();
+    routed.sort_by_key(|r| std::cmp::Reverse(r.matcher.precedence()));
+    Ok((
+        Snapshot {
+            generation,
+            rules,
+            routed,
+        },
+        report,
+    ))
+}
+
+fn build_error(path: &Path, spec: &RuleSpec, message: String) -> ConfigError {
+    ConfigError {
+        file: path.to_path_buf(),
+        pos: spec.pos,
+        rule: Some(spec.name.clone()),
+        field: Some("redis".into()),
+        problem: Problem::InvalidRedisUrl { message },
+    }
+}
+
+/// A lazy connection manager per URL, kept across reloads (it connects on
+/// first use and reconnects by itself).
+fn connection(
+    conns: &mut HashMap<String, ConnectionManager>,
+    url: &str,
+) -> Result<ConnectionManager, String> {
+    if let Some(c) = conns.get(url) {
+        return Ok(c.clone());
+    }
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(std::time::Duration::from_secs(1)))
+        .set_number_of_retries(2);
+    let conn =
+        ConnectionManager::new_lazy_with_config(client, config).map_err(|e| e.to_string())?;
+    conns.insert(url.to_owned(), conn.clone());
+    Ok(conn)
+}

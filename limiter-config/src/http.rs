@@ -1,0 +1,166 @@
+//! [`RulesLayer`]: the HTTP router over a [`RuleSet`]: each request goes
+//! through the rule that matches its route and method, with that rule's
+//! key, mode, allowlist and headers, by `limiter-tower`'s layer.
+//!
+//! Per request: one load of the snapshot in force (so a request sees one
+//! rule set, old or new, never a mix), the first rule of the snapshot's
+//! routed rules (most specific first, see `routes`) that matches, then that
+//! rule's `RateLimitLayer` around the inner service. A request no rule
+//! matches goes to the inner service unlimited. A rule without `match` is
+//! never routed (it is for library use).
+//!
+//! Each snapshot holds one `RateLimitLayer` per routed rule, built when the
+//! snapshot is, around the rule's live limiter: building is a few
+//! allocations and the limiter state is shared, so a reload that changes a
+//! rule's mode or headers rebuilds the layer and keeps the state.
+
+use crate::RuleClock;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use http_body_util::Either;
+use limiter_tower::{
+    Draft10, LegacyHeaders, LimitBody, RateLimitLayer, RateLimitService, ResponseFuture,
+};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::backend::{RuleBackend, RuleKey};
+use crate::latency::Timed;
+use crate::limiter::RuleLimiter;
+use crate::ruleset::RuleSet;
+use crate::schema::HeaderSpec;
+
+/// A rule's `limiter-tower` layer.
+pub(crate) type RuleLayer<C> = RateLimitLayer<RuleBackend<C>, RuleKey>;
+
+/// The layer of `rule`.
+pub(crate) fn rule_layer<C: RuleClock>(rule: &Arc<RuleLimiter<C>>) -> RuleLayer<C> {
+    let spec = &rule.spec;
+    let class_header = match &spec.algorithm {
+        crate::schema::Algorithm::Priority { class_header, .. } => class_header.as_ref(),
+        _ => None,
+    };
+    let key = RuleKey::new(
+        &spec.key.parts,
+        &spec.trusted_proxies,
+        spec.matcher.as_ref(),
+        class_header,
+    );
+    let builder = RateLimitLayer::builder(RuleBackend(Arc::clone(rule)), key)
+        .name(spec.name.clone())
+        .mode(spec.mode)
+        .allow_ips(spec.allowlist.iter().copied());
+    let builder = match spec.headers {
+        HeaderSpec::Draft10 => builder.headers(Draft10),
+        HeaderSpec::Legacy => builder.headers(LegacyHeaders),
+        HeaderSpec::None => builder.without_headers(),
+    };
+    // The name was checked by validation (1 to 64 header-safe characters).
+    builder
+        .build()
+        .unwrap_or_else(|_| unreachable!("rule names are validated"))
+}
+
+/// A tower [`Layer`] routing requests to the rules of a [`RuleSet`].
+///
+/// # Examples
+///
+/// ```
+/// use limiter_config::RuleSet;
+///
+/// # let dir = std::env::temp_dir().join(format!("limiter-config-layer-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir)?;
+/// # let path = dir.join("rules.yaml");
+/// std::fs::write(&path, "rate_limits:\n  orders:\n    algorithm: token_bucket\n    rate: 100\n    burst: 20\n    per_ip: true\n    match: { route: \"/orders/{id}\", methods: [GET] }\n")?;
+/// let rules = RuleSet::load(&path)?;
+/// let app = axum::Router::<()>::new()
+///     .route("/orders/{id}", axum::routing::get(|| async { "order" }))
+///     .layer(rules.layer());
+/// // axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
+/// # let _ = app;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct RulesLayer<C: RuleClock> {
+    rules: RuleSet<C>,
+}
+
+impl<C: RuleClock> RuleSet<C> {
+    /// The HTTP layer over these rules (it follows reloads).
+    pub fn layer(&self) -> RulesLayer<C> {
+        RulesLayer {
+            rules: self.clone(),
+        }
+    }
+}
+
+impl<S, C: RuleClock> Layer<S> for RulesLayer<C> {
+    type Service = RulesService<S, C>;
+
+    fn layer(&self, inner: S) -> RulesService<S, C> {
+        RulesService {
+            inner,
+            rules: self.rules.clone(),
+        }
+    }
+}
+
+/// The service of a [`RulesLayer`].
+#[derive(Debug, Clone)]
+pub struct RulesService<S, C: RuleClock> {
+    inner: S,
+    rules: RuleSet<C>,
+}
+
+impl<S, C, ReqBody, ResBody> Service<Request<ReqBody>> for RulesService<S, C>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    C: RuleClock,
+    ReqBody: Send + 'static,
+    ResBody: Send + 'static,
+{
+    type Response = Response<LimitBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<ResBody, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        // The service polled ready goes to the call; a clone stays for the
+        // next poll_ready.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let snapshot = self.rules.snapshot();
+        let path = request.uri().path();
+        match snapshot.routed_rule(request.method(), path) {
+            Some(routed) => {
+                let timed = Timed::new(inner, Arc::clone(&routed.rule));
+                let mut service: RateLimitService<Timed<S, C>, RuleBackend<C>, RuleKey> =
+                    routed.layer.layer(timed);
+                service.call(request)
+            }
+            None => {
+                let mut inner = inner;
+                let future = inner.call(request);
+                Box::pin(async move { Ok(future.await?.map(Either::Left)) })
+            }
+        }
+    }
+}
+
+impl<C: RuleClock> crate::ruleset::Snapshot<C> {
+    /// The most specific rule matching `method` and `path`, and its layer.
+    pub(crate) fn routed_rule(
+        &self,
+        method: &http::Method,
+        path: &str,
+    ) -> Option<&crate::ruleset::Routed<C>> {
+        self.routed.iter().find(|r| r.matcher.matches(method, path))
+    }
+}

@@ -1,0 +1,332 @@
+//! [`RuleLimiter`]: the limiter one rule became, for library users
+//! (`rules.get("order_service")?.take().await`) and for the HTTP layer.
+//!
+//! A rule's state lives in a shared `Live` value that outlives reloads: a
+//! reload that keeps the rule's shape builds a new [`RuleLimiter`] (with the
+//! new spec) around the *same* `Live`, after moving its quota with
+//! `set_quota`. A `RuleLimiter` held across a reload therefore keeps
+//! deciding on the live state, under the new quota.
+//!
+//! Time is the rule set's clock; waiting (`take*`) goes through
+//! `limiter-async` (the clock's readings paired with tokio's), or through
+//! `limiter-redis`'s own `take` for Redis rules.
+
+use crate::RuleClock;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use limiter_async::AsyncLimiter;
+use limiter_core::{
+    AcquireError, AdaptiveLimiter, EwmaAimd, Outcome, PercentileWindow, PriorityClass, RateLimiter,
+};
+use limiter_redis::{RedisLimitError, RedisLimiter};
+
+use crate::keyed::{KeyedRule, KeysFull};
+use crate::live::{Core, Live};
+use crate::schema::{Algorithm, RuleSpec};
+
+/// Why a rule's limiter did not grant.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RuleError {
+    /// The core limiter's answer: `RateLimited { wait }` (see
+    /// [`RuleError::retry_after`]) or a request that can never conform.
+    Limited(AcquireError),
+    /// A keyed rule could not hold another key.
+    KeysFull(KeysFull),
+    /// The Redis limiter's answer (a denial, or Redis unavailable under
+    /// `failure_policy: error`).
+    Redis(RedisLimitError),
+    /// A keyed rule was asked without a key: use the `_key` methods.
+    NeedsKey {
+        /// The rule.
+        rule: String,
+    },
+}
+
+impl RuleError {
+    /// How long to wait before the same request could succeed, if waiting
+    /// helps.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            RuleError::Limited(e) => e.retry_after(),
+            RuleError::Redis(e) => e.retry_after(),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for RuleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RuleError::Limited(e) => e.fmt(f),
+            RuleError::KeysFull(e) => e.fmt(f),
+            RuleError::Redis(e) => e.fmt(f),
+            RuleError::NeedsKey { rule } => write!(
+                f,
+                "rule `{rule}` is keyed; call try_acquire_key / take_key with the client's key"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RuleError {}
+
+impl From<AcquireError> for RuleError {
+    fn from(e: AcquireError) -> RuleError {
+        RuleError::Limited(e)
+    }
+}
+
+/// The limiter one rule became: take permits from it, by key for keyed
+/// rules.
+///
+/// For a global rule the `_key` methods ignore the key; for a keyed rule
+/// the methods without a key fail with [`RuleError::NeedsKey`].
+///
+/// # Examples
+///
+/// ```
+/// use limiter_config::RuleSet;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = std::env::temp_dir().join(format!("limiter-config-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir)?;
+/// # let path = dir.join("rules.yaml");
+/// std::fs::write(&path, "rate_limits:\n  order_service:\n    algorithm: leaky_bucket\n    rate: 800\n")?;
+/// let rules = RuleSet::load(&path)?;
+/// let orders = rules.get("order_service").expect("in the file");
+/// orders.take().await?; // at once
+/// orders.take().await?; // 1.25 ms later: 800/s, strictly paced
+/// # Ok(())
+/// # }
+/// ```
+pub struct RuleLimiter<C: RuleClock> {
+    pub(crate) spec: RuleSpec,
+    pub(crate) live: Arc<Live<C>>,
+}
+
+impl<C: RuleClock> fmt::Debug for RuleLimiter<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuleLimiter")
+            .field("name", &self.spec.name)
+            .field("algorithm", &self.spec.algorithm)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: RuleClock> RuleLimiter<C> {
+    /// The rule as understood.
+    pub fn spec(&self) -> &RuleSpec {
+        &self.spec
+    }
+
+    /// The rule's name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// The GCRA limiter of a global local `token_bucket` or `leaky_bucket`
+    /// rule, for its synchronous methods (`try_acquire`, `available`,
+    /// `quota`).
+    pub fn gcra(&self) -> Option<&RateLimiter<C>> {
+        match &self.live.core {
+            Core::Gcra(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// The per-key limiters of a keyed local rule.
+    pub fn keyed(&self) -> Option<&KeyedRule<C>> {
+        match &self.live.core {
+            Core::Keyed(k) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// The Redis limiter of a `backend: redis` rule.
+    pub fn redis(&self) -> Option<&RedisLimiter> {
+        match &self.live.core {
+            Core::Redis { limiter, .. } => Some(limiter),
+            _ => None,
+        }
+    }
+
+    /// The adaptive limiter of an `adaptive` rule with `policy: ewma_aimd`,
+    /// to [`record`](AdaptiveLimiter::record) latencies into.
+    pub fn adaptive_ewma(&self) -> Option<&AdaptiveLimiter<EwmaAimd, C>> {
+        match &self.live.core {
+            Core::AdaptiveEwma(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// The adaptive limiter of an `adaptive` rule with `policy: percentile`.
+    pub fn adaptive_percentile(&self) -> Option<&AdaptiveLimiter<PercentileWindow, C>> {
+        match &self.live.core {
+            Core::AdaptivePercentile(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// Whether this is an `adaptive` rule (whose rate follows the latencies
+    /// given to [`record`](RuleLimiter::record)).
+    pub fn is_adaptive(&self) -> bool {
+        matches!(
+            self.live.core,
+            Core::AdaptiveEwma(_) | Core::AdaptivePercentile(_)
+        )
+    }
+
+    /// Records a downstream latency and what became of the request into an
+    /// `adaptive` rule's policy (the HTTP layer does this for routed
+    /// rules); does nothing for other rules.
+    pub fn record(&self, latency: Duration, outcome: Outcome) {
+        match &self.live.core {
+            Core::AdaptiveEwma(l) => l.record_outcome(latency, outcome),
+            Core::AdaptivePercentile(l) => l.record_outcome(latency, outcome),
+            _ => {}
+        }
+    }
+
+    /// The class named `class` of a `priority` rule.
+    pub fn class(&self, class: &str) -> Option<PriorityClass<C>> {
+        let Core::Priority(limiter, _) = &self.live.core else {
+            return None;
+        };
+        let Algorithm::Priority { classes, .. } = &self.spec.algorithm else {
+            return None;
+        };
+        let index = classes.iter().position(|(name, _)| name == class)?;
+        limiter.class(index).ok()
+    }
+
+    /// Takes one permit now (a priority rule: for its lowest class).
+    ///
+    /// # Errors
+    ///
+    /// [`RuleError::Limited`] with the wait, [`RuleError::Redis`], or
+    /// [`RuleError::NeedsKey`] for a keyed rule.
+    pub async fn try_acquire(&self) -> Result<(), RuleError> {
+        self.try_acquire_n(1).await
+    }
+
+    /// Takes `n` permits now, all or nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](RuleLimiter::try_acquire).
+    pub async fn try_acquire_n(&self, n: u32) -> Result<(), RuleError> {
+        match &self.live.core {
+            Core::Keyed(_) | Core::Redis { keyed: true, .. } => Err(self.needs_key()),
+            _ => self.try_acquire_key_n("global", n).await,
+        }
+    }
+
+    /// Takes `n` permits for `key` now, all or nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](RuleLimiter::try_acquire), and
+    /// [`RuleError::KeysFull`].
+    pub async fn try_acquire_key_n(&self, key: &str, n: u32) -> Result<(), RuleError> {
+        match &self.live.core {
+            Core::Keyed(k) => Ok(k
+                .limiter(key)
+                .map_err(RuleError::KeysFull)?
+                .try_acquire_n(n)?),
+            Core::Redis { limiter, .. } => limiter
+                .try_acquire_n(key, n)
+                .await
+                .map(|_| ())
+                .map_err(RuleError::Redis),
+            _ => match self.live.local() {
+                Some(l) => Ok(l.try_acquire_n(n)?),
+                None => Err(self.needs_key()),
+            },
+        }
+    }
+
+    /// Waits for one permit, as long as it takes.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](RuleLimiter::try_acquire), for errors that
+    /// waiting does not cure.
+    ///
+    /// # Cancel safety
+    ///
+    /// As `limiter-async`'s `take` for local rules (a dropped wait gives its
+    /// permit back); as `limiter-redis`'s for Redis rules (nothing is
+    /// refunded).
+    pub async fn take(&self) -> Result<(), RuleError> {
+        self.take_n_timeout(1, Duration::MAX).await
+    }
+
+    /// Waits for `n` permits if they come within `timeout`; fails at once,
+    /// consuming nothing, otherwise.
+    ///
+    /// # Errors
+    ///
+    /// [`RuleError::Limited`] with the wait when the slot is later than
+    /// `timeout`; otherwise as [`take`](RuleLimiter::take).
+    pub async fn take_n_timeout(&self, n: u32, timeout: Duration) -> Result<(), RuleError> {
+        match &self.live.core {
+            Core::Keyed(_) | Core::Redis { keyed: true, .. } => Err(self.needs_key()),
+            _ => self.take_key_n_timeout("global", n, timeout).await,
+        }
+    }
+
+    /// Waits for one permit for `key`, as long as it takes.
+    ///
+    /// # Errors
+    ///
+    /// As [`take`](RuleLimiter::take), and [`RuleError::KeysFull`].
+    pub async fn take_key(&self, key: &str) -> Result<(), RuleError> {
+        self.take_key_n_timeout(key, 1, Duration::MAX).await
+    }
+
+    /// Waits for `n` permits for `key` if they come within `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`take_n_timeout`](RuleLimiter::take_n_timeout), and
+    /// [`RuleError::KeysFull`].
+    pub async fn take_key_n_timeout(
+        &self,
+        key: &str,
+        n: u32,
+        timeout: Duration,
+    ) -> Result<(), RuleError> {
+        match &self.live.core {
+            Core::Keyed(k) => {
+                let limiter = k.limiter(key).map_err(RuleError::KeysFull)?;
+                let waiter = AsyncLimiter::from_limiter(limiter);
+                Ok(waiter.take_n_timeout(n, timeout).await?)
+            }
+            Core::Redis { limiter, .. } => limiter
+                .take_n_timeout(key, n, timeout)
+                .await
+                .map(|_| ())
+                .map_err(RuleError::Redis),
+            _ => {
+                let Some(local) = self.live.local() else {
+                    return Err(self.needs_key());
+                };
+                let waiter = self
+                    .live
+                    .waiter
+                    .get_or_init(|| AsyncLimiter::from_limiter(local));
+                Ok(waiter.take_n_timeout(n, timeout).await?)
+            }
+        }
+    }
+
+    fn needs_key(&self) -> RuleError {
+        RuleError::NeedsKey {
+            rule: self.spec.name.clone(),
+        }
+    }
+}

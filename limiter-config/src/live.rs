@@ -1,0 +1,196 @@
+//! `Live`: the state of one rule's limiter (`Core`, one variant per kind
+//! of limiter), built from a validated `RuleSpec`, and shared by every
+//! `RuleLimiter` of that rule across reloads that keep its shape.
+//!
+//! Building cannot fail on the numbers (validation built the same limiter on
+//! a `ManualClock`); only a Redis client can. `set_quota` moves the limiters
+//! that have one (GCRA, keyed GCRA, priority) and keeps their state.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use limiter_async::AsyncLimiter;
+use limiter_core::{
+    AdaptiveLimiter, EwmaAimd, Limiter, PercentileWindow, PriorityClass, PriorityLimiter, Quota,
+    RateLimiter, SlidingWindow, WarmUpBuilder, WarmUpLimiter,
+};
+use limiter_redis::{RedisLimitError, RedisLimiter};
+use limiter_tower::RedisBackend;
+use redis::aio::ConnectionManager;
+
+use crate::RuleClock;
+use crate::keyed::KeyedRule;
+use crate::schema::{AdaptivePolicySpec, Algorithm, BackendSpec, RedisSpec, RuleSpec};
+
+/// The state of one rule's limiter, shared across reloads that keep its
+/// shape.
+pub(crate) enum Core<C: RuleClock> {
+    Gcra(Arc<RateLimiter<C>>),
+    Keyed(KeyedRule<C>),
+    SlidingWindow(Arc<SlidingWindow<C>>),
+    WarmUp(Arc<WarmUpLimiter<C>>),
+    AdaptiveEwma(Arc<AdaptiveLimiter<EwmaAimd, C>>),
+    AdaptivePercentile(Arc<AdaptiveLimiter<PercentileWindow, C>>),
+    /// The limiter and the view of its lowest class (what unclassed
+    /// requests use).
+    Priority(Arc<PriorityLimiter<C>>, PriorityClass<C>),
+    /// The limiter for library calls, and `limiter-tower`'s backend over
+    /// the same limiter for the HTTP layer.
+    Redis {
+        limiter: RedisLimiter,
+        http: RedisBackend<String>,
+        keyed: bool,
+    },
+}
+
+pub(crate) struct Live<C: RuleClock> {
+    pub(crate) core: Core<C>,
+    /// The waiting layer of an unkeyed local limiter, made on first use.
+    pub(crate) waiter: OnceLock<AsyncLimiter<Arc<dyn Limiter>>>,
+}
+
+impl<C: RuleClock> Live<C> {
+    /// The limiter of `spec` (already validated, so only Redis can fail).
+    pub(crate) fn build(
+        spec: &RuleSpec,
+        clock: &C,
+        conn: Option<ConnectionManager>,
+    ) -> Result<Live<C>, RedisLimitError> {
+        let clock = clock.clone();
+        let keyed = !spec.key.is_global();
+        let core = match (&spec.backend, &spec.algorithm) {
+            (BackendSpec::Redis(r), a) => {
+                let quota = a.quota().ok_or(RedisLimitError::UnsupportedQuota {
+                    period: Duration::ZERO,
+                })?;
+                let conn = conn.ok_or(RedisLimitError::UnsupportedQuota {
+                    period: Duration::ZERO,
+                })?;
+                let limiter = redis_limiter(conn, quota, r)?;
+                Core::Redis {
+                    http: RedisBackend::new(limiter.clone()),
+                    limiter,
+                    keyed,
+                }
+            }
+            (BackendSpec::Local, Algorithm::TokenBucket { quota, .. })
+            | (BackendSpec::Local, Algorithm::LeakyBucket { quota, .. }) => {
+                if keyed {
+                    Core::Keyed(KeyedRule::new(*quota, spec.max_keys, clock))
+                } else {
+                    Core::Gcra(Arc::new(RateLimiter::with_clock(*quota, clock)))
+                }
+            }
+            (BackendSpec::Local, Algorithm::SlidingWindow { limit, window }) => {
+                Core::SlidingWindow(Arc::new(
+                    SlidingWindow::with_clock(*limit, *window, clock).map_err(invalid)?,
+                ))
+            }
+            (
+                BackendSpec::Local,
+                Algorithm::WarmUp {
+                    quota,
+                    warm_up,
+                    cold_factor,
+                    ..
+                },
+            ) => Core::WarmUp(Arc::new(
+                WarmUpBuilder::with_clock(*quota, *warm_up, clock)
+                    .cold_factor(*cold_factor)
+                    .build()
+                    .map_err(invalid)?,
+            )),
+            (
+                BackendSpec::Local,
+                Algorithm::Adaptive {
+                    policy,
+                    min_rate,
+                    max_rate,
+                    burst,
+                },
+            ) => match *policy {
+                AdaptivePolicySpec::EwmaAimd { target } => Core::AdaptiveEwma(Arc::new(
+                    AdaptiveLimiter::builder(EwmaAimd::new(target))
+                        .clock(clock)
+                        .min_rate(*min_rate)
+                        .max_rate(*max_rate)
+                        .burst(*burst)
+                        .build()
+                        .map_err(invalid)?,
+                )),
+                AdaptivePolicySpec::Percentile { target } => Core::AdaptivePercentile(Arc::new(
+                    AdaptiveLimiter::builder(PercentileWindow::with_threshold(target))
+                        .clock(clock)
+                        .min_rate(*min_rate)
+                        .max_rate(*max_rate)
+                        .burst(*burst)
+                        .build()
+                        .map_err(invalid)?,
+                )),
+            },
+            (BackendSpec::Local, Algorithm::Priority { quota, classes, .. }) => {
+                let shares: Vec<f64> = classes.iter().map(|(_, s)| *s).collect();
+                let limiter =
+                    Arc::new(PriorityLimiter::with_clock(*quota, &shares, clock).map_err(invalid)?);
+                let lowest = limiter
+                    .class(shares.len().saturating_sub(1))
+                    .map_err(|_| invalid(limiter_core::QuotaError::ZeroRate))?;
+                Core::Priority(limiter, lowest)
+            }
+        };
+        Ok(Live {
+            core,
+            waiter: OnceLock::new(),
+        })
+    }
+}
+
+fn invalid(e: limiter_core::QuotaError) -> RedisLimitError {
+    // Unreachable for validated specs: validation built the same limiter.
+    RedisLimitError::InvalidParameter {
+        name: "quota",
+        requirement: match e {
+            limiter_core::QuotaError::InvalidParameter { requirement, .. } => requirement,
+            _ => "a representable quota",
+        },
+    }
+}
+
+pub(crate) fn redis_limiter(
+    conn: ConnectionManager,
+    quota: Quota,
+    spec: &RedisSpec,
+) -> Result<RedisLimiter, RedisLimitError> {
+    RedisLimiter::builder(conn, quota)
+        .key_prefix(spec.key_prefix.clone())
+        .failure_policy(spec.failure_policy)
+        .call_timeout(spec.timeout)
+        .build()
+}
+
+impl<C: RuleClock> Live<C> {
+    /// Moves the live limiter to `quota`, keeping its state; `false` if
+    /// this limiter cannot (then the caller replaces it).
+    pub(crate) fn set_quota(&self, quota: Quota) -> bool {
+        match &self.core {
+            Core::Gcra(l) => l.set_quota(quota),
+            Core::Keyed(k) => k.set_quota(quota),
+            Core::Priority(p, _) => return p.set_quota(quota).is_ok(),
+            _ => return false,
+        }
+        true
+    }
+
+    /// The unkeyed local limiter as a core [`Limiter`].
+    pub(crate) fn local(&self) -> Option<Arc<dyn Limiter>> {
+        Some(match &self.core {
+            Core::Gcra(l) => Arc::clone(l) as Arc<dyn Limiter>,
+            Core::SlidingWindow(l) => Arc::clone(l) as Arc<dyn Limiter>,
+            Core::WarmUp(l) => Arc::clone(l) as Arc<dyn Limiter>,
+            Core::AdaptiveEwma(l) => Arc::clone(l) as Arc<dyn Limiter>,
+            Core::AdaptivePercentile(l) => Arc::clone(l) as Arc<dyn Limiter>,
+            Core::Priority(_, lowest) => Arc::new(lowest.clone()) as Arc<dyn Limiter>,
+            Core::Keyed(_) | Core::Redis { .. } => return None,
+        })
+    }
+}

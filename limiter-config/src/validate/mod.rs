@@ -1,0 +1,328 @@
+//! The schema check: a positioned tree in, every rule understood or every
+//! problem found out.
+//!
+//! The walk never stops at the first problem: each field is checked on its
+//! own, a bad field is recorded and skipped, and the rule is dropped from
+//! the result only at the end. Unknown fields are problems, not ignored (the
+//! effect of serde's `deny_unknown_fields`, but reported all at once, with
+//! the list of the fields allowed for that rule's algorithm). Numbers go
+//! through the core's own constructors (on a `ManualClock`, so nothing runs),
+//! so a quota the limiter cannot represent fails here with the core's
+//! [`QuotaError`](limiter_core::QuotaError) text, never later.
+
+use std::path::Path;
+use std::time::Duration;
+
+use http::Method;
+use http::header::HeaderName;
+use ipnet::IpNet;
+use limiter_core::{
+    AdaptiveLimiter, EwmaAimd, ManualClock, PercentileWindow, PriorityLimiter, Quota,
+    SlidingWindow, WarmUpBuilder,
+};
+use limiter_redis::FailurePolicy;
+use limiter_tower::Mode;
+
+use crate::error::{ALGORITHMS, ConfigError, Problem};
+use crate::routes::{Matcher, ambiguous, template_of};
+use crate::schema::{
+    AdaptivePolicySpec, Algorithm, BackendSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, HeaderSpec,
+    KeyPart, KeySpec, MatchSpec, PathMatch, RedisSpec, RuleSpec,
+};
+use crate::source::{Node, Pos, Value};
+use crate::units::{Rate, parse_duration};
+
+mod algorithms;
+mod fields;
+mod redis;
+mod request;
+
+use fields::Fields;
+
+const COMMON: &[&str] = &[
+    "algorithm",
+    "key",
+    "per_ip",
+    "match",
+    "mode",
+    "max_delay",
+    "backend",
+    "redis",
+    "allowlist",
+    "trusted_proxies",
+    "headers",
+    "max_keys",
+];
+
+/// The fields each algorithm allows, beyond [`COMMON`].
+fn fields_of(algorithm: &str) -> &'static [&'static str] {
+    match algorithm {
+        "token_bucket" | "leaky_bucket" => &["rate", "burst"],
+        "sliding_window" => &["limit", "window"],
+        "warm_up" => &["rate", "warm_up", "cold_factor"],
+        "adaptive" => &["policy", "target_latency", "min_rate", "max_rate", "burst"],
+        "priority" => &["rate", "burst", "classes", "class_header"],
+        _ => &[],
+    }
+}
+
+/// Every field name any rule may have, for the unknown-field message of a
+/// rule whose algorithm is itself unknown.
+const ALL_FIELDS: &[&str] = &[
+    "algorithm",
+    "key",
+    "per_ip",
+    "match",
+    "mode",
+    "max_delay",
+    "backend",
+    "redis",
+    "allowlist",
+    "trusted_proxies",
+    "headers",
+    "max_keys",
+    "rate",
+    "burst",
+    "limit",
+    "window",
+    "warm_up",
+    "cold_factor",
+    "policy",
+    "target_latency",
+    "min_rate",
+    "max_rate",
+    "classes",
+    "class_header",
+];
+
+/// Collects the problems of one file.
+struct Check<'a> {
+    file: &'a Path,
+    errors: Vec<ConfigError>,
+}
+
+impl Check<'_> {
+    fn push(&mut self, pos: Pos, rule: Option<&str>, field: Option<&str>, problem: Problem) {
+        self.errors.push(ConfigError {
+            file: self.file.to_path_buf(),
+            pos,
+            rule: rule.map(str::to_owned),
+            field: field.map(str::to_owned),
+            problem,
+        });
+    }
+}
+
+/// The fields of one table, and which of them were read.
+struct Table<'n> {
+    entries: &'n [(String, Pos, Node)],
+    pos: Pos,
+}
+
+impl<'n> Table<'n> {
+    fn get(&self, name: &str) -> Option<&'n Node> {
+        self.entries
+            .iter()
+            .find(|(k, _, _)| k == name)
+            .map(|(_, _, n)| n)
+    }
+}
+
+/// Checks the tree of `file`; the rules in file order, or every problem.
+pub(crate) fn validate(file: &Path, root: &Node) -> Result<Vec<RuleSpec>, Vec<ConfigError>> {
+    let mut check = Check {
+        file,
+        errors: Vec::new(),
+    };
+    let mut rules = Vec::new();
+    let mut match_pos = Vec::new();
+    match &root.value {
+        Value::Map(entries) => {
+            for (key, pos, _) in entries {
+                if key != "rate_limits" {
+                    let problem = Problem::UnknownField {
+                        found: key.clone(),
+                        expected: vec!["rate_limits"],
+                    };
+                    check.push(*pos, None, Some(key), problem);
+                }
+            }
+            match entries.iter().find(|(k, _, _)| k == "rate_limits") {
+                None => check.push(root.pos, None, Some("rate_limits"), Problem::MissingField),
+                Some((_, _, limits)) => match &limits.value {
+                    Value::Map(rule_entries) => {
+                        for (name, pos, node) in rule_entries {
+                            if let Some((rule, mpos)) = rule(&mut check, name, *pos, node) {
+                                rules.push(rule);
+                                match_pos.push(mpos);
+                            }
+                        }
+                    }
+                    // An empty `rate_limits:` in YAML: no rules.
+                    Value::Null => {}
+                    other => check.push(
+                        limits.pos,
+                        None,
+                        Some("rate_limits"),
+                        wrong("a table of rules by name", other),
+                    ),
+                },
+            }
+        }
+        Value::Null => check.push(root.pos, None, Some("rate_limits"), Problem::MissingField),
+        other => check.push(
+            root.pos,
+            None,
+            None,
+            wrong("a table with `rate_limits`", other),
+        ),
+    }
+    // Two rules that match the same requests, reported at the later one.
+    // Compiled once; only rules of equal precedence can be ambiguous.
+    let compiled: Vec<Option<Matcher>> = rules
+        .iter()
+        .map(|r| r.matcher.as_ref().and_then(Matcher::new))
+        .collect();
+    for (j, later) in compiled.iter().enumerate() {
+        let Some(b) = later else { continue };
+        for (i, earlier) in compiled[..j].iter().enumerate() {
+            if let Some(a) = earlier
+                && let Some(overlap) = ambiguous(a, b)
+            {
+                let problem = Problem::AmbiguousMatch {
+                    other: rules[i].name.clone(),
+                    overlap,
+                };
+                check.push(match_pos[j], Some(&rules[j].name), Some("match"), problem);
+            }
+        }
+    }
+    if check.errors.is_empty() {
+        Ok(rules)
+    } else {
+        check.errors.sort_by_key(|e| e.pos);
+        Err(check.errors)
+    }
+}
+
+fn wrong(expected: &'static str, found: &Value) -> Problem {
+    Problem::WrongType {
+        expected,
+        found: found.kind(),
+    }
+}
+
+/// One rule; `None` if any of its fields has a problem (all recorded).
+fn rule(check: &mut Check<'_>, name: &str, pos: Pos, node: &Node) -> Option<(RuleSpec, Pos)> {
+    let before = check.errors.len();
+    let header_safe = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| (b.is_ascii_graphic() && b != b'"' && b != b'\\') || b == b' ');
+    if !header_safe {
+        let problem = Problem::InvalidValue {
+            reason: format!("the rule name {name:?} cannot go into a RateLimit header"),
+            expected: "1 to 64 visible ASCII characters other than '\"' and '\\'".into(),
+        };
+        check.push(pos, Some(name), None, problem);
+    }
+    let Value::Map(entries) = &node.value else {
+        check.push(
+            node.pos,
+            Some(name),
+            None,
+            wrong("a table of fields", &node.value),
+        );
+        return None;
+    };
+    let t = Table {
+        entries,
+        pos: node.pos,
+    };
+    let mut f = Fields { check, name, t: &t };
+
+    let algorithm_name = match t.get("algorithm") {
+        None => {
+            f.err(pos, "algorithm", Problem::MissingField);
+            None
+        }
+        Some(n) => match f.string(n, "algorithm") {
+            Some(a) if ALGORITHMS.contains(&a) => Some(a),
+            Some(a) => {
+                let found = a.to_owned();
+                f.err(n.pos, "algorithm", Problem::UnknownAlgorithm { found });
+                None
+            }
+            None => None,
+        },
+    };
+    // Unknown fields: against this algorithm's list when it is known.
+    let allowed: Vec<&'static str> = match algorithm_name {
+        Some(a) => COMMON.iter().chain(fields_of(a)).copied().collect(),
+        None => ALL_FIELDS.to_vec(),
+    };
+    for (key, kpos, _) in entries {
+        if !allowed.contains(&key.as_str()) {
+            let problem = Problem::UnknownField {
+                found: key.clone(),
+                expected: allowed.clone(),
+            };
+            f.err(*kpos, key, problem);
+        }
+    }
+
+    let algorithm = algorithm_name.and_then(|a| f.algorithm(a));
+    let key = f.key();
+    let (matcher, match_pos) = f.matcher();
+    let mode = f.mode(algorithm_name == Some("leaky_bucket"));
+    let backend = f.backend(algorithm.as_ref());
+    let allowlist = f.cidrs("allowlist");
+    let trusted_proxies = f.cidrs("trusted_proxies");
+    let headers = f.headers();
+    let max_keys = match t.get("max_keys") {
+        None => Some(DEFAULT_MAX_KEYS),
+        Some(n) => f
+            .positive(n, "max_keys")
+            .and_then(|v| usize::try_from(v).ok()),
+    };
+    if let (Some(a), Some(k)) = (&algorithm, &key)
+        && !k.is_global()
+        && !matches!(
+            a,
+            Algorithm::TokenBucket { .. } | Algorithm::LeakyBucket { .. }
+        )
+    {
+        let problem = Problem::InvalidValue {
+            reason: format!("a keyed `{}` rule is not supported", a.name()),
+            expected:
+                "`key: global` here, or algorithm token_bucket or leaky_bucket for a key per client"
+                    .into(),
+        };
+        let at = t.get("key").or(t.get("per_ip")).map_or(pos, |n| n.pos);
+        f.err(at, "key", problem);
+    }
+    if f.check.errors.len() > before {
+        return None;
+    }
+    let spec = RuleSpec {
+        name: name.to_owned(),
+        pos,
+        algorithm: algorithm?,
+        key: key?,
+        matcher,
+        mode: mode?,
+        backend: backend?,
+        allowlist: allowlist?,
+        trusted_proxies: trusted_proxies?,
+        headers: headers?,
+        max_keys: max_keys?,
+    };
+    Some((spec, match_pos))
+}
+
+fn too_large() -> Problem {
+    Problem::InvalidValue {
+        reason: "too large".into(),
+        expected: "at most 4294967295".into(),
+    }
+}

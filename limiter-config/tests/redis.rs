@@ -1,0 +1,123 @@
+//! `backend: redis` rules against a real `redis-server` this test starts on
+//! a free port: built into a `RedisLimiter`, shared by two rule sets (two
+//! processes), reloaded with the state kept on Redis, and served over HTTP.
+
+mod support;
+
+#[path = "../../limiter-redis/tests/support/mod.rs"]
+mod redis_support;
+
+use std::net::SocketAddr;
+
+use http::{Request, StatusCode};
+use http_body_util::Empty;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use limiter_config::{RuleError, RuleSet};
+use limiter_core::Quota;
+use limiter_redis::RedisLimitError;
+use redis_support::RedisServer;
+use support::TempDir;
+
+fn rules(url: &str, burst: u32) -> String {
+    format!(
+        r#"rate_limits:
+  shared:
+    algorithm: token_bucket
+    rate: "10/s"
+    burst: {burst}
+    key: ip
+    backend: redis
+    redis: {{ url: "{url}", key_prefix: "cfgtest", failure_policy: error, timeout: "2s" }}
+    match: {{ route: "/r" }}
+"#
+    )
+}
+
+fn denied(result: Result<(), RuleError>) -> bool {
+    matches!(
+        result,
+        Err(RuleError::Redis(RedisLimitError::RateLimited { .. }))
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_rules_share_state_and_keep_it_across_reloads() {
+    let server = RedisServer::start();
+    let dir = TempDir::new();
+    let path = dir.write("rules.yaml", &rules(&server.url(), 2));
+    let a = RuleSet::load(&path).unwrap();
+    let b = RuleSet::load(&path).unwrap(); // another process, same Redis
+    let rule = a.get("shared").unwrap();
+    let redis = rule.redis().expect("a Redis rule builds a RedisLimiter");
+    assert_eq!(
+        redis.quota(),
+        Quota::per_second(10).unwrap().with_burst(2).unwrap()
+    );
+    assert_eq!(redis.redis_key("1.2.3.4"), "{cfgtest:1.2.3.4}");
+    // A keyed rule needs the key.
+    assert!(matches!(
+        rule.try_acquire().await,
+        Err(RuleError::NeedsKey { .. })
+    ));
+
+    rule.try_acquire_key_n("1.2.3.4", 2).await.unwrap();
+    let other = b.get("shared").unwrap();
+    let refused = other.try_acquire_key_n("1.2.3.4", 1).await;
+    assert!(
+        denied(refused),
+        "the second rule set shares the key's state"
+    );
+    other.try_acquire_key_n("5.6.7.8", 1).await.unwrap();
+
+    // Burst 2 → 3: the key's state stays on Redis, so the drained key gets
+    // the one permit the larger burst adds, not a fresh 3.
+    std::fs::write(&path, rules(&server.url(), 3)).unwrap();
+    assert_eq!(a.reload().unwrap().updated, ["shared"]);
+    let rule = a.get("shared").unwrap();
+    assert_eq!(rule.redis().unwrap().quota().burst(), 3);
+    rule.try_acquire_key_n("1.2.3.4", 1).await.unwrap();
+    assert!(denied(rule.try_acquire_key_n("1.2.3.4", 1).await));
+    rule.try_acquire_key_n("9.9.9.9", 3).await.unwrap(); // a fresh key: all 3
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_rules_limit_http_requests() {
+    let server = RedisServer::start();
+    let dir = TempDir::new();
+    let path = dir.write("rules.yaml", &rules(&server.url(), 1));
+    let rules = RuleSet::load(&path).unwrap();
+    let app = axum::Router::new()
+        .route("/r", axum::routing::get(|| async { "r" }))
+        .layer(rules.layer());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    let get = |from: &'static str| async move {
+        let mut connector = HttpConnector::new();
+        connector.set_local_address(Some(from.parse().unwrap()));
+        let client: Client<_, Empty<bytes::Bytes>> =
+            Client::builder(TokioExecutor::new()).build(connector);
+        let request = Request::get(format!("http://{addr}/r"))
+            .body(Empty::new())
+            .unwrap();
+        client.request(request).await.unwrap()
+    };
+    let ok = get("127.0.0.1").await;
+    assert_eq!(ok.status(), StatusCode::OK);
+    assert_eq!(ok.headers()["ratelimit-policy"], r#""shared";q=1;w=1"#);
+    assert_eq!(ok.headers()["ratelimit"], r#""shared";r=0;t=1"#);
+    assert_eq!(
+        get("127.0.0.1").await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(get("127.0.0.2").await.status(), StatusCode::OK);
+}
