@@ -66,10 +66,14 @@
 
 mod clock;
 mod limiter;
+mod precise;
+mod real_time;
 mod throttle;
 mod wait;
+mod wake;
 
 pub use clock::TokioClock;
+pub use wake::{PRECISE_RANGE, WakeUp};
 
 /// The README's code, compiled and run as doc tests so it cannot drift.
 #[cfg(doctest)]

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use crate::clock::{SlotMap, TokioClock};
 use crate::throttle::Throttled;
 use crate::wait::acquire;
+use crate::wake::WakeUp;
 
 /// A rate limiter whose callers wait asynchronously, on tokio's timer, for
 /// their permits. Clones share one limiter.
@@ -78,6 +79,7 @@ use crate::wait::acquire;
 pub struct AsyncLimiter<L = RateLimiter<TokioClock>> {
     core: Arc<L>,
     slots: SlotMap,
+    wake: WakeUp,
 }
 
 impl<L> Clone for AsyncLimiter<L> {
@@ -85,6 +87,7 @@ impl<L> Clone for AsyncLimiter<L> {
         AsyncLimiter {
             core: Arc::clone(&self.core),
             slots: self.slots,
+            wake: self.wake,
         }
     }
 }
@@ -130,6 +133,7 @@ impl AsyncLimiter {
         AsyncLimiter {
             core: Arc::new(RateLimiter::with_clock(quota, clock)),
             slots: SlotMap::of_clock(&clock),
+            wake: WakeUp::default(),
         }
     }
 }
@@ -166,7 +170,48 @@ impl<L: Limiter> AsyncLimiter<L> {
         AsyncLimiter {
             core: Arc::new(limiter),
             slots,
+            wake: WakeUp::default(),
         }
+    }
+
+    /// This limiter (sharing its state with every clone) waking its waiters
+    /// with `wake`: [`WakeUp::Precise`] (the default) or [`WakeUp::Timer`].
+    /// Under paused time both wake on tokio's timer, exactly.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_async::{AsyncLimiter, WakeUp};
+    /// use limiter_core::Quota;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = AsyncLimiter::new(Quota::per_second(10)?);
+    /// let on_tokio = limiter.clone().with_wake_up(WakeUp::Timer);
+    /// on_tokio.take().await?;
+    /// assert_eq!(limiter.limiter().available(), 0); // one shared state
+    /// assert_eq!(limiter.wake_up(), WakeUp::Precise);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_wake_up(self, wake: WakeUp) -> AsyncLimiter<L> {
+        AsyncLimiter { wake, ..self }
+    }
+
+    /// How this limiter wakes its waiters (see [`WakeUp`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_async::{AsyncLimiter, WakeUp};
+    /// use limiter_core::Quota;
+    ///
+    /// let limiter = AsyncLimiter::new(Quota::per_second(10)?);
+    /// assert_eq!(limiter.wake_up(), WakeUp::Precise);
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
+    pub fn wake_up(&self) -> WakeUp {
+        self.wake
     }
 
     /// The shared limiter, for its own methods
@@ -508,11 +553,23 @@ impl<L: Limiter> AsyncLimiter<L> {
     /// # }
     /// ```
     pub fn throttle<S: Stream>(&self, stream: S) -> Throttled<S, L> {
-        Throttled::new(Arc::clone(&self.core), self.slots, stream)
+        Throttled::new(Arc::clone(&self.core), self.slots, self.wake, stream)
     }
 
     /// Acquires `n` permits within `max_wait` of now, waiting for the slot.
+    ///
+    /// Permits free now are taken by the core's plain `try_acquire_n`, the
+    /// sync path (no cancellable reservation, no refund lookup): what a
+    /// reservation with no wait would grant, at the sync path's cost. Only
+    /// a refusal with a wait goes on to reserve a slot, and that
+    /// reservation decides afresh (it may take a refunded slot, or find the
+    /// permits freed meanwhile).
     async fn take_n_within(&self, n: u32, max_wait: Duration) -> Result<(), AcquireError> {
-        acquire(&*self.core, &self.slots, n, max_wait).await
+        match self.core.try_acquire_n(n) {
+            Err(AcquireError::RateLimited { .. }) => {
+                acquire(&*self.core, &self.slots, self.wake, n, max_wait).await
+            }
+            done => done,
+        }
     }
 }

@@ -28,6 +28,7 @@ use tokio::time::Instant;
 
 use crate::clock::{SlotMap, TokioClock};
 use crate::wait::{ReservationGuard, SlotTimer};
+use crate::wake::WakeUp;
 
 /// An item pulled from the source and not yet yielded.
 enum Held<T, L: Limiter> {
@@ -143,16 +144,18 @@ impl<T: fmt::Debug> Error for Refused<T> {
 pub struct Throttled<S: Stream, L: Limiter = RateLimiter<TokioClock>> {
     limiter: Arc<L>,
     slots: SlotMap,
+    wake: WakeUp,
     source: Pin<Box<S>>,
     waiting: Option<Held<S::Item, L>>,
     timer: SlotTimer,
 }
 
 impl<S: Stream, L: Limiter> Throttled<S, L> {
-    pub(crate) fn new(limiter: Arc<L>, slots: SlotMap, source: S) -> Throttled<S, L> {
+    pub(crate) fn new(limiter: Arc<L>, slots: SlotMap, wake: WakeUp, source: S) -> Throttled<S, L> {
         Throttled {
             limiter,
             slots,
+            wake,
             source: Box::pin(source),
             waiting: None,
             timer: SlotTimer::default(),
@@ -215,16 +218,17 @@ impl<S: Stream, L: Limiter> Stream for Throttled<S, L> {
                     return Poll::Ready(Some(Ok(item)));
                 }
                 Ok(reservation) => {
+                    let wait = reservation.wait();
                     let guard =
                         ReservationGuard::new(Arc::clone(&this.limiter), &this.slots, reservation);
-                    this.timer.arm(guard.deadline());
+                    this.timer.arm(this.wake, guard.deadline(), wait);
                     this.waiting = Some(Held::Reserved(item, guard));
                 }
                 // A limiter that cannot hold a future slot: ask again after
                 // the exact wait (at least 1 ns, so a zero could never spin).
                 Err(AcquireError::RateLimited { wait }) => {
-                    this.timer
-                        .arm(Instant::now() + wait.max(Duration::from_nanos(1)));
+                    let wait = wait.max(Duration::from_nanos(1));
+                    this.timer.arm(this.wake, Instant::now() + wait, wait);
                     this.waiting = Some(Held::Retry(item));
                 }
                 // InsufficientCapacity (a limit lowered below one permit) or
