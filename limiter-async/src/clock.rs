@@ -44,7 +44,7 @@ use crate::real_time::{Shift, tokio_follows_real_time};
 /// [`Instant`].
 ///
 /// Made while tokio's time is paused (`#[tokio::test(start_paused = true)]`,
-/// or after [`tokio::time::pause`]), it reads tokio's clock, so limiter tests
+/// or after `tokio::time::pause`), it reads tokio's clock, so limiter tests
 /// run in exact virtual time. Made at any other time, it reads the core's
 /// fast real-time clock (the CPU counter), at a third of the cost, on the
 /// same scale. Copies share the origin and the mode.
@@ -128,7 +128,7 @@ impl TokioClock {
     }
 
     /// A clock counting from `origin` that reads tokio's clock on every
-    /// call, whatever the runtime's state: it follows [`tokio::time::pause`],
+    /// call, whatever the runtime's state: it follows `tokio::time::pause`,
     /// `advance` and `resume` at any point, for tests that pause time after
     /// making their limiter. Costs an `Instant` read per decision.
     ///

@@ -3,8 +3,8 @@
 //!
 //! tokio's [`Instant::now`](tokio::time::Instant::now) follows the system's
 //! monotonic clock unless the runtime's time is paused (`start_paused`,
-//! [`tokio::time::pause`]), in which case it is virtual: frozen while tasks
-//! run, moved only by auto-advance or [`tokio::time::advance`]. Whether the
+//! `tokio::time::pause`), in which case it is virtual: frozen while tasks
+//! run, moved only by auto-advance or `tokio::time::advance`. Whether the
 //! clock is paused is not exposed by tokio, so [`tokio_follows_real_time`]
 //! finds out by reading both clocks:
 //!
