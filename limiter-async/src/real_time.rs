@@ -22,13 +22,13 @@
 //! it only makes them read tokio's clock (exact in virtual time) instead of
 //! the faster [`fast_clock`].
 //!
-//! The fast clock is one process-wide [`DefaultClock`] of the core (the TSC
-//! counter through `quanta`, `Instant` where there is none): nanoseconds
-//! since its first use, at about a third of `Instant::now`'s cost.
+//! The fast clock, [`Counter`], reads the counter the core's default
+//! `TscClock` reads (the CPU's time-stamp counter through `quanta`, the OS
+//! monotonic clock where it is not invariant), through one process-wide,
+//! once-calibrated reader: about a third of `Instant::now`'s cost, and
+//! `Copy`, so [`TokioClock`](crate::TokioClock) stays `Copy`.
 
 use std::sync::OnceLock;
-
-use limiter_core::{Clock, DefaultClock};
 
 /// Whether tokio's clock, as seen from this thread, is the system's
 /// monotonic clock right now (not paused, never paused-and-resumed). Costs
@@ -49,57 +49,55 @@ pub(crate) fn tokio_follows_real_time() -> bool {
     tokio::time::Instant::now().into_std() > tokio_now
 }
 
-/// The process-wide fast clock: nanoseconds since its first use.
-#[inline]
-pub(crate) fn fast_clock() -> &'static DefaultClock {
-    static CLOCK: OnceLock<DefaultClock> = OnceLock::new();
-    CLOCK.get_or_init(DefaultClock::default)
+/// The process-wide counter reader, calibrated once (the first use pays a
+/// few milliseconds).
+fn counter() -> &'static quanta::Clock {
+    static COUNTER: OnceLock<quanta::Clock> = OnceLock::new();
+    COUNTER.get_or_init(quanta::Clock::new)
 }
 
-/// A reading of [`fast_clock`] shifted to another origin:
-/// `reading.saturating_sub(sub) + add`, where at most one of the two is
-/// non-zero. Saturation keeps a counter that lags by a few nanoseconds on
-/// another core at 0 rather than wrapping.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Shift {
-    sub: u64,
-    add: u64,
+/// A copyable fast clock: the process's counter reader, read as
+/// `base + (counter − raw0)` scaled to nanoseconds. `quanta` reports a
+/// counter below `raw0` (another core's counter lagging by a little) as a
+/// zero delta, so a reading is never below `base`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Counter {
+    clock: &'static quanta::Clock,
+    raw0: u64,
+    base: u64,
 }
 
-impl Shift {
-    /// The shift that makes the fast clock read `at` now (negative `at`: the
-    /// origin lies `-at` ns in the future; readings stay 0 until then).
-    pub(crate) fn reading_now(at: i128) -> Shift {
-        let now = i128::from(fast_clock().now());
-        let delta = at - now;
-        if delta >= 0 {
-            Shift {
-                sub: 0,
-                add: u64::try_from(delta).unwrap_or(u64::MAX),
-            }
-        } else {
-            Shift {
-                sub: u64::try_from(-delta).unwrap_or(u64::MAX),
-                add: 0,
-            }
+impl Counter {
+    /// A counter that reads `at` now.
+    pub(crate) fn reading_now(at: u64) -> Counter {
+        let clock = counter();
+        Counter {
+            clock,
+            raw0: clock.raw(),
+            base: at,
         }
     }
 
-    /// The shifted reading of the fast clock before saturation: negative
-    /// before the origin.
-    pub(crate) fn signed_now(self) -> i128 {
-        i128::from(fast_clock().now()) - i128::from(self.sub) + i128::from(self.add)
-    }
-
-    /// The shifted reading of the fast clock.
+    /// The reading: nanoseconds on the scale it was made with.
     #[inline]
     pub(crate) fn now(self) -> u64 {
-        fast_clock()
-            .now()
-            .saturating_sub(self.sub)
-            .saturating_add(self.add)
+        // Wrapping: `base + delta` reaches 2^64 only 584 years after the
+        // origin; a plain `+` would add an overflow check in debug builds.
+        self.clock
+            .delta_as_nanos(self.raw0, self.clock.raw())
+            .wrapping_add(self.base)
     }
 }
+
+// Every `Counter` reads the one process-wide reader: equal when their
+// origins are.
+impl PartialEq for Counter {
+    fn eq(&self, other: &Counter) -> bool {
+        (self.raw0, self.base) == (other.raw0, other.base)
+    }
+}
+
+impl Eq for Counter {}
 
 #[cfg(test)]
 mod tests {
@@ -128,12 +126,13 @@ mod tests {
     }
 
     #[test]
-    fn a_shift_reads_its_value_and_never_wraps() {
-        let ahead = Shift::reading_now(1 << 40);
-        assert!(ahead.now() >= 1 << 40);
-        let future_origin = Shift::reading_now(-(1 << 50));
-        assert_eq!(future_origin.now(), 0);
-        let zero = Shift::reading_now(0);
-        assert!(zero.now() < 1 << 40);
+    fn a_counter_reads_from_its_base_and_copies_share_it() {
+        let counter = Counter::reading_now(1 << 40);
+        let first = counter.now();
+        assert!(first >= 1 << 40);
+        let copy = counter;
+        assert_eq!(copy, counter);
+        assert!(copy.now() >= 1 << 40);
+        assert_ne!(Counter::reading_now(0), counter);
     }
 }

@@ -368,6 +368,10 @@ fn main() {
     }
 
     let mut cases = sync_cases(quick);
+    if std::env::args().any(|a| a == "--nowait-only") {
+        // Only the no-wait paths the async ratios divide by (for iterating).
+        cases.retain(|c| c.name == "allow/ours/tsc" || c.name == "allow/governor/tsc");
+    }
     cases.extend(async_cases(quick));
     let samples = interleave(&cases, rounds);
     drop(cases);
@@ -524,10 +528,18 @@ fn main() {
     println!();
     println!("{:<40} {:>8}   numerator / denominator", "ratio", "median");
     let mut summary = BTreeMap::new();
+    let nowait_only = std::env::args().any(|a| a == "--nowait-only");
     for (key, a, b) in &pairs {
+        if nowait_only && !(samples.contains_key(a) && samples.contains_key(b)) {
+            continue;
+        }
         let r = ratio(&samples, a, b);
         println!("{key:<40} {r:>8.3}   {a} / {b}");
         summary.insert(*key, r);
+    }
+
+    if nowait_only {
+        return;
     }
 
     // Real-time pacing and fairness: seconds of wall clock each.
