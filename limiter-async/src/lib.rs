@@ -64,6 +64,7 @@
 //! # }
 //! ```
 
+mod alarm;
 mod clock;
 mod limiter;
 mod precise;

@@ -5,18 +5,20 @@
 //!
 //! A [`PreciseSleep`] puts its deadline (a `std::time::Instant`, i.e. the
 //! system's monotonic clock, the clock tokio's timer runs on when time is not
-//! paused) and a shared [`Slot`] into a min-heap, and unparks the timer
-//! thread if its deadline is earlier than the one the thread sleeps towards.
-//! The thread pops every due entry, marks its slot fired and wakes the
-//! slot's `Waker`, then parks until the next deadline with
-//! `thread::park_timeout`. On Linux it first sets its own timer slack to
-//! 1 ns (`/proc/<tid>/timerslack_ns`, the file form of
-//! `prctl(PR_SET_TIMERSLACK)`): the kernel would otherwise let its sleeps end
-//! up to 50 µs late to batch wake-ups.
+//! paused) and a shared [`Slot`] into a min-heap, and, if its deadline is
+//! earlier than the one the thread sleeps towards, moves the thread's alarm
+//! forward (see [`crate::alarm`]: on Linux it re-arms a `timerfd`, which
+//! costs a system call and no wake-up of the thread; elsewhere it unparks
+//! the thread). The thread pops every due entry, marks its slot fired and
+//! wakes the slot's `Waker`, then sleeps until the next deadline. The
+//! kernel's timerfd timers have no timer slack; for the park fallback the
+//! thread first sets its own slack to 1 ns (`/proc/<tid>/timerslack_ns`,
+//! the file form of `prctl(PR_SET_TIMERSLACK)`), since the kernel would
+//! otherwise let its sleeps end up to 50 µs late to batch wake-ups.
 //!
-//! The thread never spins: it is parked whenever nothing is due, and no
-//! tokio worker ever waits on it (a pending `PreciseSleep` returns
-//! `Pending` with its waker registered, like any tokio timer).
+//! The thread never spins: it sleeps whenever nothing is due, and no tokio
+//! worker ever waits on it (a pending `PreciseSleep` returns `Pending` with
+//! its waker registered, like any tokio timer).
 //!
 //! # Invariants
 //!
@@ -39,8 +41,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::{Context, Poll, Waker};
-use std::thread::Thread;
 use std::time::Instant;
+
+use crate::alarm::{Alarm, Sleeper, timerfd_pair};
 
 /// What a sleep and the timer thread share: fired yet, and whom to wake.
 #[derive(Debug, Default)]
@@ -140,7 +143,8 @@ impl Shared {
 #[derive(Debug)]
 struct TimerThread {
     shared: Arc<Shared>,
-    thread: Thread,
+    /// Moves the thread's wake-up forward (under the queue's mutex).
+    alarm: Alarm,
 }
 
 /// The process's timer thread, started on first use; `None` if it could not
@@ -153,20 +157,22 @@ fn timer() -> Option<&'static TimerThread> {
                 queue: Mutex::new(Queue::default()),
             });
             let theirs = Arc::clone(&shared);
-            std::thread::Builder::new()
+            let (alarm, sleeper) = match timerfd_pair() {
+                Some((alarm, sleeper)) => (Some(alarm), sleeper),
+                None => (None, Sleeper::Park),
+            };
+            let handle = std::thread::Builder::new()
                 .name("limiter-precise-timer".into())
-                .spawn(move || run(&theirs))
-                .ok()
-                .map(|handle| TimerThread {
-                    shared,
-                    thread: handle.thread().clone(),
-                })
+                .spawn(move || run(&theirs, &sleeper))
+                .ok()?;
+            let alarm = alarm.unwrap_or_else(|| Alarm::Unpark(handle.thread().clone()));
+            Some(TimerThread { shared, alarm })
         })
         .as_ref()
 }
 
-/// The timer thread's loop: fire what is due, park until the next deadline.
-fn run(shared: &Shared) -> ! {
+/// The timer thread's loop: fire what is due, sleep until the next deadline.
+fn run(shared: &Shared, sleeper: &Sleeper) -> ! {
     set_fine_timer_slack();
     let mut due = Vec::new();
     loop {
@@ -174,6 +180,7 @@ fn run(shared: &Shared) -> ! {
             let mut queue = shared.queue();
             queue.pop_due(Instant::now(), &mut due);
             let next = queue.heap.peek().map(|Reverse(top)| top.at);
+            sleeper.plan(next);
             queue.sleeping_until = next;
             next
         };
@@ -181,12 +188,9 @@ fn run(shared: &Shared) -> ! {
             slot.fire();
         }
         // A registration after the unlock above that needs an earlier
-        // wake-up unparks us; the park token makes that unpark count even
-        // if it comes before we park.
-        match next {
-            None => std::thread::park(),
-            Some(at) => std::thread::park_timeout(at.saturating_duration_since(Instant::now())),
-        }
+        // wake-up re-arms the alarm (or unparks us: the park token makes
+        // an unpark count even if it comes before we park).
+        sleeper.sleep(next);
     }
 }
 
@@ -224,7 +228,7 @@ impl PreciseSleep {
     pub(crate) fn until(at: Instant) -> Option<PreciseSleep> {
         let timer = timer()?;
         let slot = Arc::new(Slot::default());
-        let unpark = {
+        {
             let mut queue = timer.shared.queue();
             let seq = queue.next_seq;
             queue.next_seq += 1;
@@ -233,16 +237,13 @@ impl PreciseSleep {
                 seq,
                 slot: Arc::clone(&slot),
             }));
-            let unpark = queue.sleeping_until.is_none_or(|until| at < until);
-            if unpark {
-                // The thread will wake for this one: later registrations
-                // before it re-plans need no second unpark.
+            if queue.sleeping_until.is_none_or(|until| at < until) {
+                // Under the mutex (alarm module invariant). Later
+                // registrations before the thread re-plans compare with
+                // this deadline.
+                timer.alarm.set(at);
                 queue.sleeping_until = Some(at);
             }
-            unpark
-        };
-        if unpark {
-            timer.thread.unpark();
         }
         Some(PreciseSleep { slot })
     }
