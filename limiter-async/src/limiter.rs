@@ -20,8 +20,9 @@ use crate::throttle::Throttled;
 use crate::wait::acquire;
 use crate::wake::WakeUp;
 
-/// A rate limiter whose callers wait asynchronously, on tokio's timer, for
-/// their permits. Clones share one limiter.
+/// A rate limiter whose callers wait asynchronously for their permits, woken
+/// at their slot by the precise timer thread (short waits) or tokio's timer
+/// (see [`WakeUp`]). Clones share one limiter.
 ///
 /// By default it waits on the core GCRA [`RateLimiter`]; [`from_limiter`]
 /// wraps any [`Limiter`] instead (a sliding window, a warm-up limiter, a
@@ -34,10 +35,9 @@ use crate::wake::WakeUp;
 ///
 /// Waiters are served in the order they reserved (first poll), whatever
 /// number of permits each asks for (a slot given up by a cancelled waiter
-/// goes to the next arrival, which delays nobody), and each sleeps until its own slot's
-/// absolute instant, so pacing does not drift with the timer's 1 ms
-/// granularity. See `docs/async.md` for the model and for choosing the burst
-/// at rates above 1,000 per second.
+/// goes to the next arrival, which delays nobody), and each sleeps until its
+/// own slot's instant, so pacing does not drift with a late wake-up. See
+/// `docs/async.md` for the model, the lateness rule and choosing the burst.
 ///
 /// # Cancel safety
 ///
@@ -51,9 +51,11 @@ use crate::wake::WakeUp;
 ///
 /// # Panics
 ///
-/// A future that has to wait uses tokio's timer, so it panics if polled
-/// outside a runtime with time enabled (`enable_time`/`enable_all`), as any
-/// `tokio::time::sleep` does. A permit available now needs no timer.
+/// A future that has to wait may use tokio's timer (always for waits of
+/// [`PRECISE_RANGE`](crate::PRECISE_RANGE) or more, and under paused time),
+/// so it panics if polled outside a runtime with time enabled
+/// (`enable_time`/`enable_all`), as any `tokio::time::sleep` does. A permit
+/// available now needs no timer.
 ///
 /// # Examples
 ///
