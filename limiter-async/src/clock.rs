@@ -267,17 +267,6 @@ fn nanos_between(from: Instant, to: Instant) -> u64 {
     u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// The instant of the reading `nanos`, given that `now` and `now_nanos`
-/// were read together.
-fn shifted(now: Instant, now_nanos: u64, nanos: u64) -> Instant {
-    match nanos.checked_sub(now_nanos) {
-        Some(after) => saturating_add(now, Duration::from_nanos(after)),
-        None => now
-            .checked_sub(Duration::from_nanos(now_nanos - nanos))
-            .unwrap_or(now),
-    }
-}
-
 impl Default for TokioClock {
     fn default() -> TokioClock {
         TokioClock::new()
@@ -294,70 +283,10 @@ impl Clock for TokioClock {
     }
 }
 
-/// Maps a limiter's clock readings (ns) to tokio instants, for the
-/// deadline of a reserved slot.
-///
-/// * `Fixed`: in virtual time, the pair `(instant, nanos)` read together
-///   once, then `instant_at(n) = instant + (n − nanos)`. For a limiter on a
-///   [`TokioClock`] the pair is `(origin, 0)` and the map is exact; for any
-///   other limiter it is read when the
-///   [`AsyncLimiter`](crate::AsyncLimiter) is made, and is exact as long as
-///   the limiter's clock runs at tokio's pace (build it on a `TokioClock`).
-/// * `Live`: in real time, a slot's instant is `Instant::now()` plus the
-///   reservation's wait, read when the wait begins: the limiter's clock and
-///   tokio's are paired at every wait, so they cannot drift apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SlotMap {
-    /// Virtual time: a fixed pairing.
-    Fixed {
-        /// The tokio instant paired with `nanos`.
-        instant: Instant,
-        /// The limiter reading paired with `instant`.
-        nanos: u64,
-    },
-    /// Real time: paired at each wait.
-    Live,
-}
-
-impl SlotMap {
-    /// The map of a limiter on `clock`.
-    pub(crate) fn of_clock(clock: &TokioClock) -> SlotMap {
-        match clock.fast {
-            None => SlotMap::Fixed {
-                instant: clock.origin(),
-                nanos: 0,
-            },
-            Some(_) => SlotMap::Live,
-        }
-    }
-
-    /// The map of a limiter whose clock reads `nanos` now: fixed in virtual
-    /// time, live in real time.
-    pub(crate) fn pairing_now_with(nanos: u64) -> SlotMap {
-        if tokio_follows_real_time() {
-            SlotMap::Live
-        } else {
-            SlotMap::Fixed {
-                instant: Instant::now(),
-                nanos,
-            }
-        }
-    }
-
-    /// The tokio instant of a slot at the limiter reading `ready_at`, which
-    /// is `wait` from the decision that reserved it.
-    pub(crate) fn deadline(&self, ready_at: u64, wait: Duration) -> Instant {
-        match *self {
-            SlotMap::Fixed { instant, nanos } => shifted(instant, nanos, ready_at),
-            SlotMap::Live => saturating_add(Instant::now(), wait),
-        }
-    }
-}
-
 /// `base + by`, or the latest instant an `Instant` can hold if the sum
 /// overflows (found by adding ever smaller steps; terminates because the
 /// step halves down to zero).
-fn saturating_add(base: Instant, by: Duration) -> Instant {
+pub(crate) fn saturating_add(base: Instant, by: Duration) -> Instant {
     if let Some(at) = base.checked_add(by) {
         return at;
     }
@@ -410,19 +339,6 @@ mod tests {
         assert!(clock.now() >= 60_000_000_000);
         assert!(clock.instant_at(0) <= Instant::now());
         assert_eq!(clock.nanos_at(origin - Duration::from_secs(1)), 0);
-    }
-
-    #[test]
-    fn a_fixed_map_is_exact_and_a_live_one_adds_the_wait() {
-        let origin = Instant::now();
-        let fixed = SlotMap::of_clock(&TokioClock::tokio_time(origin));
-        assert_eq!(
-            fixed.deadline(5_000, Duration::from_secs(9)),
-            origin + Duration::from_micros(5)
-        );
-        let live = SlotMap::of_clock(&TokioClock::with_origin(origin));
-        assert_eq!(live, SlotMap::Live);
-        assert!(live.deadline(0, Duration::from_secs(9)) >= origin + Duration::from_secs(9));
     }
 
     #[test]

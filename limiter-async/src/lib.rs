@@ -79,6 +79,7 @@ mod clock;
 mod limiter;
 mod precise;
 mod real_time;
+mod slots;
 mod throttle;
 mod wait;
 mod wake;

@@ -15,7 +15,8 @@ use futures::Stream;
 use limiter_core::{AcquireError, Limiter, Quota, RateLimiter};
 use tokio::time::Instant;
 
-use crate::clock::{SlotMap, TokioClock};
+use crate::clock::TokioClock;
+use crate::slots::SlotMap;
 use crate::throttle::Throttled;
 use crate::wait::acquire;
 use crate::wake::WakeUp;

@@ -41,12 +41,17 @@ pub(crate) fn tokio_follows_real_time() -> bool {
         return false;
     }
     // Frozen time could only pass this second check by moving, which it
-    // cannot do while this thread runs. The loop ends as soon as the system
-    // clock ticks past a reading it already took (nanoseconds).
-    while std::time::Instant::now() <= tokio_now {
+    // cannot do while this thread runs. The system clock passes a reading it
+    // already took within one tick of its resolution (nanoseconds here); a
+    // clock too coarse for that within a few thousand reads gets the safe
+    // answer.
+    for _ in 0..4_096 {
+        if std::time::Instant::now() > tokio_now {
+            return tokio::time::Instant::now().into_std() > tokio_now;
+        }
         std::hint::spin_loop();
     }
-    tokio::time::Instant::now().into_std() > tokio_now
+    false
 }
 
 /// The process-wide counter reader, calibrated once (the first use pays a

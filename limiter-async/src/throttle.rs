@@ -26,7 +26,8 @@ use futures::stream::FusedStream;
 use limiter_core::{AcquireError, Limiter, RateLimiter};
 use tokio::time::Instant;
 
-use crate::clock::{SlotMap, TokioClock};
+use crate::clock::TokioClock;
+use crate::slots::SlotMap;
 use crate::wait::{ReservationGuard, SlotTimer};
 use crate::wake::WakeUp;
 

@@ -53,8 +53,8 @@ use std::future::Future;
 use limiter_core::{AcquireError, Limiter, Reservation};
 use tokio::time::{Instant, Sleep, sleep, sleep_until};
 
-use crate::clock::SlotMap;
 use crate::precise::PreciseSleep;
+use crate::slots::SlotMap;
 use crate::wake::WakeUp;
 
 /// Owns a reservation while it is waited for; cancels it on drop unless
