@@ -28,9 +28,11 @@
 //!   slot's mutex, and the thread sets `fired` and takes the waker under the
 //!   same mutex, so either the poll sees `fired` or the thread sees the
 //!   waker.
-//! * Registration never blocks on the thread: it takes the queue's mutex for
-//!   a heap push; the thread holds that mutex only to pop due entries,
-//!   never while waking or sleeping.
+//! * Registration never waits for the thread: it takes the queue's mutex
+//!   for a heap push (and, for an earlier deadline, one re-arm of the
+//!   alarm); the thread holds that mutex only to pop due entries and re-arm
+//!   the alarm, never while waking tasks or sleeping. The slot's mutex is
+//!   never taken while holding the queue's, so the two cannot deadlock.
 //! * A dropped sleep clears its waker; its heap entry stays until its
 //!   deadline (at most the precise range, a few milliseconds) and is then
 //!   discarded.
