@@ -464,8 +464,15 @@ impl<L: Limiter> AsyncLimiter<L> {
     /// # }
     /// ```
     pub async fn take_n_until(&self, n: u32, deadline: Instant) -> Result<(), AcquireError> {
-        let timeout = deadline.saturating_duration_since(Instant::now());
-        self.take_n_within(n, timeout).await
+        // As `take_n_within`, with tokio's clock read only if a wait is
+        // needed: a free permit needs no timeout.
+        match self.core.try_acquire_n(n) {
+            Err(AcquireError::RateLimited { .. }) => {
+                let timeout = deadline.saturating_duration_since(Instant::now());
+                acquire(&*self.core, &self.slots, self.wake, n, timeout).await
+            }
+            done => done,
+        }
     }
 
     /// Takes one permit if it is available now; takes nothing otherwise.
