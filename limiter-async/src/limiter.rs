@@ -19,7 +19,7 @@ use crate::clock::TokioClock;
 use crate::slots::SlotMap;
 use crate::throttle::Throttled;
 use crate::wait::acquire;
-use crate::wake::WakeUp;
+use crate::wake::{WakeUp, Waking};
 
 /// A rate limiter whose callers wait asynchronously for their permits, woken
 /// at their slot by the precise timer thread (short waits) or tokio's timer
@@ -83,6 +83,9 @@ pub struct AsyncLimiter<L = RateLimiter<TokioClock>> {
     core: Arc<L>,
     slots: SlotMap,
     wake: WakeUp,
+    /// The core's catch-up window (`burst · t`) in ns, read at each wait
+    /// (the quota may change); 0 for algorithms that do not say.
+    catch_up: fn(&L) -> u64,
 }
 
 impl<L> Clone for AsyncLimiter<L> {
@@ -91,6 +94,7 @@ impl<L> Clone for AsyncLimiter<L> {
             core: Arc::clone(&self.core),
             slots: self.slots,
             wake: self.wake,
+            catch_up: self.catch_up,
         }
     }
 }
@@ -137,6 +141,7 @@ impl AsyncLimiter {
             core: Arc::new(RateLimiter::with_clock(quota, clock)),
             slots: SlotMap::of_clock(&clock),
             wake: WakeUp::default(),
+            catch_up: |core| core.quota().burst_span_nanos(),
         }
     }
 }
@@ -174,6 +179,7 @@ impl<L: Limiter> AsyncLimiter<L> {
             core: Arc::new(limiter),
             slots,
             wake: WakeUp::default(),
+            catch_up: |_| 0,
         }
     }
 
@@ -283,7 +289,7 @@ impl<L: Limiter> AsyncLimiter<L> {
         // machine fewer on the path every free permit takes.
         match self.core.try_acquire_n(1) {
             Err(AcquireError::RateLimited { .. }) => {
-                acquire(&*self.core, &self.slots, self.wake, 1, Duration::MAX).await
+                acquire(&*self.core, &self.slots, self.waking(), 1, Duration::MAX).await
             }
             done => done,
         }
@@ -469,7 +475,7 @@ impl<L: Limiter> AsyncLimiter<L> {
         match self.core.try_acquire_n(n) {
             Err(AcquireError::RateLimited { .. }) => {
                 let timeout = deadline.saturating_duration_since(Instant::now());
-                acquire(&*self.core, &self.slots, self.wake, n, timeout).await
+                acquire(&*self.core, &self.slots, self.waking(), n, timeout).await
             }
             done => done,
         }
@@ -570,7 +576,20 @@ impl<L: Limiter> AsyncLimiter<L> {
     /// # }
     /// ```
     pub fn throttle<S: Stream>(&self, stream: S) -> Throttled<S, L> {
-        Throttled::new(Arc::clone(&self.core), self.slots, self.wake, stream)
+        Throttled::new(
+            Arc::clone(&self.core),
+            self.slots,
+            (self.wake, self.catch_up),
+            stream,
+        )
+    }
+
+    /// The wake-up mode and the core's current catch-up window, for a wait.
+    fn waking(&self) -> Waking {
+        Waking {
+            mode: self.wake,
+            window: Duration::from_nanos((self.catch_up)(&self.core)),
+        }
     }
 
     /// Acquires `n` permits within `max_wait` of now, waiting for the slot.
@@ -584,9 +603,42 @@ impl<L: Limiter> AsyncLimiter<L> {
     async fn take_n_within(&self, n: u32, max_wait: Duration) -> Result<(), AcquireError> {
         match self.core.try_acquire_n(n) {
             Err(AcquireError::RateLimited { .. }) => {
-                acquire(&*self.core, &self.slots, self.wake, n, max_wait).await
+                acquire(&*self.core, &self.slots, self.waking(), n, max_wait).await
             }
             done => done,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_catch_up_window_follows_the_quota_and_is_unknown_for_other_limiters() {
+        let quota = |rate, burst| {
+            Quota::per_second(rate)
+                .and_then(|q| q.with_burst(burst))
+                .expect("valid quota")
+        };
+        // 10,000/s with burst 20: a 2 ms window, enough to absorb tokio's
+        // lateness; after a hot change to burst 1, 100 µs.
+        let limiter = AsyncLimiter::new(quota(10_000, 20));
+        assert_eq!(limiter.waking().window, Duration::from_millis(2));
+        limiter.limiter().set_quota(quota(10_000, 1));
+        assert_eq!(limiter.waking().window, Duration::from_micros(100));
+        assert_eq!(limiter.waking().mode, WakeUp::Precise);
+        let other = AsyncLimiter::from_limiter(RateLimiter::with_clock(
+            quota(10, 5),
+            limiter_core::ManualClock::new(),
+        ))
+        .with_wake_up(WakeUp::Timer);
+        assert_eq!(
+            other.waking(),
+            Waking {
+                mode: WakeUp::Timer,
+                window: Duration::ZERO
+            }
+        );
     }
 }

@@ -55,7 +55,7 @@ use tokio::time::{Instant, Sleep, sleep, sleep_until};
 
 use crate::precise::PreciseSleep;
 use crate::slots::SlotMap;
-use crate::wake::WakeUp;
+use crate::wake::Waking;
 
 /// Owns a reservation while it is waited for; cancels it on drop unless
 /// [`keep`](ReservationGuard::keep) was called.
@@ -120,7 +120,7 @@ impl<L: Limiter> core::fmt::Debug for ReservationGuard<L> {
 pub(crate) fn wait_for<'a, L: Limiter>(
     limiter: &'a L,
     slots: &SlotMap,
-    wake: WakeUp,
+    wake: Waking,
     reservation: Reservation,
 ) -> impl Future<Output = ()> + Send + 'a {
     let wait = reservation.wait();
@@ -143,7 +143,7 @@ pub(crate) fn wait_for<'a, L: Limiter>(
 pub(crate) async fn acquire<L: Limiter>(
     limiter: &L,
     slots: &SlotMap,
-    wake: WakeUp,
+    wake: Waking,
     n: u32,
     max_wait: Duration,
 ) -> Result<(), AcquireError> {
@@ -190,7 +190,7 @@ pub(crate) struct SlotTimer {
 impl SlotTimer {
     /// Sets the timer to fire at `deadline`, `wait` from now, on the timer
     /// `wake` picks.
-    pub(crate) fn arm(&mut self, wake: WakeUp, deadline: Instant, wait: Duration) {
+    pub(crate) fn arm(&mut self, wake: Waking, deadline: Instant, wait: Duration) {
         self.precise = wake.precise(deadline, wait);
         if self.precise.is_none() {
             match &mut self.tokio {
@@ -223,6 +223,11 @@ mod tests {
     use crate::TokioClock;
 
     type Core = RateLimiter<TokioClock>;
+
+    const ZERO_WINDOW: Waking = Waking {
+        mode: crate::WakeUp::Precise,
+        window: Duration::ZERO,
+    };
 
     fn core(per_second: u32, burst: u32) -> (Core, SlotMap) {
         let quota = Quota::per_second(per_second)
@@ -258,7 +263,7 @@ mod tests {
         let (limiter, slots) = core(10, 1);
         let reservation = limiter.reserve_n(1, Duration::ZERO).expect("free");
         assert_eq!(
-            wait_for(&limiter, &slots, WakeUp::Precise, reservation).now_or_never(),
+            wait_for(&limiter, &slots, ZERO_WINDOW, reservation).now_or_never(),
             Some(())
         );
     }
@@ -271,7 +276,7 @@ mod tests {
         assert_eq!(start.elapsed(), Duration::ZERO);
         for ms in [5, 7] {
             let deadline = start + Duration::from_millis(ms);
-            timer.arm(WakeUp::Precise, deadline, deadline - Instant::now());
+            timer.arm(ZERO_WINDOW, deadline, deadline - Instant::now());
             std::future::poll_fn(|cx| timer.poll_elapsed(cx)).await;
             assert_eq!(start.elapsed(), Duration::from_millis(ms));
         }
