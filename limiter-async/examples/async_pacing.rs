@@ -25,10 +25,12 @@
 //!   expected = min(rate, (W + burst) / g)
 //!   ```
 //!
-//! * **`WakeUp::Precise`** (the default) wakes short waits from a timer
-//!   thread within tens of microseconds of the slot: the full rate whenever
-//!   that lateness (plus the loop's own work) stays below the catch-up
-//!   window, which the example prints.
+//! * **`WakeUp::Precise`** (the default) wakes waiters that tokio's
+//!   lateness would cost rate (wait and catch-up window both under 2 ms)
+//!   from a timer thread within tens of microseconds of the slot: the full
+//!   rate whenever that lateness (plus the loop's own work) stays below the
+//!   catch-up window, which the example prints. Waiters with a wider window
+//!   stay on tokio's timer.
 //!
 //! The cases:
 //!
@@ -38,7 +40,7 @@
 //!    2,000/s; the precise wake-up has a 100 µs window and reaches (nearly)
 //!    10,000/s.
 //! 3. One task, 10,000/s, burst 20: a 2 ms window covers the tick plus up
-//!    to 1 ms of jitter: both reach 10,000/s.
+//!    to 1 ms of jitter: both reach 10,000/s, both on tokio's timer.
 //! 4. One task, 100,000/s, burst 1: the window is 10 µs, about what one
 //!    wake-up of a thread costs on a virtual machine, so even the precise
 //!    wake-up falls short (by its measured lateness); the timer allows
