@@ -116,13 +116,10 @@ impl TokioClock {
         if !tokio_follows_real_time() {
             return TokioClock::tokio_time(origin);
         }
-        let now = Instant::now();
-        match now.checked_duration_since(origin) {
-            Some(since) => TokioClock {
+        match Counter::since(origin) {
+            Some(counter) => TokioClock {
                 origin,
-                fast: Some(Counter::reading_now(
-                    u64::try_from(since.as_nanos()).unwrap_or(u64::MAX),
-                )),
+                fast: Some(counter),
             },
             // An origin still to come: rare enough to read tokio's clock,
             // which reads 0 until then.

@@ -73,14 +73,19 @@ pub(crate) struct Counter {
 }
 
 impl Counter {
-    /// A counter that reads `at` now.
-    pub(crate) fn reading_now(at: u64) -> Counter {
+    /// A counter on the scale of `origin`: it reads tokio's `now − origin`
+    /// (in ns) at the instant it is made; `None` if `origin` is still to
+    /// come. The reader is calibrated first (the first use in a process
+    /// takes milliseconds), so the pairing below is not skewed by it.
+    pub(crate) fn since(origin: tokio::time::Instant) -> Option<Counter> {
         let clock = counter();
-        Counter {
+        let raw0 = clock.raw();
+        let since = tokio::time::Instant::now().checked_duration_since(origin)?;
+        Some(Counter {
             clock,
-            raw0: clock.raw(),
-            base: at,
-        }
+            raw0,
+            base: u64::try_from(since.as_nanos()).unwrap_or(u64::MAX),
+        })
     }
 
     /// The reading: nanoseconds on the scale it was made with.
@@ -131,13 +136,15 @@ mod tests {
     }
 
     #[test]
-    fn a_counter_reads_from_its_base_and_copies_share_it() {
-        let counter = Counter::reading_now(1 << 40);
-        let first = counter.now();
-        assert!(first >= 1 << 40);
+    fn a_counter_reads_on_its_origins_scale_and_copies_share_it() {
+        let now = tokio::time::Instant::now();
+        let hour = std::time::Duration::from_secs(3_600);
+        let counter = Counter::since(now - hour).expect("a past origin");
+        assert!(counter.now() >= 3_600_000_000_000);
         let copy = counter;
         assert_eq!(copy, counter);
-        assert!(copy.now() >= 1 << 40);
-        assert_ne!(Counter::reading_now(0), counter);
+        assert!(copy.now() >= 3_600_000_000_000);
+        assert_ne!(Counter::since(now), Some(counter));
+        assert_eq!(Counter::since(now + hour), None);
     }
 }

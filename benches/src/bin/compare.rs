@@ -361,6 +361,20 @@ fn main() {
     let rounds = if quick { 15 } else { 41 };
     let started = std::time::Instant::now();
 
+    if std::env::args().any(|a| a == "--pacing-only") {
+        // Only the pacing rows with a burst of 1 ms (for iterating).
+        let rt = pacing::runtime();
+        for rate in [10_000, 100_000] {
+            for tasks in [1, 8, 64] {
+                let p = pacing::pacing(&rt, rate, tasks, Duration::from_secs(2), 1);
+                println!(
+                    "{rate}/s x{tasks} tasks: error {:.3} %, p50 {:.1} us, p99 {:.1} us",
+                    p.error_pct, p.p50_late_us, p.p99_late_us
+                );
+            }
+        }
+        return;
+    }
     if std::env::args().any(|a| a == "--burst1-only") {
         // Only the strict-pacing table (for iterating on the wake-up).
         burst1_table(&pacing::runtime(), Duration::from_secs(1));
