@@ -11,8 +11,9 @@
 //!    time `tat` only grows), so waiters are served first come, first served.
 //! 2. **Sleep until the slot.** Until the slot's absolute instant (the
 //!    [`SlotMap`] gives it as a tokio `Instant`), on the timer the limiter's
-//!    [`WakeUp`] picks (see [`crate::wake`]): the precise timer thread for
-//!    short waits in real time, tokio's timer otherwise. Never a retry loop.
+//!    [`WakeUp`](crate::WakeUp) picks (see [`crate::wake`]): in real time
+//!    the precise timer thread for waiters that tokio's lateness would cost
+//!    rate, tokio's timer otherwise. Never a retry loop.
 //!    A waiter that wakes late does not push the next slot back, because
 //!    the next slot was computed from `tat`, not from when anyone woke up.
 //!    When the slot is now (`wait == 0`) no timer is created at all.
