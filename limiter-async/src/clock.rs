@@ -328,12 +328,19 @@ mod tests {
     #[test]
     fn a_real_time_clock_reads_on_the_origin_scale() {
         // Made outside a runtime: real time. An origin a minute back reads
-        // at least a minute, and converting back and forth stays on that
-        // side of the origin.
-        let origin = Instant::now() - Duration::from_secs(60);
+        // at least a minute (less if the machine booted less than a minute
+        // ago), and converting back and forth stays on that side of it.
+        // As far back as the monotonic clock reaches (it starts at boot).
+        let now = Instant::now();
+        let back = [60_000, 1_000, 1]
+            .map(Duration::from_millis)
+            .into_iter()
+            .find(|d| now.checked_sub(*d).is_some())
+            .expect("the monotonic clock is at least 1 ms past its start");
+        let origin = now - back;
         let clock = TokioClock::with_origin(origin);
         assert!(!clock.reads_tokio());
-        assert!(clock.now() >= 60_000_000_000);
+        assert!(clock.now() >= u64::try_from(back.as_nanos()).expect("fits"));
         assert!(clock.instant_at(0) <= Instant::now());
         assert_eq!(clock.nanos_at(origin - Duration::from_secs(1)), 0);
     }
