@@ -26,7 +26,9 @@
 //!   lateness is wake − slot; p50 and p99 in microseconds.
 //! * **CPU per permit**: user + system CPU time of the whole process (every
 //!   thread: workers, the timer thread, the blocking thread) during the run,
-//!   from `getrusage(RUSAGE_SELF)`, divided by the permits taken.
+//!   from `getrusage(RUSAGE_SELF)`, less what the process burns while idle
+//!   (background threads of the bench, measured once over a sleep), divided
+//!   by the permits taken.
 //!
 //! A consumer that wakes `δ` after a slot of period `t` loses `δ − t` when
 //! `δ > t` (burst 1 gives no catch-up): the achieved rate is the measure of
@@ -97,8 +99,19 @@ where
     }
 }
 
-/// Measures one subject at `rate` for `length`.
-pub fn run(rt: &Runtime, subject: &str, rate: u32, length: Duration) -> Paced {
+/// The CPU the process burns while idle, in CPU seconds per second: the
+/// background threads of the run (the coarse clocks' updaters, idle tokio
+/// workers) measured over `length` of sleep, to be taken off each run's CPU.
+pub fn idle_cpu_per_second(length: Duration) -> f64 {
+    let before = cpu_time();
+    let start = Instant::now();
+    std::thread::sleep(length);
+    cpu_time().saturating_sub(before).as_secs_f64() / start.elapsed().as_secs_f64()
+}
+
+/// Measures one subject at `rate` for `length`; `idle` (from
+/// [`idle_cpu_per_second`]) is taken off its CPU time.
+pub fn run(rt: &Runtime, subject: &str, rate: u32, length: Duration, idle: f64) -> Paced {
     let quota = Quota::per_second(rate).expect("a valid pacing rate");
     let t = quota.period();
     let cpu_before = cpu_time();
@@ -163,8 +176,16 @@ pub fn run(rt: &Runtime, subject: &str, rate: u32, length: Duration) -> Paced {
         .expect("pacing thread"),
         other => panic!("unknown pacing subject {other}"),
     };
-    let cpu = cpu_time().saturating_sub(cpu_before);
-    summarize(rate, t, start, length, &calls, cpu)
+    let busy = cpu_time().saturating_sub(cpu_before);
+    let background = Duration::from_secs_f64(idle * start.elapsed().as_secs_f64());
+    summarize(
+        rate,
+        t,
+        start,
+        length,
+        &calls,
+        busy.saturating_sub(background),
+    )
 }
 
 fn nz(n: u32) -> NonZeroU32 {

@@ -295,10 +295,12 @@ fn burst1_table(
         "{:<34} {:>10} {:>12} {:>12} {:>14}",
         "pacing burst 1, one consumer", "achieved %", "p50 late us", "p99 late us", "cpu us/permit"
     );
+    let idle = pacing_burst1::idle_cpu_per_second(Duration::from_millis(500));
+    println!("(CPU net of the process's idle {:.2} ms/s)", idle * 1e3);
     let mut rows = BTreeMap::new();
     for rate in [1_000, 10_000, 50_000, 100_000] {
         for subject in pacing_burst1::SUBJECTS {
-            let p = pacing_burst1::run(rt, subject, rate, length);
+            let p = pacing_burst1::run(rt, subject, rate, length, idle);
             println!(
                 "{:<34} {:>10.2} {:>12.1} {:>12.1} {:>14.2}",
                 format!("{rate}/s {subject}"),
