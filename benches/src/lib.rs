@@ -27,4 +27,5 @@ pub mod floors;
 pub mod measure;
 pub mod mutex_gcra;
 pub mod pacing;
+pub mod pacing_burst1;
 pub mod subjects;

@@ -1,33 +1,53 @@
-//! [`TokioClock`]: the limiter's nanoseconds read from tokio's clock.
+//! [`TokioClock`]: the limiter's nanoseconds, on tokio's time scale.
 //!
 //! The core limiter keeps all time as `u64` nanoseconds since its clock's
 //! origin. This clock's origin is a [`tokio::time::Instant`] captured when the
-//! clock is made, and "now" is `tokio::time::Instant::now()` measured from it.
-//! Because tokio's `Instant::now()` follows the runtime's clock, a paused
-//! runtime (`#[tokio::test(start_paused = true)]`, `tokio::time::pause`)
-//! drives the limiter too: its decisions and its timers see the same time.
+//! clock is made, and "now" is the time since then, read one of two ways,
+//! chosen when the clock is made:
+//!
+//! * **Virtual time** (tokio's clock is paused when the clock is made, as in
+//!   `#[tokio::test(start_paused = true)]`, or the clock was made with
+//!   [`TokioClock::tokio_time`]): `tokio::time::Instant::now()` minus the
+//!   origin. Paused time drives the limiter, exactly: its decisions and its
+//!   timers see the same instants.
+//! * **Real time** (every other case, i.e. production): the process-wide
+//!   fast clock of [`crate::real_time`] (the CPU counter the core's default
+//!   clock reads), shifted so that it read the same as tokio's clock when
+//!   the clock was made. About a third of an `Instant::now` read.
 //!
 //! Invariants:
 //!
-//! * `now()` is monotonic (tokio's `Instant` is) and saturates at
-//!   `u64::MAX` ns (584 years), long after the core reports
+//! * `now()` is monotonic in virtual time (tokio's `Instant` is); in real
+//!   time it is as monotonic as the core's `TscClock` (a reading on another
+//!   core may lag by nanoseconds, which only makes the limiter stricter). It
+//!   saturates at `u64::MAX` ns (584 years), long after the core reports
 //!   `TimeOutOfRange` (2^60 ns, 36.5 years).
-//! * [`TokioClock::instant_at`] and [`TokioClock::nanos_at`] are inverse
-//!   conversions between the two time scales: `nanos_at(instant_at(n)) == n`
-//!   for every `n` an `Instant` can represent. Waiting for a slot at `n` ns
-//!   is `sleep_until(instant_at(n))`, an absolute deadline, so rounding in
-//!   the timer never accumulates from one wait to the next.
+//! * [`TokioClock::instant_at`] and [`TokioClock::nanos_at`] convert between
+//!   the two time scales. In virtual time they are exact inverses
+//!   (`nanos_at(instant_at(n)) == n` for every `n` an `Instant` can
+//!   represent), and a slot at `n` ns is `sleep_until(instant_at(n))`. In
+//!   real time they pair the two clocks at the call (`instant_at(n) =
+//!   Instant::now() + (n − now())`), so no drift between the counter and
+//!   the system clock can accumulate.
+//! * A clock made in real time keeps reading real time if tokio's time is
+//!   paused later: make the limiter after pausing (as `start_paused` does),
+//!   or on [`TokioClock::tokio_time`].
 
 use core::time::Duration;
 
 use limiter_core::Clock;
 use tokio::time::Instant;
 
-/// A [`Clock`] reading tokio's time: nanoseconds since an origin
+use crate::real_time::{Counter, tokio_follows_real_time};
+
+/// A [`Clock`] on tokio's time scale: nanoseconds since an origin
 /// [`Instant`].
 ///
-/// Under a paused tokio clock this clock is paused too, so limiter tests run
-/// in exact virtual time. Copies share the origin and hence the time scale.
+/// Made while tokio's time is paused (`#[tokio::test(start_paused = true)]`,
+/// or after `tokio::time::pause`), it reads tokio's clock, so limiter tests
+/// run in exact virtual time. Made at any other time, it reads the core's
+/// fast real-time clock (the CPU counter), at a third of the cost, on the
+/// same scale. Copies share the origin and the mode.
 ///
 /// # Examples
 ///
@@ -39,6 +59,7 @@ use tokio::time::Instant;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// let clock = TokioClock::new();
+/// assert!(clock.reads_tokio()); // made in paused time
 /// tokio::time::sleep(Duration::from_millis(3)).await;
 /// assert_eq!(clock.now(), 3_000_000);
 /// assert_eq!(clock.instant_at(3_000_000), tokio::time::Instant::now());
@@ -47,11 +68,15 @@ use tokio::time::Instant;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TokioClock {
     origin: Instant,
+    /// `Some` in real time: the fast clock, on the scale of `origin`.
+    fast: Option<Counter>,
 }
 
 impl TokioClock {
     /// A clock whose origin is tokio's "now" (the runtime's clock when
     /// called inside a runtime, the system's monotonic clock otherwise).
+    /// It reads tokio's clock if that is paused now, the fast real-time
+    /// clock otherwise.
     ///
     /// # Examples
     ///
@@ -69,7 +94,9 @@ impl TokioClock {
         TokioClock::with_origin(Instant::now())
     }
 
-    /// A clock counting from `origin`. Instants before it read as 0.
+    /// A clock counting from `origin`. Instants before it read as 0. Like
+    /// [`new`](TokioClock::new), it reads tokio's clock if that is paused
+    /// now, the fast real-time clock otherwise.
     ///
     /// # Examples
     ///
@@ -86,7 +113,59 @@ impl TokioClock {
     /// # }
     /// ```
     pub fn with_origin(origin: Instant) -> TokioClock {
-        TokioClock { origin }
+        if !tokio_follows_real_time() {
+            return TokioClock::tokio_time(origin);
+        }
+        match Counter::since(origin) {
+            Some(counter) => TokioClock {
+                origin,
+                fast: Some(counter),
+            },
+            // An origin still to come: rare enough to read tokio's clock,
+            // which reads 0 until then.
+            None => TokioClock::tokio_time(origin),
+        }
+    }
+
+    /// A clock counting from `origin` that reads tokio's clock on every
+    /// call, whatever the runtime's state: it follows `tokio::time::pause`,
+    /// `advance` and `resume` at any point, for tests that pause time after
+    /// making their limiter. Costs an `Instant` read per decision.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_async::TokioClock;
+    /// use limiter_core::Clock;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let clock = TokioClock::tokio_time(tokio::time::Instant::now());
+    /// tokio::time::pause(); // after the clock was made
+    /// let before = clock.now();
+    /// tokio::time::advance(Duration::from_millis(2)).await;
+    /// assert_eq!(clock.now() - before, 2_000_000);
+    /// # }
+    /// ```
+    pub fn tokio_time(origin: Instant) -> TokioClock {
+        TokioClock { origin, fast: None }
+    }
+
+    /// Whether this clock reads tokio's clock (virtual time: made while
+    /// time was paused, or by [`tokio_time`](TokioClock::tokio_time)) rather
+    /// than the fast real-time clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_async::TokioClock;
+    ///
+    /// // Outside a runtime, tokio's clock is the system clock: real time.
+    /// assert!(!TokioClock::new().reads_tokio());
+    /// ```
+    pub fn reads_tokio(&self) -> bool {
+        self.fast.is_none()
     }
 
     /// The instant this clock counts from (its 0 ns).
@@ -107,7 +186,9 @@ impl TokioClock {
         self.origin
     }
 
-    /// The tokio instant of the clock reading `nanos`: `origin + nanos`.
+    /// The tokio instant of the clock reading `nanos`: `origin + nanos` in
+    /// virtual time; in real time `Instant::now() + (nanos − now())`, the
+    /// two clocks paired at the call.
     ///
     /// Saturates, rather than panics, if the sum is past what an `Instant`
     /// can hold (it never is on mainstream platforms: `u64` nanoseconds are
@@ -126,11 +207,26 @@ impl TokioClock {
     /// # }
     /// ```
     pub fn instant_at(&self, nanos: u64) -> Instant {
-        saturating_add(self.origin, Duration::from_nanos(nanos))
+        match self.fast {
+            None => saturating_add(self.origin, Duration::from_nanos(nanos)),
+            Some(counter) => {
+                let (now, reading) = (Instant::now(), i128::from(counter.now()));
+                let ahead = i128::from(nanos) - reading;
+                match u64::try_from(ahead) {
+                    Ok(after) => saturating_add(now, Duration::from_nanos(after)),
+                    Err(_) => {
+                        let before = u64::try_from(-ahead).unwrap_or(u64::MAX);
+                        now.checked_sub(Duration::from_nanos(before)).unwrap_or(now)
+                    }
+                }
+            }
+        }
     }
 
     /// The clock reading, in nanoseconds since the origin, at `instant`:
-    /// 0 before the origin, saturating at `u64::MAX`.
+    /// 0 before the origin, saturating at `u64::MAX` (paired with
+    /// `Instant::now()` at the call in real time, as in
+    /// [`instant_at`](TokioClock::instant_at)).
     ///
     /// # Examples
     ///
@@ -146,9 +242,26 @@ impl TokioClock {
     /// # }
     /// ```
     pub fn nanos_at(&self, instant: Instant) -> u64 {
-        let since = instant.saturating_duration_since(self.origin);
-        u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+        match self.fast {
+            None => nanos_between(self.origin, instant),
+            Some(counter) => {
+                let (now, reading) = (Instant::now(), i128::from(counter.now()));
+                let at = match instant.checked_duration_since(now) {
+                    Some(ahead) => reading + i128::try_from(ahead.as_nanos()).unwrap_or(i128::MAX),
+                    None => {
+                        reading - i128::try_from((now - instant).as_nanos()).unwrap_or(i128::MAX)
+                    }
+                };
+                u64::try_from(at.max(0)).unwrap_or(u64::MAX)
+            }
+        }
     }
+}
+
+/// `to − from` in nanoseconds: 0 if `to` is earlier, saturating.
+fn nanos_between(from: Instant, to: Instant) -> u64 {
+    let since = to.saturating_duration_since(from);
+    u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl Default for TokioClock {
@@ -160,48 +273,9 @@ impl Default for TokioClock {
 impl Clock for TokioClock {
     #[inline]
     fn now(&self) -> u64 {
-        self.nanos_at(Instant::now())
-    }
-}
-
-/// Maps a limiter's clock readings (ns) to tokio instants: the pair
-/// `(instant, nanos)` read together once, then `instant_at(n) = instant +
-/// (n − nanos)`. For a limiter on a [`TokioClock`] the pair is `(origin, 0)`
-/// and the map is exact; for any other limiter it is read when the
-/// [`AsyncLimiter`](crate::AsyncLimiter) is made, and is exact as long as the
-/// limiter's clock runs at tokio's pace (build it on a `TokioClock`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SlotMap {
-    instant: Instant,
-    nanos: u64,
-}
-
-impl SlotMap {
-    /// The map of a limiter on `clock`.
-    pub(crate) fn of_clock(clock: &TokioClock) -> SlotMap {
-        SlotMap {
-            instant: clock.origin(),
-            nanos: 0,
-        }
-    }
-
-    /// The map that pairs tokio's now with a limiter clock reading `nanos`
-    /// now.
-    pub(crate) fn pairing_now_with(nanos: u64) -> SlotMap {
-        SlotMap {
-            instant: Instant::now(),
-            nanos,
-        }
-    }
-
-    /// The tokio instant of the limiter reading `nanos` (saturating).
-    pub(crate) fn instant_at(&self, nanos: u64) -> Instant {
-        match nanos.checked_sub(self.nanos) {
-            Some(after) => saturating_add(self.instant, Duration::from_nanos(after)),
-            None => self
-                .instant
-                .checked_sub(Duration::from_nanos(self.nanos - nanos))
-                .unwrap_or(self.instant),
+        match self.fast {
+            Some(counter) => counter.now(),
+            None => nanos_between(self.origin, Instant::now()),
         }
     }
 }
@@ -209,7 +283,7 @@ impl SlotMap {
 /// `base + by`, or the latest instant an `Instant` can hold if the sum
 /// overflows (found by adding ever smaller steps; terminates because the
 /// step halves down to zero).
-fn saturating_add(base: Instant, by: Duration) -> Instant {
+pub(crate) fn saturating_add(base: Instant, by: Duration) -> Instant {
     if let Some(at) = base.checked_add(by) {
         return at;
     }
@@ -228,9 +302,10 @@ fn saturating_add(base: Instant, by: Duration) -> Instant {
 mod tests {
     use super::*;
 
-    #[test]
-    fn conversions_are_inverse() {
+    #[tokio::test(start_paused = true)]
+    async fn conversions_are_inverse_in_virtual_time() {
         let clock = TokioClock::new();
+        assert!(clock.reads_tokio());
         for nanos in [0, 1, 999_999, 1_000_000, 123_456_789_012, 1 << 60] {
             assert_eq!(clock.nanos_at(clock.instant_at(nanos)), nanos);
         }
@@ -239,8 +314,34 @@ mod tests {
     #[test]
     fn instants_before_the_origin_read_zero() {
         let origin = Instant::now() + Duration::from_secs(10);
+        for clock in [
+            TokioClock::with_origin(origin),
+            TokioClock::tokio_time(origin),
+        ] {
+            assert_eq!(clock.now(), 0);
+            assert_eq!(clock.nanos_at(origin - Duration::from_secs(1)), 0);
+            // A future origin reads tokio's clock even in real time.
+            assert!(clock.reads_tokio());
+        }
+    }
+
+    #[test]
+    fn a_real_time_clock_reads_on_the_origin_scale() {
+        // Made outside a runtime: real time. An origin a minute back reads
+        // at least a minute (less if the machine booted less than a minute
+        // ago), and converting back and forth stays on that side of it.
+        // As far back as the monotonic clock reaches (it starts at boot).
+        let now = Instant::now();
+        let back = [60_000, 1_000, 1]
+            .map(Duration::from_millis)
+            .into_iter()
+            .find(|d| now.checked_sub(*d).is_some())
+            .expect("the monotonic clock is at least 1 ms past its start");
+        let origin = now - back;
         let clock = TokioClock::with_origin(origin);
-        assert_eq!(clock.now(), 0);
+        assert!(!clock.reads_tokio());
+        assert!(clock.now() >= u64::try_from(back.as_nanos()).expect("fits"));
+        assert!(clock.instant_at(0) <= Instant::now());
         assert_eq!(clock.nanos_at(origin - Duration::from_secs(1)), 0);
     }
 

@@ -26,10 +26,18 @@
 //!   delays nobody: a slot given up by a cancelled waiter goes to the next
 //!   waiter to arrive, which may then go before waiters holding later
 //!   slots; theirs do not move.
-//! * **No drift.** Each waiter sleeps until its slot's absolute instant; the
-//!   next slot is computed from `tat`, not from when the last waiter woke, so
-//!   tokio's 1 ms timer granularity delays individual wake-ups but does not
-//!   lower the rate when the burst covers it (see `docs/async.md`).
+//! * **No drift.** Each waiter sleeps until its slot's instant; the next
+//!   slot is computed from `tat`, not from when the last waiter woke, so a
+//!   late wake-up costs rate only when it is later than the quota's
+//!   catch-up window (`burst · t`). Short waits are woken by a precise
+//!   timer thread within tens of microseconds ([`WakeUp::Precise`], the
+//!   default) rather than on tokio's next 1 ms tick, so even burst 1 keeps
+//!   its rate up to about 10,000/s for one task (see `docs/async.md`).
+//! * **Exact under paused time.** A [`TokioClock`] made while tokio's time
+//!   is paused reads tokio's clock, and every wait in paused time sleeps on
+//!   tokio's timer: tests run in exact virtual time. Made in real time it
+//!   reads the CPU counter, so a free permit costs what the sync path
+//!   costs.
 //! * **Deadlines decided up front.** A timed acquisition computes its slot
 //!   first and fails at once, consuming nothing, when the slot is too late.
 //! * **Cancel safety.** Dropping a waiting future gives its permits back to
@@ -40,9 +48,11 @@
 //! Time is nanoseconds since the limiter's epoch, as in the core; `t`
 //! (emission interval), `tau` (tolerance) and `tat` (theoretical arrival
 //! time) are the GCRA names of `docs/design.md`. The modules: `clock`
-//! ([`TokioClock`]), `wait` (reserve, then sleep until the slot; the guard
-//! that cancels on drop), `limiter` ([`AsyncLimiter`]), `throttle`
-//! ([`Throttled`]).
+//! ([`TokioClock`]), `real_time` (is tokio's clock real time; the fast
+//! counter), `wait` (reserve, then sleep until the slot; the guard that
+//! cancels on drop), `wake` ([`WakeUp`]: which timer), `precise` (the timer
+//! thread) and `alarm` (how it sleeps: a timerfd on Linux), `limiter`
+//! ([`AsyncLimiter`]), `throttle` ([`Throttled`]).
 //!
 //! # Example
 //!
@@ -64,12 +74,18 @@
 //! # }
 //! ```
 
+mod alarm;
 mod clock;
 mod limiter;
+mod precise;
+mod real_time;
+mod slots;
 mod throttle;
 mod wait;
+mod wake;
 
 pub use clock::TokioClock;
+pub use wake::{PRECISE_RANGE, WakeUp};
 
 /// The README's code, compiled and run as doc tests so it cannot drift.
 #[cfg(doctest)]

@@ -15,12 +15,15 @@ use futures::Stream;
 use limiter_core::{AcquireError, Limiter, Quota, RateLimiter};
 use tokio::time::Instant;
 
-use crate::clock::{SlotMap, TokioClock};
+use crate::clock::TokioClock;
+use crate::slots::SlotMap;
 use crate::throttle::Throttled;
 use crate::wait::acquire;
+use crate::wake::{WakeUp, Waking};
 
-/// A rate limiter whose callers wait asynchronously, on tokio's timer, for
-/// their permits. Clones share one limiter.
+/// A rate limiter whose callers wait asynchronously for their permits, woken
+/// at their slot by the precise timer thread (short waits) or tokio's timer
+/// (see [`WakeUp`]). Clones share one limiter.
 ///
 /// By default it waits on the core GCRA [`RateLimiter`]; [`from_limiter`]
 /// wraps any [`Limiter`] instead (a sliding window, a warm-up limiter, a
@@ -33,10 +36,9 @@ use crate::wait::acquire;
 ///
 /// Waiters are served in the order they reserved (first poll), whatever
 /// number of permits each asks for (a slot given up by a cancelled waiter
-/// goes to the next arrival, which delays nobody), and each sleeps until its own slot's
-/// absolute instant, so pacing does not drift with the timer's 1 ms
-/// granularity. See `docs/async.md` for the model and for choosing the burst
-/// at rates above 1,000 per second.
+/// goes to the next arrival, which delays nobody), and each sleeps until its
+/// own slot's instant, so pacing does not drift with a late wake-up. See
+/// `docs/async.md` for the model, the lateness rule and choosing the burst.
 ///
 /// # Cancel safety
 ///
@@ -50,9 +52,11 @@ use crate::wait::acquire;
 ///
 /// # Panics
 ///
-/// A future that has to wait uses tokio's timer, so it panics if polled
-/// outside a runtime with time enabled (`enable_time`/`enable_all`), as any
-/// `tokio::time::sleep` does. A permit available now needs no timer.
+/// A future that has to wait may use tokio's timer (always for waits of
+/// [`PRECISE_RANGE`](crate::PRECISE_RANGE) or more, and under paused time),
+/// so it panics if polled outside a runtime with time enabled
+/// (`enable_time`/`enable_all`), as any `tokio::time::sleep` does. A permit
+/// available now needs no timer.
 ///
 /// # Examples
 ///
@@ -78,6 +82,10 @@ use crate::wait::acquire;
 pub struct AsyncLimiter<L = RateLimiter<TokioClock>> {
     core: Arc<L>,
     slots: SlotMap,
+    wake: WakeUp,
+    /// The core's catch-up window (`burst · t`) in ns, read at each wait
+    /// (the quota may change); 0 for algorithms that do not say.
+    catch_up: fn(&L) -> u64,
 }
 
 impl<L> Clone for AsyncLimiter<L> {
@@ -85,6 +93,8 @@ impl<L> Clone for AsyncLimiter<L> {
         AsyncLimiter {
             core: Arc::clone(&self.core),
             slots: self.slots,
+            wake: self.wake,
+            catch_up: self.catch_up,
         }
     }
 }
@@ -130,6 +140,8 @@ impl AsyncLimiter {
         AsyncLimiter {
             core: Arc::new(RateLimiter::with_clock(quota, clock)),
             slots: SlotMap::of_clock(&clock),
+            wake: WakeUp::default(),
+            catch_up: |core| core.quota().burst_span_nanos(),
         }
     }
 }
@@ -166,7 +178,49 @@ impl<L: Limiter> AsyncLimiter<L> {
         AsyncLimiter {
             core: Arc::new(limiter),
             slots,
+            wake: WakeUp::default(),
+            catch_up: |_| 0,
         }
+    }
+
+    /// This limiter (sharing its state with every clone) waking its waiters
+    /// with `wake`: [`WakeUp::Precise`] (the default) or [`WakeUp::Timer`].
+    /// Under paused time both wake on tokio's timer, exactly.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_async::{AsyncLimiter, WakeUp};
+    /// use limiter_core::Quota;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = AsyncLimiter::new(Quota::per_second(10)?);
+    /// let on_tokio = limiter.clone().with_wake_up(WakeUp::Timer);
+    /// on_tokio.take().await?;
+    /// assert_eq!(limiter.limiter().available(), 0); // one shared state
+    /// assert_eq!(limiter.wake_up(), WakeUp::Precise);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_wake_up(self, wake: WakeUp) -> AsyncLimiter<L> {
+        AsyncLimiter { wake, ..self }
+    }
+
+    /// How this limiter wakes its waiters (see [`WakeUp`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_async::{AsyncLimiter, WakeUp};
+    /// use limiter_core::Quota;
+    ///
+    /// let limiter = AsyncLimiter::new(Quota::per_second(10)?);
+    /// assert_eq!(limiter.wake_up(), WakeUp::Precise);
+    /// # Ok::<(), limiter_core::QuotaError>(())
+    /// ```
+    pub fn wake_up(&self) -> WakeUp {
+        self.wake
     }
 
     /// The shared limiter, for its own methods
@@ -231,7 +285,14 @@ impl<L: Limiter> AsyncLimiter<L> {
     /// # }
     /// ```
     pub async fn take(&self) -> Result<(), AcquireError> {
-        self.take_n_within(1, Duration::MAX).await
+        // The no-wait path of `take_n_within`, written out: one state
+        // machine fewer on the path every free permit takes.
+        match self.core.try_acquire_n(1) {
+            Err(AcquireError::RateLimited { .. }) => {
+                acquire(&*self.core, &self.slots, self.waking(), 1, Duration::MAX).await
+            }
+            done => done,
+        }
     }
 
     /// Waits for `n` permits, served in FIFO order with every other waiter.
@@ -409,8 +470,15 @@ impl<L: Limiter> AsyncLimiter<L> {
     /// # }
     /// ```
     pub async fn take_n_until(&self, n: u32, deadline: Instant) -> Result<(), AcquireError> {
-        let timeout = deadline.saturating_duration_since(Instant::now());
-        self.take_n_within(n, timeout).await
+        // As `take_n_within`, with tokio's clock read only if a wait is
+        // needed: a free permit needs no timeout.
+        match self.core.try_acquire_n(n) {
+            Err(AcquireError::RateLimited { .. }) => {
+                let timeout = deadline.saturating_duration_since(Instant::now());
+                acquire(&*self.core, &self.slots, self.waking(), n, timeout).await
+            }
+            done => done,
+        }
     }
 
     /// Takes one permit if it is available now; takes nothing otherwise.
@@ -508,11 +576,69 @@ impl<L: Limiter> AsyncLimiter<L> {
     /// # }
     /// ```
     pub fn throttle<S: Stream>(&self, stream: S) -> Throttled<S, L> {
-        Throttled::new(Arc::clone(&self.core), self.slots, stream)
+        Throttled::new(
+            Arc::clone(&self.core),
+            self.slots,
+            (self.wake, self.catch_up),
+            stream,
+        )
+    }
+
+    /// The wake-up mode and the core's current catch-up window, for a wait.
+    fn waking(&self) -> Waking {
+        Waking {
+            mode: self.wake,
+            window: Duration::from_nanos((self.catch_up)(&self.core)),
+        }
     }
 
     /// Acquires `n` permits within `max_wait` of now, waiting for the slot.
+    ///
+    /// Permits free now are taken by the core's plain `try_acquire_n`, the
+    /// sync path (no cancellable reservation, no refund lookup): what a
+    /// reservation with no wait would grant, at the sync path's cost. Only
+    /// a refusal with a wait goes on to reserve a slot, and that
+    /// reservation decides afresh (it may take a refunded slot, or find the
+    /// permits freed meanwhile).
     async fn take_n_within(&self, n: u32, max_wait: Duration) -> Result<(), AcquireError> {
-        acquire(&*self.core, &self.slots, n, max_wait).await
+        match self.core.try_acquire_n(n) {
+            Err(AcquireError::RateLimited { .. }) => {
+                acquire(&*self.core, &self.slots, self.waking(), n, max_wait).await
+            }
+            done => done,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_catch_up_window_follows_the_quota_and_is_unknown_for_other_limiters() {
+        let quota = |rate, burst| {
+            Quota::per_second(rate)
+                .and_then(|q| q.with_burst(burst))
+                .expect("valid quota")
+        };
+        // 10,000/s with burst 20: a 2 ms window, enough to absorb tokio's
+        // lateness; after a hot change to burst 1, 100 µs.
+        let limiter = AsyncLimiter::new(quota(10_000, 20));
+        assert_eq!(limiter.waking().window, Duration::from_millis(2));
+        limiter.limiter().set_quota(quota(10_000, 1));
+        assert_eq!(limiter.waking().window, Duration::from_micros(100));
+        assert_eq!(limiter.waking().mode, WakeUp::Precise);
+        let other = AsyncLimiter::from_limiter(RateLimiter::with_clock(
+            quota(10, 5),
+            limiter_core::ManualClock::new(),
+        ))
+        .with_wake_up(WakeUp::Timer);
+        assert_eq!(
+            other.waking(),
+            Waking {
+                mode: WakeUp::Timer,
+                window: Duration::ZERO
+            }
+        );
     }
 }

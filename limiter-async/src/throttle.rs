@@ -26,8 +26,10 @@ use futures::stream::FusedStream;
 use limiter_core::{AcquireError, Limiter, RateLimiter};
 use tokio::time::Instant;
 
-use crate::clock::{SlotMap, TokioClock};
+use crate::clock::TokioClock;
+use crate::slots::SlotMap;
 use crate::wait::{ReservationGuard, SlotTimer};
+use crate::wake::{WakeUp, Waking};
 
 /// An item pulled from the source and not yet yielded.
 enum Held<T, L: Limiter> {
@@ -143,16 +145,26 @@ impl<T: fmt::Debug> Error for Refused<T> {
 pub struct Throttled<S: Stream, L: Limiter = RateLimiter<TokioClock>> {
     limiter: Arc<L>,
     slots: SlotMap,
+    wake: WakeUp,
+    /// The limiter's catch-up window in ns (see `AsyncLimiter`).
+    catch_up: fn(&L) -> u64,
     source: Pin<Box<S>>,
     waiting: Option<Held<S::Item, L>>,
     timer: SlotTimer,
 }
 
 impl<S: Stream, L: Limiter> Throttled<S, L> {
-    pub(crate) fn new(limiter: Arc<L>, slots: SlotMap, source: S) -> Throttled<S, L> {
+    pub(crate) fn new(
+        limiter: Arc<L>,
+        slots: SlotMap,
+        (wake, catch_up): (WakeUp, fn(&L) -> u64),
+        source: S,
+    ) -> Throttled<S, L> {
         Throttled {
             limiter,
             slots,
+            wake,
+            catch_up,
             source: Box::pin(source),
             waiting: None,
             timer: SlotTimer::default(),
@@ -177,6 +189,16 @@ impl<S: Stream, L: Limiter> Throttled<S, L> {
     /// ```
     pub fn get_ref(&self) -> &S {
         &self.source
+    }
+}
+
+impl<S: Stream, L: Limiter> Throttled<S, L> {
+    /// The wake-up mode and the limiter's current catch-up window.
+    fn waking(&self) -> Waking {
+        Waking {
+            mode: self.wake,
+            window: core::time::Duration::from_nanos((self.catch_up)(&self.limiter)),
+        }
     }
 }
 
@@ -215,16 +237,17 @@ impl<S: Stream, L: Limiter> Stream for Throttled<S, L> {
                     return Poll::Ready(Some(Ok(item)));
                 }
                 Ok(reservation) => {
+                    let wait = reservation.wait();
                     let guard =
                         ReservationGuard::new(Arc::clone(&this.limiter), &this.slots, reservation);
-                    this.timer.arm(guard.deadline());
+                    this.timer.arm(this.waking(), guard.deadline(), wait);
                     this.waiting = Some(Held::Reserved(item, guard));
                 }
                 // A limiter that cannot hold a future slot: ask again after
                 // the exact wait (at least 1 ns, so a zero could never spin).
                 Err(AcquireError::RateLimited { wait }) => {
-                    this.timer
-                        .arm(Instant::now() + wait.max(Duration::from_nanos(1)));
+                    let wait = wait.max(Duration::from_nanos(1));
+                    this.timer.arm(this.waking(), Instant::now() + wait, wait);
                     this.waiting = Some(Held::Retry(item));
                 }
                 // InsufficientCapacity (a limit lowered below one permit) or

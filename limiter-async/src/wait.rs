@@ -9,12 +9,14 @@
 //!    permits conform. Reservations are ordered by that CAS, and each one's
 //!    `ready_at` is later than the one before it (the theoretical arrival
 //!    time `tat` only grows), so waiters are served first come, first served.
-//! 2. **Sleep until the slot.** `tokio::time::sleep_until(instant_at(ready_at))`,
-//!    an absolute deadline: never a relative sleep, never a retry loop. A
-//!    waiter that wakes late (tokio's timer fires on whole milliseconds)
-//!    does not push the next slot back, because the next slot was computed
-//!    from `tat`, not from when anyone woke up. When the slot is now
-//!    (`wait == 0`) no timer is created at all.
+//! 2. **Sleep until the slot.** Until the slot's absolute instant (the
+//!    [`SlotMap`] gives it as a tokio `Instant`), on the timer the limiter's
+//!    [`WakeUp`](crate::WakeUp) picks (see [`crate::wake`]): in real time
+//!    the precise timer thread for waiters that tokio's lateness would cost
+//!    rate, tokio's timer otherwise. Never a retry loop.
+//!    A waiter that wakes late does not push the next slot back, because
+//!    the next slot was computed from `tat`, not from when anyone woke up.
+//!    When the slot is now (`wait == 0`) no timer is created at all.
 //!
 //! Invariant (cancel safety): between the reservation and the end of the
 //! sleep, the reservation is owned by a [`ReservationGuard`]. If the waiting
@@ -52,7 +54,9 @@ use std::future::Future;
 use limiter_core::{AcquireError, Limiter, Reservation};
 use tokio::time::{Instant, Sleep, sleep, sleep_until};
 
-use crate::clock::SlotMap;
+use crate::precise::PreciseSleep;
+use crate::slots::SlotMap;
+use crate::wake::Waking;
 
 /// Owns a reservation while it is waited for; cancels it on drop unless
 /// [`keep`](ReservationGuard::keep) was called.
@@ -73,7 +77,7 @@ impl<L: Limiter> ReservationGuard<L> {
         slots: &SlotMap,
         reservation: Reservation,
     ) -> ReservationGuard<L> {
-        let deadline = slots.instant_at(reservation.ready_at());
+        let deadline = slots.deadline(reservation.ready_at(), reservation.wait());
         ReservationGuard {
             limiter,
             reservation: Some(reservation),
@@ -117,14 +121,15 @@ impl<L: Limiter> core::fmt::Debug for ReservationGuard<L> {
 pub(crate) fn wait_for<'a, L: Limiter>(
     limiter: &'a L,
     slots: &SlotMap,
+    wake: Waking,
     reservation: Reservation,
 ) -> impl Future<Output = ()> + Send + 'a {
     let wait = reservation.wait();
     let guard = ReservationGuard::new(limiter, slots, reservation);
     async move {
-        // A slot that is now needs no timer: no `Sleep` is constructed.
+        // A slot that is now needs no timer: no sleep is constructed.
         if !wait.is_zero() {
-            sleep_until(guard.deadline()).await;
+            wake.sleep(guard.deadline(), wait).await;
         }
         guard.keep();
     }
@@ -139,6 +144,7 @@ pub(crate) fn wait_for<'a, L: Limiter>(
 pub(crate) async fn acquire<L: Limiter>(
     limiter: &L,
     slots: &SlotMap,
+    wake: Waking,
     n: u32,
     max_wait: Duration,
 ) -> Result<(), AcquireError> {
@@ -151,7 +157,7 @@ pub(crate) async fn acquire<L: Limiter>(
             // Permits free now: nothing to guard, no timer, no deadline.
             Ok(reservation) if reservation.wait().is_zero() => return Ok(()),
             Ok(reservation) => {
-                wait_for(limiter, slots, reservation).await;
+                wait_for(limiter, slots, wake, reservation).await;
                 return Ok(());
             }
             // Refused although the wait fits: the algorithm cannot hold a
@@ -172,25 +178,35 @@ pub(crate) async fn acquire<L: Limiter>(
 }
 
 /// One timer reused across waits, for poll-based waiters (a stream) that
-/// cannot hold an `async` block: armed with an absolute deadline per wait,
-/// allocated on the first wait only.
+/// cannot hold an `async` block: armed with an absolute deadline per wait.
+/// tokio's `Sleep` is allocated on the first wait that uses it and then
+/// reset; a precise sleep is registered per wait.
 #[derive(Debug, Default)]
 pub(crate) struct SlotTimer {
-    sleep: Option<Pin<Box<Sleep>>>,
+    tokio: Option<Pin<Box<Sleep>>>,
+    /// `Some` while the armed wait is on the precise timer.
+    precise: Option<PreciseSleep>,
 }
 
 impl SlotTimer {
-    /// Sets the timer to fire at `deadline`.
-    pub(crate) fn arm(&mut self, deadline: Instant) {
-        match &mut self.sleep {
-            Some(sleep) => sleep.as_mut().reset(deadline),
-            None => self.sleep = Some(Box::pin(sleep_until(deadline))),
+    /// Sets the timer to fire at `deadline`, `wait` from now, on the timer
+    /// `wake` picks.
+    pub(crate) fn arm(&mut self, wake: Waking, deadline: Instant, wait: Duration) {
+        self.precise = wake.precise(deadline, wait);
+        if self.precise.is_none() {
+            match &mut self.tokio {
+                Some(sleep) => sleep.as_mut().reset(deadline),
+                None => self.tokio = Some(Box::pin(sleep_until(deadline))),
+            }
         }
     }
 
     /// Polls the armed timer; an unarmed timer is ready.
     pub(crate) fn poll_elapsed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        match &mut self.sleep {
+        if let Some(precise) = &mut self.precise {
+            return Pin::new(precise).poll(cx);
+        }
+        match &mut self.tokio {
             Some(sleep) => sleep.as_mut().poll(cx),
             None => Poll::Ready(()),
         }
@@ -208,6 +224,11 @@ mod tests {
     use crate::TokioClock;
 
     type Core = RateLimiter<TokioClock>;
+
+    const ZERO_WINDOW: Waking = Waking {
+        mode: crate::WakeUp::Precise,
+        window: Duration::ZERO,
+    };
 
     fn core(per_second: u32, burst: u32) -> (Core, SlotMap) {
         let quota = Quota::per_second(per_second)
@@ -243,7 +264,7 @@ mod tests {
         let (limiter, slots) = core(10, 1);
         let reservation = limiter.reserve_n(1, Duration::ZERO).expect("free");
         assert_eq!(
-            wait_for(&limiter, &slots, reservation).now_or_never(),
+            wait_for(&limiter, &slots, ZERO_WINDOW, reservation).now_or_never(),
             Some(())
         );
     }
@@ -255,7 +276,8 @@ mod tests {
         std::future::poll_fn(|cx| timer.poll_elapsed(cx)).await;
         assert_eq!(start.elapsed(), Duration::ZERO);
         for ms in [5, 7] {
-            timer.arm(start + Duration::from_millis(ms));
+            let deadline = start + Duration::from_millis(ms);
+            timer.arm(ZERO_WINDOW, deadline, deadline - Instant::now());
             std::future::poll_fn(|cx| timer.poll_elapsed(cx)).await;
             assert_eq!(start.elapsed(), Duration::from_millis(ms));
         }

@@ -16,6 +16,7 @@ use limiter_benches::async_paths as ap;
 use limiter_benches::floors;
 use limiter_benches::measure::{Batch, Crew, run};
 use limiter_benches::pacing;
+use limiter_benches::pacing_burst1;
 use limiter_benches::subjects::{self, Elapsed, Path};
 use limiter_core::{MonotonicClock, TscClock};
 
@@ -283,6 +284,37 @@ fn async_cases(quick: bool) -> Vec<Case> {
     ]
 }
 
+/// Prints the strict-pacing table (one consumer, burst 1, every subject side
+/// by side at each rate) and returns its rows.
+fn burst1_table(
+    rt: &tokio::runtime::Runtime,
+    length: Duration,
+) -> BTreeMap<(u32, &'static str), pacing_burst1::Paced> {
+    println!();
+    println!(
+        "{:<34} {:>10} {:>12} {:>12} {:>14}",
+        "pacing burst 1, one consumer", "achieved %", "p50 late us", "p99 late us", "cpu us/permit"
+    );
+    let idle = pacing_burst1::idle_cpu_per_second(Duration::from_millis(500));
+    println!("(CPU net of the process's idle {:.2} ms/s)", idle * 1e3);
+    let mut rows = BTreeMap::new();
+    for rate in [1_000, 10_000, 50_000, 100_000] {
+        for subject in pacing_burst1::SUBJECTS {
+            let p = pacing_burst1::run(rt, subject, rate, length, idle);
+            println!(
+                "{:<34} {:>10.2} {:>12.1} {:>12.1} {:>14.2}",
+                format!("{rate}/s {subject}"),
+                p.achieved_pct,
+                p.p50_late_us,
+                p.p99_late_us,
+                p.cpu_us_per_permit
+            );
+            rows.insert((rate, subject), p);
+        }
+    }
+    rows
+}
+
 /// ns/op of every case in every round, measured interleaved.
 fn interleave(cases: &[Case], rounds: usize) -> BTreeMap<String, Vec<f64>> {
     let mut samples: BTreeMap<String, Vec<f64>> = BTreeMap::new();
@@ -331,7 +363,31 @@ fn main() {
     let rounds = if quick { 15 } else { 41 };
     let started = std::time::Instant::now();
 
+    if std::env::args().any(|a| a == "--pacing-only") {
+        // Only the pacing rows with a burst of 1 ms (for iterating).
+        let rt = pacing::runtime();
+        for rate in [10_000, 100_000] {
+            for tasks in [1, 8, 64] {
+                let p = pacing::pacing(&rt, rate, tasks, Duration::from_secs(2), 1);
+                println!(
+                    "{rate}/s x{tasks} tasks: error {:.3} %, p50 {:.1} us, p99 {:.1} us",
+                    p.error_pct, p.p50_late_us, p.p99_late_us
+                );
+            }
+        }
+        return;
+    }
+    if std::env::args().any(|a| a == "--burst1-only") {
+        // Only the strict-pacing table (for iterating on the wake-up).
+        burst1_table(&pacing::runtime(), Duration::from_secs(1));
+        return;
+    }
+
     let mut cases = sync_cases(quick);
+    if std::env::args().any(|a| a == "--nowait-only") {
+        // Only the no-wait paths the async ratios divide by (for iterating).
+        cases.retain(|c| c.name == "allow/ours/tsc" || c.name == "allow/governor/tsc");
+    }
     cases.extend(async_cases(quick));
     let samples = interleave(&cases, rounds);
     drop(cases);
@@ -450,6 +506,11 @@ fn main() {
             "async/ours/try_acquire".into(),
         ),
         (
+            "async_nowait_vs_sync_default",
+            "async/ours/take".into(),
+            format!("allow/ours/{d}"),
+        ),
+        (
             "async_nowait_vs_governor",
             "async/ours/take".into(),
             "async/governor/until_ready".into(),
@@ -483,10 +544,18 @@ fn main() {
     println!();
     println!("{:<40} {:>8}   numerator / denominator", "ratio", "median");
     let mut summary = BTreeMap::new();
+    let nowait_only = std::env::args().any(|a| a == "--nowait-only");
     for (key, a, b) in &pairs {
+        if nowait_only && !(samples.contains_key(a) && samples.contains_key(b)) {
+            continue;
+        }
         let r = ratio(&samples, a, b);
         println!("{key:<40} {r:>8.3}   {a} / {b}");
         summary.insert(*key, r);
+    }
+
+    if nowait_only {
+        return;
     }
 
     // Real-time pacing and fairness: seconds of wall clock each.
@@ -527,6 +596,13 @@ fn main() {
             p.p99_late_us
         );
     }
+    // Strict pacing: one consumer, burst 1, every subject side by side at
+    // each rate (subjects interleaved within a rate).
+    let burst1_length = Duration::from_secs(if quick { 1 } else { 2 });
+    let burst1 = burst1_table(&rt, burst1_length);
+    // The default wake-up (WakeUp::Precise) is what the summary reports.
+    let burst1_pct = |rate: u32| burst1[&(rate, "ours/precise")].achieved_pct;
+
     let cap = Duration::from_secs(2);
     let (ours_ms, owed_ms) = pacing::fairness_ours(&rt);
     let governor_ms = pacing::fairness_governor(&rt, cap);
@@ -550,7 +626,7 @@ fn main() {
     );
     println!("elapsed {:.1} s", started.elapsed().as_secs_f64());
     println!(
-        "summary allow_vs_governor={:.3} deny_vs_governor={:.3} allow_vs_floor={:.3} contended2_vs_governor={:.3} mutex_vs_ours_contended2={:.3} async_nowait_vs_sync={:.3} pacing_err_pct_10k={:.3} pacing_err_pct_100k={:.3} fairness_ours_ms={:.1} fairness_governor_ms={}",
+        "summary allow_vs_governor={:.3} deny_vs_governor={:.3} allow_vs_floor={:.3} contended2_vs_governor={:.3} mutex_vs_ours_contended2={:.3} async_nowait_vs_sync={:.3} pacing_err_pct_10k={:.3} pacing_err_pct_100k={:.3} fairness_ours_ms={:.1} fairness_governor_ms={} pacing_burst1_10k_pct={:.2} pacing_burst1_100k_pct={:.2} async_nowait_vs_governor={:.3}",
         summary["allow_vs_governor"],
         summary["deny_vs_governor"],
         summary["allow_vs_floor"],
@@ -561,5 +637,8 @@ fn main() {
         worst[&100_000],
         ours_ms,
         governor_text,
+        burst1_pct(10_000),
+        burst1_pct(100_000),
+        summary["async_nowait_vs_governor"],
     );
 }
