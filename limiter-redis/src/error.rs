@@ -79,6 +79,21 @@ pub enum RedisLimitError {
         /// [`RedisLimiterBuilder::retry_interval`](crate::RedisLimiterBuilder::retry_interval)).
         retry_after: Duration,
     },
+    /// A multi-key decision named one key twice (after the prefix is
+    /// applied); list each key once, with the permits added up.
+    DuplicateKey {
+        /// The key given twice.
+        key: String,
+    },
+    /// On a Redis Cluster, the keys of one multi-key decision hash to
+    /// different slots, so no single script call can see them all. Give
+    /// them a common hash tag (`{acct:7}:user`, `{acct:7}:global`).
+    CrossSlot {
+        /// The first Redis key of the decision.
+        first: String,
+        /// A Redis key on another slot.
+        other: String,
+    },
     /// Redis answered with an error, or the connection failed.
     Redis(redis::RedisError),
     /// The script's reply did not have the expected shape (a different
@@ -130,7 +145,10 @@ impl RedisLimitError {
 
     /// Whether this error means "Redis could not be reached in time" (as
     /// opposed to a request or reply that is wrong): these trip the circuit
-    /// breaker and are answered by the failure policy. A denial
+    /// breaker and are answered by the failure policy. On a cluster, a
+    /// `MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN` or `READONLY` that the
+    /// client could not follow within its retries counts too (the topology
+    /// is changing: a failover or a resharding). A denial
     /// ([`RateLimited`](RedisLimitError::RateLimited)) is not one, even under
     /// [`Source::FailClosed`].
     ///
@@ -160,11 +178,18 @@ impl RedisLimitError {
                     || e.is_timeout()
                     || matches!(
                         e.kind(),
+                        // A redirection or a read-only replica that reaches
+                        // us means the cluster's topology is changing (a
+                        // failover or resharding the client could not follow
+                        // within its retries): transient, never a decision.
                         redis::ErrorKind::Server(
                             redis::ServerErrorKind::BusyLoading
                                 | redis::ServerErrorKind::TryAgain
                                 | redis::ServerErrorKind::ClusterDown
                                 | redis::ServerErrorKind::MasterDown
+                                | redis::ServerErrorKind::Moved
+                                | redis::ServerErrorKind::Ask
+                                | redis::ServerErrorKind::ReadOnly
                         ) | redis::ErrorKind::ClusterConnectionNotFound
                     )
             }
@@ -212,6 +237,14 @@ impl fmt::Display for RedisLimitError {
             RedisLimitError::CircuitOpen { retry_after } => write!(
                 f,
                 "Redis failed recently and the circuit breaker is open; Redis was not called and is tried again in {retry_after:?}"
+            ),
+            RedisLimitError::DuplicateKey { key } => write!(
+                f,
+                "the key `{key}` is listed twice in one multi-key decision; list it once with the permits added up"
+            ),
+            RedisLimitError::CrossSlot { first, other } => write!(
+                f,
+                "the Redis keys `{first}` and `{other}` are on different cluster slots, so one script cannot decide both; give the keys of one decision a common hash tag such as `{{tenant}}:user`"
             ),
             RedisLimitError::Redis(e) => write!(f, "Redis error: {e}"),
             RedisLimitError::UnexpectedReply(what) => {

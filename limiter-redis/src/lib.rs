@@ -63,10 +63,12 @@
 
 mod admission;
 mod builder;
+mod connection;
 mod deny_cache;
 mod error;
 mod lease;
 mod limiter;
+mod multi;
 mod policy;
 mod script;
 mod take;
@@ -74,6 +76,7 @@ mod time;
 
 pub use admission::{Admission, Source};
 pub use builder::RedisLimiterBuilder;
+pub use connection::RedisConnection;
 pub use error::RedisLimitError;
 pub use limiter::RedisLimiter;
 pub use policy::FailurePolicy;

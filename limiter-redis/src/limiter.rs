@@ -27,11 +27,12 @@ use redis::aio::ConnectionManager;
 
 use crate::admission::{Admission, Source};
 use crate::builder::RedisLimiterBuilder;
+use crate::connection::RedisConnection;
 use crate::deny_cache::DenyCache;
 use crate::error::RedisLimitError;
 use crate::lease::Leases;
 use crate::policy::{Breaker, FailurePolicy, LocalFallback};
-use crate::script::{Call, Op, Reply};
+use crate::script::{Call, Lua, Op, Reply};
 use crate::time::{LocalClock, ScriptQuota};
 
 /// A GCRA rate limiter whose state lives in Redis, shared by every process
@@ -80,14 +81,16 @@ use crate::time::{LocalClock, ScriptQuota};
 /// ```
 #[derive(Debug, Clone)]
 pub struct RedisLimiter {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 /// Everything a limiter and its clones share.
 #[derive(Debug)]
 pub(crate) struct Inner {
-    pub(crate) conn: ConnectionManager,
-    pub(crate) script: redis::Script,
+    pub(crate) conn: RedisConnection,
+    pub(crate) script: Lua,
+    /// The multi-key script (`gcra_all.lua`).
+    pub(crate) script_all: Lua,
     pub(crate) quota: Quota,
     pub(crate) script_quota: ScriptQuota,
     pub(crate) prefix: String,
@@ -140,6 +143,87 @@ impl RedisLimiter {
         RedisLimiter::builder(conn, quota).build()
     }
 
+    /// [`new`](RedisLimiter::new) on any [`RedisConnection`]: one server
+    /// ([`ConnectionManager`]) or a Redis Cluster
+    /// (`redis::cluster_async::ClusterConnection`), with the same defaults.
+    /// One type serves both; only multi-key decisions
+    /// ([`try_acquire_all`](RedisLimiter::try_acquire_all)) see the
+    /// difference: on a cluster their keys must share a hash tag.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](RedisLimiter::new).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    /// use limiter_redis::RedisLimiter;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let client = redis::Client::open("redis://127.0.0.1:6379/")?;
+    /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
+    /// // A ConnectionManager or a ClusterConnection: the same call.
+    /// let limiter = RedisLimiter::with_connection(conn, Quota::per_second(10)?)?;
+    /// assert!(!limiter.is_cluster());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_connection(
+        conn: impl Into<RedisConnection>,
+        quota: Quota,
+    ) -> Result<RedisLimiter, RedisLimitError> {
+        RedisLimiter::builder_with_connection(conn, quota).build()
+    }
+
+    /// [`builder`](RedisLimiter::builder) on any [`RedisConnection`] (one
+    /// server or a cluster).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    /// use limiter_redis::{FailurePolicy, RedisLimiter};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let client = redis::Client::open("redis://127.0.0.1:6379/")?;
+    /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
+    /// let limiter = RedisLimiter::builder_with_connection(conn, Quota::per_second(10)?)
+    ///     .failure_policy(FailurePolicy::Closed)
+    ///     .build()?;
+    /// # let _ = limiter;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn builder_with_connection(
+        conn: impl Into<RedisConnection>,
+        quota: Quota,
+    ) -> RedisLimiterBuilder {
+        RedisLimiterBuilder::new(conn.into(), quota)
+    }
+
+    /// Whether this limiter runs on a Redis Cluster.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    /// use limiter_redis::RedisLimiter;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let client = redis::Client::open("redis://127.0.0.1:6379/")?;
+    /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
+    /// assert!(!RedisLimiter::new(conn, Quota::per_second(10)?)?.is_cluster());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn is_cluster(&self) -> bool {
+        self.inner.conn.is_cluster()
+    }
+
     /// A builder to set the prefix, clock, timeout, failure policy, deny
     /// cache and leases (see [`RedisLimiterBuilder`] for the defaults).
     ///
@@ -164,7 +248,7 @@ impl RedisLimiter {
     /// # }
     /// ```
     pub fn builder(conn: ConnectionManager, quota: Quota) -> RedisLimiterBuilder {
-        RedisLimiterBuilder::new(conn, quota)
+        RedisLimiterBuilder::new(conn.into(), quota)
     }
 
     pub(crate) fn from_inner(inner: Inner) -> RedisLimiter {
@@ -392,6 +476,13 @@ impl RedisLimiter {
     /// a Redis Cluster hash tag: the whole name is hashed, and any key the
     /// limiter may add for the same user key later lands on the same slot.
     ///
+    /// A `key` that carries its own hash tag (a non-empty `{tag}`, as Redis
+    /// defines it: the first `{` and the first `}` after it) is stored as
+    /// `prefix:key` instead, so the cluster places it by `tag`: keys that
+    /// must meet in one multi-key decision
+    /// ([`try_acquire_all`](RedisLimiter::try_acquire_all)) share a tag,
+    /// for example `{acct:7}:user:42` and `{acct:7}:global`.
+    ///
     /// # Examples
     ///
     /// ```
@@ -406,11 +497,17 @@ impl RedisLimiter {
     ///     .key_prefix("login")
     ///     .build()?;
     /// assert_eq!(limiter.redis_key("10.0.0.7"), "{login:10.0.0.7}");
+    /// assert_eq!(limiter.redis_key("{acct:7}:user:42"), "login:{acct:7}:user:42");
+    /// assert_eq!(limiter.redis_key("{}x"), "{login:{}x}"); // an empty tag is no tag
     /// # Ok(())
     /// # }
     /// ```
     pub fn redis_key(&self, key: &str) -> String {
-        format!("{{{}:{}}}", self.inner.prefix, key)
+        if has_hash_tag(key) {
+            format!("{}:{}", self.inner.prefix, key)
+        } else {
+            format!("{{{}:{}}}", self.inner.prefix, key)
+        }
     }
 
     /// How many calls this limiter (and its clones) sent to Redis.
@@ -552,7 +649,7 @@ impl RedisLimiter {
 
     /// Runs `request` if the breaker allows, under the call timeout, and
     /// feeds the outcome back to the breaker.
-    async fn guarded<T>(
+    pub(crate) async fn guarded<T>(
         &self,
         request: impl Future<Output = Result<T, RedisLimitError>>,
     ) -> Result<T, RedisLimitError> {
@@ -586,7 +683,7 @@ impl RedisLimiter {
     /// The failure policy's answer to `n` permits on `key`, as of now (after
     /// the failed call: the time to the next probe counts from the answer,
     /// not from when the call was sent).
-    fn fail(
+    pub(crate) fn fail(
         &self,
         key: &str,
         n: u32,
@@ -606,6 +703,14 @@ impl RedisLimiter {
             _ => Err(error),
         }
     }
+}
+
+/// Whether `key` has a Redis Cluster hash tag: a `{` followed later by a `}`
+/// with at least one byte between them.
+fn has_hash_tag(key: &str) -> bool {
+    key.find('{')
+        .and_then(|open| key[open + 1..].find('}'))
+        .is_some_and(|len| len > 0)
 }
 
 /// The script's reply as an answer: a grant, or its denial; `extra` leased
