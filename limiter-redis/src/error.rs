@@ -94,6 +94,10 @@ pub enum RedisLimitError {
         /// A Redis key on another slot.
         other: String,
     },
+    /// The local tier of a [`TwoTierLimiter`](crate::TwoTierLimiter) refused
+    /// for a reason other than its rate (its clock out of range); nothing
+    /// was asked of Redis.
+    LocalTier(limiter_keyed::KeyedError),
     /// Redis answered with an error, or the connection failed.
     Redis(redis::RedisError),
     /// The script's reply did not have the expected shape (a different
@@ -210,6 +214,10 @@ impl fmt::Display for RedisLimitError {
                     f,
                     "Redis is unavailable and the failure policy is Closed: denied; Redis is tried again in {retry_after:?}"
                 ),
+                Source::InstanceCap => write!(
+                    f,
+                    "rate limited by this instance's cap (Redis was not asked); the request would conform in {retry_after:?}"
+                ),
                 Source::Local => write!(
                     f,
                     "rate limited by the local fallback while Redis is unavailable; the request would conform in {retry_after:?}"
@@ -246,6 +254,7 @@ impl fmt::Display for RedisLimitError {
                 f,
                 "the Redis keys `{first}` and `{other}` are on different cluster slots, so one script cannot decide both; give the keys of one decision a common hash tag such as `{{tenant}}:user`"
             ),
+            RedisLimitError::LocalTier(e) => write!(f, "the local tier refused: {e}"),
             RedisLimitError::Redis(e) => write!(f, "Redis error: {e}"),
             RedisLimitError::UnexpectedReply(what) => {
                 write!(f, "unexpected reply from the limiter script: {what}")
@@ -258,6 +267,7 @@ impl std::error::Error for RedisLimitError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             RedisLimitError::Redis(e) => Some(e),
+            RedisLimitError::LocalTier(e) => Some(e),
             _ => None,
         }
     }
