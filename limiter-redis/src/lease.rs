@@ -57,7 +57,8 @@ impl Leases {
     pub(crate) fn store(&self, key: &str, permits: u32, now: u64, expires: u64) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         if permits == 0 {
-            held.remove(key);
+            // Nothing extra was granted: a live lease another call stored
+            // meanwhile stays (removing it stranded it).
             return;
         }
         if let Some(h) = held.get_mut(key)
@@ -116,5 +117,8 @@ mod tests {
         l.store("k", 2, 100, 200);
         l.store("k", 1, 200, 300); // the first had expired: replaced
         assert_eq!(l.spend("k", 2, 200), None);
+        l.store("k", 2, 300, 400);
+        l.store("k", 0, 310, 410); // a concurrent call that got no extra
+        assert_eq!(l.spend("k", 2, 320), Some(0));
     }
 }
