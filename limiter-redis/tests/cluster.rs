@@ -12,7 +12,7 @@ mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use limiter_core::Quota;
 use limiter_redis::{FailurePolicy, RedisLimitError, RedisLimiter, Source};
@@ -245,7 +245,9 @@ async fn a_failover_is_survived(cluster: &mut RedisCluster, limiter: &RedisLimit
             }
         }));
     }
+    let deadline = Instant::now() + Duration::from_secs(30);
     while tally.redis_grants.load(Ordering::Relaxed) < 200 {
+        assert!(Instant::now() < deadline, "no load reached Redis");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let failures_before = limiter.redis_failures();
@@ -256,7 +258,12 @@ async fn a_failover_is_survived(cluster: &mut RedisCluster, limiter: &RedisLimit
         blocking(|| cluster.master_of_slot(keyslot(replica.port, &limiter.redis_key(&loaded))));
     assert_eq!(promoted.id, replica.id);
     // Decisions come from Redis again, through the same limiter.
+    let deadline = Instant::now() + Duration::from_secs(30);
     while tally.redis_after_kill.load(Ordering::Relaxed) < 50 {
+        assert!(
+            Instant::now() < deadline,
+            "decisions never came from Redis again"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     stop.store(true, Ordering::Relaxed);
@@ -280,7 +287,12 @@ async fn a_failover_is_survived(cluster: &mut RedisCluster, limiter: &RedisLimit
     // The exact bound for replicated state: the promoted replica knows the
     // 40 permits, and grants exactly the 60 left, then denies.
     let mut granted = 0;
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
+        assert!(
+            Instant::now() < deadline,
+            "the steady key never got a Redis denial"
+        );
         match limiter.try_acquire_all(&[(&steady, steady_q, 1)]).await {
             Ok(a) if a[0].source == Source::Redis => granted += 1,
             Err(RedisLimitError::RateLimited {

@@ -32,12 +32,22 @@ pub(crate) struct RedisCluster {
 
 impl RedisCluster {
     /// Starts six nodes, creates the cluster and waits until every slot is
-    /// served and every replica is in sync.
+    /// served and every replica is in sync. Tries three times (a port found
+    /// free can be taken before its server binds it).
     pub(crate) fn start() -> RedisCluster {
+        for _ in 0..2 {
+            if let Some(cluster) = RedisCluster::try_start() {
+                return cluster;
+            }
+        }
+        RedisCluster::try_start().expect("could not start a test cluster (see scripts/test-all)")
+    }
+
+    fn try_start() -> Option<RedisCluster> {
         let dir = std::env::temp_dir().join(format!(
             "limiter-redis-cluster-{}-{}",
             std::process::id(),
-            Instant::now().elapsed().as_nanos() ^ seed()
+            seed()
         ));
         std::fs::create_dir_all(&dir).expect("cluster temp dir");
         let ports = free_port_pairs(6);
@@ -51,7 +61,9 @@ impl RedisCluster {
             cluster.children.push(Some(child));
         }
         for &port in &ports {
-            wait_until(Duration::from_secs(5), || ping(port));
+            if !within(Duration::from_secs(5), || ping(port)) {
+                return None; // dropping `cluster` kills what started
+            }
         }
         let mut create = Command::new(redis_cli());
         create.args(["--cluster", "create"]);
@@ -63,13 +75,15 @@ impl RedisCluster {
             .stdin(Stdio::null())
             .output()
             .expect("run redis-cli --cluster create");
-        assert!(
-            out.status.success(),
-            "redis-cli --cluster create failed: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        if !out.status.success() {
+            eprintln!(
+                "redis-cli --cluster create failed: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+            return None;
+        }
         cluster.wait_healthy(Duration::from_secs(20));
-        cluster
+        Some(cluster)
     }
 
     fn spawn(&self, port: u16) -> Child {
@@ -260,15 +274,23 @@ fn ping(port: u16) -> bool {
     admin::<String>(port, &["PING"]).is_ok_and(|p| p == "PONG")
 }
 
-fn wait_until(within: Duration, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
+/// Whether `ok()` holds within `limit`, polling every 50 ms.
+fn within(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
         if ok() {
-            return;
+            return true;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    panic!("the test cluster did not get there within {within:?}");
+    false
+}
+
+fn wait_until(limit: Duration, ok: impl FnMut() -> bool) {
+    assert!(
+        within(limit, ok),
+        "the test cluster did not get there within {limit:?}"
+    );
 }
 
 /// `redis-cli` on the PATH, or next to `redis-server` (Debian puts both in
