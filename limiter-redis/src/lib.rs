@@ -67,8 +67,10 @@
 mod admission;
 mod builder;
 mod connection;
+mod construct;
 mod deny_cache;
 mod error;
+mod keys;
 mod lease;
 mod limiter;
 mod multi;

@@ -23,10 +23,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use limiter_core::{Clock, Quota};
-use redis::aio::ConnectionManager;
 
 use crate::admission::{Admission, Source};
-use crate::builder::RedisLimiterBuilder;
 use crate::connection::RedisConnection;
 use crate::deny_cache::DenyCache;
 use crate::error::RedisLimitError;
@@ -108,155 +106,6 @@ pub(crate) struct Inner {
 }
 
 impl RedisLimiter {
-    /// A limiter for `quota` on `conn` with the defaults: prefix `"limiter"`,
-    /// Redis' `TIME`, a 100 ms call timeout, a 1 s breaker interval, the deny
-    /// cache on, no leases, and [`FailurePolicy::Local`] with `share = 1.0`.
-    ///
-    /// # Errors
-    ///
-    /// [`RedisLimitError::UnsupportedQuota`] if the quota's period is not a
-    /// whole number of microseconds (see [`quota_in_micros`](crate::quota_in_micros)).
-    ///
-    /// # Examples
-    ///
-    /// Building connects to nothing (the connection manager here is lazy):
-    ///
-    /// ```
-    /// use limiter_core::Quota;
-    /// use limiter_redis::{RedisLimitError, RedisLimiter};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-    /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
-    /// let limiter = RedisLimiter::new(conn.clone(), Quota::per_second(10)?)?;
-    /// assert_eq!(limiter.quota(), Quota::per_second(10)?);
-    /// // 333,333,334 ns is not whole µs: rejected, not rounded.
-    /// assert!(matches!(
-    ///     RedisLimiter::new(conn, Quota::per_second(3)?),
-    ///     Err(RedisLimitError::UnsupportedQuota { .. })
-    /// ));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn new(conn: ConnectionManager, quota: Quota) -> Result<RedisLimiter, RedisLimitError> {
-        RedisLimiter::builder(conn, quota).build()
-    }
-
-    /// [`new`](RedisLimiter::new) on any [`RedisConnection`]: one server
-    /// ([`ConnectionManager`]) or a Redis Cluster
-    /// (`redis::cluster_async::ClusterConnection`), with the same defaults.
-    /// One type serves both; only multi-key decisions
-    /// ([`try_acquire_all`](RedisLimiter::try_acquire_all)) see the
-    /// difference: on a cluster their keys must share a hash tag.
-    ///
-    /// # Errors
-    ///
-    /// As [`new`](RedisLimiter::new).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limiter_core::Quota;
-    /// use limiter_redis::RedisLimiter;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-    /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
-    /// // A ConnectionManager or a ClusterConnection: the same call.
-    /// let limiter = RedisLimiter::with_connection(conn, Quota::per_second(10)?)?;
-    /// assert!(!limiter.is_cluster());
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn with_connection(
-        conn: impl Into<RedisConnection>,
-        quota: Quota,
-    ) -> Result<RedisLimiter, RedisLimitError> {
-        RedisLimiter::builder_with_connection(conn, quota).build()
-    }
-
-    /// [`builder`](RedisLimiter::builder) on any [`RedisConnection`] (one
-    /// server or a cluster).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limiter_core::Quota;
-    /// use limiter_redis::{FailurePolicy, RedisLimiter};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-    /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
-    /// let limiter = RedisLimiter::builder_with_connection(conn, Quota::per_second(10)?)
-    ///     .failure_policy(FailurePolicy::Closed)
-    ///     .build()?;
-    /// # let _ = limiter;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn builder_with_connection(
-        conn: impl Into<RedisConnection>,
-        quota: Quota,
-    ) -> RedisLimiterBuilder {
-        RedisLimiterBuilder::new(conn.into(), quota)
-    }
-
-    /// Whether this limiter runs on a Redis Cluster.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limiter_core::Quota;
-    /// use limiter_redis::RedisLimiter;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-    /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
-    /// assert!(!RedisLimiter::new(conn, Quota::per_second(10)?)?.is_cluster());
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn is_cluster(&self) -> bool {
-        self.inner.conn.is_cluster()
-    }
-
-    /// A builder to set the prefix, clock, timeout, failure policy, deny
-    /// cache and leases (see [`RedisLimiterBuilder`] for the defaults).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use limiter_core::Quota;
-    /// use limiter_redis::{FailurePolicy, RedisLimiter};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-    /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
-    /// let limiter = RedisLimiter::builder(conn, Quota::per_second(100)?.with_burst(20)?)
-    ///     .key_prefix("api")
-    ///     .call_timeout(Duration::from_millis(50))
-    ///     .failure_policy(FailurePolicy::Local { share: 0.25 })
-    ///     .build()?;
-    /// assert_eq!(limiter.redis_key("user:42"), "{api:user:42}");
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn builder(conn: ConnectionManager, quota: Quota) -> RedisLimiterBuilder {
-        RedisLimiterBuilder::new(conn.into(), quota)
-    }
-
-    pub(crate) fn from_inner(inner: Inner) -> RedisLimiter {
-        RedisLimiter {
-            inner: Arc::new(inner),
-        }
-    }
-
     /// Takes one permit on `key` if it is available now; takes nothing
     /// otherwise.
     ///
@@ -450,112 +299,6 @@ impl RedisLimiter {
         .await
     }
 
-    /// The quota every key is limited to.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limiter_core::Quota;
-    /// use limiter_redis::RedisLimiter;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-    /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
-    /// let quota = Quota::per_second(50)?.with_burst(10)?;
-    /// let limiter = RedisLimiter::new(conn, quota)?;
-    /// assert_eq!(limiter.quota().burst(), 10);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn quota(&self) -> Quota {
-        self.inner.quota
-    }
-
-    /// The Redis key that holds `key`'s state: `{prefix:key}`. The braces are
-    /// a Redis Cluster hash tag: the whole name is hashed, and any key the
-    /// limiter may add for the same user key later lands on the same slot.
-    ///
-    /// A `key` that carries its own hash tag (a non-empty `{tag}`, as Redis
-    /// defines it: the first `{` and the first `}` after it) is stored as
-    /// `prefix:key` instead, so the cluster places it by `tag`: keys that
-    /// must meet in one multi-key decision
-    /// ([`try_acquire_all`](RedisLimiter::try_acquire_all)) share a tag,
-    /// for example `{acct:7}:user:42` and `{acct:7}:global`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limiter_core::Quota;
-    /// use limiter_redis::RedisLimiter;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-    /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
-    /// let limiter = RedisLimiter::builder(conn, Quota::per_second(5)?)
-    ///     .key_prefix("login")
-    ///     .build()?;
-    /// assert_eq!(limiter.redis_key("10.0.0.7"), "{login:10.0.0.7}");
-    /// assert_eq!(limiter.redis_key("{acct:7}:user:42"), "login:{acct:7}:user:42");
-    /// assert_eq!(limiter.redis_key("{}x"), "{login:{}x}"); // an empty tag is no tag
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn redis_key(&self, key: &str) -> String {
-        if has_hash_tag(key) {
-            format!("{}:{}", self.inner.prefix, key)
-        } else {
-            format!("{{{}:{}}}", self.inner.prefix, key)
-        }
-    }
-
-    /// How many calls this limiter (and its clones) sent to Redis.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// use limiter_core::Quota;
-    /// use limiter_redis::{RedisLimitError, RedisLimiter};
-    ///
-    /// # async fn run(conn: redis::aio::ConnectionManager) -> Result<(), Box<dyn std::error::Error>> {
-    /// let limiter = RedisLimiter::new(conn, Quota::per_hour(1)?)?;
-    /// assert_eq!(limiter.redis_calls(), 0);
-    /// limiter.try_acquire("k").await?;
-    /// let _denied = limiter.try_acquire("k").await; // Redis denies
-    /// let _cached = limiter.try_acquire("k").await; // the deny cache denies
-    /// assert_eq!(limiter.redis_calls(), 2);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn redis_calls(&self) -> u64 {
-        // Relaxed: a statistic, ordered with nothing.
-        self.inner.calls.load(Ordering::Relaxed)
-    }
-
-    /// How many of those calls failed to reach Redis or timed out (each one
-    /// opened the circuit breaker).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// use limiter_core::Quota;
-    /// use limiter_redis::{RedisLimitError, RedisLimiter};
-    ///
-    /// # async fn run(conn: redis::aio::ConnectionManager) -> Result<(), Box<dyn std::error::Error>> {
-    /// let limiter = RedisLimiter::new(conn, Quota::per_second(10)?)?;
-    /// let _ = limiter.try_acquire("k").await;
-    /// if limiter.redis_failures() > 0 {
-    ///     eprintln!("Redis unreachable: answered by the failure policy");
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn redis_failures(&self) -> u64 {
-        // Relaxed: a statistic, ordered with nothing.
-        self.inner.failures.load(Ordering::Relaxed)
-    }
-
     /// The shared path of `try_acquire_n` (`lease_ok`) and `reserve_n`.
     async fn acquire(
         &self,
@@ -703,14 +446,6 @@ impl RedisLimiter {
             _ => Err(error),
         }
     }
-}
-
-/// Whether `key` has a Redis Cluster hash tag: a `{` followed later by a `}`
-/// with at least one byte between them.
-fn has_hash_tag(key: &str) -> bool {
-    key.find('{')
-        .and_then(|open| key[open + 1..].find('}'))
-        .is_some_and(|len| len > 0)
 }
 
 /// The script's reply as an answer: a grant, or its denial; `extra` leased
