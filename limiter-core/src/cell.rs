@@ -49,7 +49,7 @@ use crate::limiter::acquire_error;
 use crate::quota::{MAX_SPAN, Quota, saturating_nanos};
 #[cfg(feature = "std")]
 use crate::refunds::{Pending, Refund, Refunds, WordUndo};
-use crate::reservation::{Reservation, Undo};
+use crate::reservation::{Headroom, Reservation, Undo};
 use crate::state::update_word;
 use crate::sync::{AtomicU64, Ordering};
 
@@ -535,6 +535,56 @@ impl GcraCell {
             Self::RETIRED => 0,
             tat => gcra::available(tat, now, Params::from(quota), MAX_SPAN),
         }
+    }
+
+    /// The [`Headroom`] that `reservation`, made by this cell at `now` under
+    /// `quota`, left: computed from the word the decision wrote (kept in the
+    /// reservation), so a concurrent caller cannot skew it. `None` for a
+    /// reservation of another cell. A reservation of 0 permits wrote nothing:
+    /// its headroom is the cell's state now. One served from a refunded slot
+    /// reports 0 remaining and its wait plus one emission interval.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{GcraCell, Headroom, Quota};
+    ///
+    /// let quota = Quota::per_second(10)?.with_burst(3)?; // t = 100 ms
+    /// let cell = GcraCell::new();
+    /// let r = cell.reserve_n(quota, 0, 1, Duration::ZERO).unwrap()?;
+    /// let left = cell.headroom_after(&r, quota, 0);
+    /// assert_eq!(left, Some(Headroom { remaining: 2, refill_in: Duration::from_millis(100) }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn headroom_after(
+        &self,
+        reservation: &Reservation,
+        quota: Quota,
+        now: u64,
+    ) -> Option<Headroom> {
+        if reservation.owner != self.owner {
+            return None;
+        }
+        let params = Params::from(quota);
+        let (remaining, refill_in) = match reservation.undo {
+            Undo::Word { after, .. } => gcra::headroom(after, now, params, params.burst, MAX_SPAN),
+            Undo::Nothing => {
+                // Relaxed: a snapshot of one value.
+                let tat = self.word.load(Ordering::Relaxed);
+                if tat == Self::RETIRED {
+                    (0, 0)
+                } else {
+                    gcra::headroom(tat, now, params, params.burst, MAX_SPAN)
+                }
+            }
+            _ => (0, reservation.wait.saturating_add(params.t)),
+        };
+        Some(Headroom {
+            remaining,
+            refill_in: Duration::from_nanos(refill_in),
+        })
     }
 
     /// What [`available`](GcraCell::available) says of a new cell at `now`:

@@ -151,6 +151,24 @@ pub(crate) fn available_within(tat: u64, now: u64, p: Params, usable: u32, limit
     (room / p.t) as u32
 }
 
+/// What a decision that left `tat` at `now` leaves for the next caller that
+/// may use `usable` permits of the burst: the permits it would be granted at
+/// once ([`available_within`]), and the nanoseconds until one more is
+/// (zero when `usable` are). One more comes when `now' + usable·t − tat`
+/// reaches `(remaining + 1)·t`. Near `limit`, where no more may ever come,
+/// the time saturates at zero past it.
+#[inline]
+pub(crate) fn headroom(tat: u64, now: u64, p: Params, usable: u32, limit: u64) -> (u32, u64) {
+    let remaining = available_within(tat, now, p, usable, limit);
+    if remaining >= usable {
+        return (remaining, 0);
+    }
+    // remaining < usable ≤ burst: each product is at most burst_span ≤
+    // MAX_SPAN, and tat ≤ MAX_SPAN, so the sum stays below 2^62.
+    let next = (tat + u64::from(remaining + 1) * p.t).saturating_sub(u64::from(usable) * p.t);
+    (remaining, next.saturating_sub(now))
+}
+
 /// The `tat` that keeps the fill level, in permits, when the quota changes
 /// from `old` to `new` at `now`: the debt `tat − now` is scaled by
 /// `t_new / t_old`, rounded up (towards more debt, so the change never
@@ -171,6 +189,22 @@ mod tests {
     use super::*;
 
     const P: Params = Params { t: 100, burst: 3 };
+
+    #[test]
+    fn headroom_counts_whole_permits_and_the_time_to_the_next() {
+        // Full: three at once, nothing to wait for.
+        assert_eq!(headroom(0, 1_000, P, 3, MAX_SPAN), (3, 0));
+        // One taken from full at 1_000: two left, the third back in one t.
+        assert_eq!(headroom(1_100, 1_000, P, 3, MAX_SPAN), (2, 100));
+        // Half a permit of debt past two whole ones: one left, the second in 50.
+        assert_eq!(headroom(1_150, 1_000, P, 3, MAX_SPAN), (1, 50));
+        // A reservation that waits 70 left tat = 1_370: none now, one at 1_170.
+        assert_eq!(headroom(1_370, 1_000, P, 3, MAX_SPAN), (0, 170));
+        // A lower tier that may use one permit: none until the debt is paid.
+        assert_eq!(headroom(1_100, 1_000, P, 1, MAX_SPAN), (0, 100));
+        // The limit holds the count; the time saturates rather than wrap.
+        assert_eq!(headroom(1_000, 1_000, P, 3, 1_150), (1, 0));
+    }
 
     #[test]
     fn an_idle_limiter_grants_the_burst_then_paces() {

@@ -116,7 +116,7 @@ pub use limiter_trait::Limiter;
 pub use metered::{Metered, Stats};
 pub use priority::{PriorityClass, PriorityLimiter};
 pub use quota::{MAX_SPAN, Quota};
-pub use reservation::Reservation;
+pub use reservation::{Headroom, Reservation};
 pub use sliding_window::SlidingWindow;
 pub use warm_up::{WarmUpBuilder, WarmUpLimiter};
 

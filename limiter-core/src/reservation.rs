@@ -1,4 +1,5 @@
-//! A claimed slot: permits granted now or at a future instant.
+//! A claimed slot: permits granted now or at a future instant, and the
+//! [`Headroom`] a decision leaves behind.
 
 use core::time::Duration;
 
@@ -76,4 +77,34 @@ impl Reservation {
             undo: Undo::Nothing,
         }
     }
+}
+
+/// What a limiter has left right after a decision, computed from the state
+/// that decision wrote (not from a second look, which a concurrent caller
+/// could already have moved): the `r` and `t` of an HTTP `RateLimit` header.
+///
+/// Returned beside the reservation by
+/// [`RateLimiter::reserve_n_with_headroom`](crate::RateLimiter::reserve_n_with_headroom)
+/// and [`GcraCell::headroom_after`](crate::GcraCell::headroom_after).
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use limiter_core::{Headroom, ManualClock, Quota, RateLimiter};
+///
+/// let limiter = RateLimiter::with_clock(Quota::per_second(10)?.with_burst(3)?, ManualClock::new());
+/// let (_r, headroom) = limiter.reserve_n_with_headroom(1, Duration::ZERO)?;
+/// assert_eq!(headroom, Headroom { remaining: 2, refill_in: Duration::from_millis(100) });
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Headroom {
+    /// Permits a request made right after the decision would be granted at
+    /// once (0 after a reservation that has to wait: the slots up to it are
+    /// taken).
+    pub remaining: u32,
+    /// Time from the decision until one more permit than `remaining` is
+    /// available; zero when the limiter is full.
+    pub refill_in: Duration,
 }

@@ -136,6 +136,25 @@ impl<A: AtomicWord> AtomicState<A> {
         )
     }
 
+    /// As [`update`](AtomicState::update), and a refusal says whether it
+    /// was decided on a word that moved after the first load (`true`: a CAS
+    /// was lost to another writer) while the caller's other inputs (its
+    /// clock reading) stayed as they were.
+    #[inline]
+    pub(crate) fn update_retried<T, E>(
+        &self,
+        decide: impl FnMut(A::Value) -> Result<(A::Value, T), E>,
+    ) -> Result<T, (E, bool)> {
+        // Orderings as in `update`.
+        update_word_retried(
+            &*self.word,
+            Ordering::Acquire,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+            decide,
+        )
+    }
+
     /// Replaces `current` by `new` if the word still equals `current`.
     /// Returns whether it did. Used to undo an exact earlier transition (a
     /// cancelled reservation).
@@ -161,11 +180,29 @@ pub(crate) fn update_word<A: AtomicWord, T, E>(
     load: Ordering,
     success: Ordering,
     failure: Ordering,
-    mut decide: impl FnMut(A::Value) -> Result<(A::Value, T), E>,
+    decide: impl FnMut(A::Value) -> Result<(A::Value, T), E>,
 ) -> Result<T, E> {
-    let mut current = word.load(load);
+    update_word_retried(word, load, success, failure, decide).map_err(|(e, _)| e)
+}
+
+/// [`update_word`], with a refusal's flag of whether it was decided on
+/// another word than the first one loaded (after a CAS lost to another
+/// writer; a spurious failure of the weak CAS leaves the word as it was).
+#[inline]
+pub(crate) fn update_word_retried<A: AtomicWord, T, E>(
+    word: &A,
+    load: Ordering,
+    success: Ordering,
+    failure: Ordering,
+    mut decide: impl FnMut(A::Value) -> Result<(A::Value, T), E>,
+) -> Result<T, (E, bool)> {
+    let first = word.load(load);
+    let mut current = first;
     loop {
-        let (next, out) = decide(current)?;
+        let (next, out) = match decide(current) {
+            Ok(decided) => decided,
+            Err(e) => return Err((e, current != first)),
+        };
         if next == current {
             return Ok(out);
         }

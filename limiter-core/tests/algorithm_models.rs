@@ -183,12 +183,17 @@ impl WarmUpModel {
     }
 
     fn reserve(&mut self, now: u64, n: u32, max_wait: u64) -> Result<u64, AcquireError> {
-        if now > self.next_free {
-            self.stored =
-                (self.stored + (now - self.next_free) as f64 / self.cool_down).min(self.max);
-            self.next_free = now;
-        }
-        let wait = self.next_free - now;
+        // The refill is committed only with a grant of permits: a request
+        // for none (or a refusal) writes nothing, so the next refill sums
+        // the whole idle time at once (two partial float sums can differ
+        // from it in the last bit, and the ceiling by a nanosecond).
+        let (next_free, stored) = if now > self.next_free {
+            let refilled = self.stored + (now - self.next_free) as f64 / self.cool_down;
+            (now, refilled.min(self.max))
+        } else {
+            (self.next_free, self.stored)
+        };
+        let wait = next_free - now;
         if wait > max_wait {
             return Err(AcquireError::RateLimited {
                 wait: Duration::from_nanos(wait),
@@ -197,11 +202,11 @@ impl WarmUpModel {
         if n == 0 {
             return Ok(0);
         }
-        let spend = f64::from(n).min(self.stored);
-        let cost = self.stored_permits_to_wait_time(self.stored, spend)
-            + self.stable * (f64::from(n) - spend);
-        self.next_free += cost.ceil() as u64;
-        self.stored = quantize(self.stored - spend);
+        let spend = f64::from(n).min(stored);
+        let cost =
+            self.stored_permits_to_wait_time(stored, spend) + self.stable * (f64::from(n) - spend);
+        self.next_free = next_free + cost.ceil() as u64;
+        self.stored = quantize(stored - spend);
         Ok(wait)
     }
 }

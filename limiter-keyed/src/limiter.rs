@@ -63,7 +63,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use limiter_core::{
-    AcquireError, CellRefunds, Clock, DefaultClock, GcraCell, Quota, QuotaError, Reservation,
+    AcquireError, CellRefunds, Clock, DefaultClock, GcraCell, Headroom, Quota, QuotaError,
+    Reservation,
 };
 
 use scc::HashIndex;
@@ -520,6 +521,55 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         self.decide(key, |e, now| {
             e.cell
                 .reserve_n_with_refunds(&self.refunds, self.origin, e.quota, now, n, max_wait)
+        })
+    }
+
+    /// As [`reserve_n`](KeyedLimiter::reserve_n), with the [`Headroom`] the
+    /// decision left for `key`: the permits a caller right after it would
+    /// get at once, and the time until one more, computed from the state
+    /// this decision wrote (see [`GcraCell::headroom_after`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`reserve_n`](KeyedLimiter::reserve_n).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{Headroom, ManualClock, Quota};
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?.with_burst(5)?)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// let (_, left) = limiter.reserve_n_with_headroom(&"alice", 2, Duration::ZERO)?;
+    /// assert_eq!(left, Headroom { remaining: 3, refill_in: Duration::from_millis(100) });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reserve_n_with_headroom(
+        &self,
+        key: &K,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<(Reservation, Headroom), KeyedError> {
+        self.decide(key, |e, now| {
+            let decided = e.cell.reserve_n_with_refunds(
+                &self.refunds,
+                self.origin,
+                e.quota,
+                now,
+                n,
+                max_wait,
+            )?;
+            Some(decided.map(|r| {
+                // The cell made `r`, so this is always `Some`.
+                let left = e.cell.headroom_after(&r, e.quota, now).unwrap_or(Headroom {
+                    remaining: 0,
+                    refill_in: r.wait(),
+                });
+                (r, left)
+            }))
         })
     }
 

@@ -4,8 +4,10 @@
 //! A decision is either a [`Grant`] (the permits are claimed, possibly for a
 //! slot `wait` from now, and can be given back with [`Backend::cancel`]) or a
 //! [`Denial`] that consumed nothing. The grant carries the remaining permits
-//! and the time until more, so the `RateLimit` header describes the decision
-//! itself rather than a second look at the state.
+//! and the time until more, computed from the state the decision itself
+//! wrote ([`Headroom`]), so the `RateLimit` header describes that decision
+//! rather than a second look that a concurrent request could already have
+//! moved.
 //!
 //! Implemented for a global [`RateLimiter`] (key `()`), for
 //! [`KeyedLimiter<K>`] (key `K`), and for `Arc` of either. Times are
@@ -17,7 +19,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
-use limiter_core::{AcquireError, Clock, Quota, RateLimiter, Reservation};
+use limiter_core::{AcquireError, Clock, Headroom, Quota, RateLimiter, Reservation};
 use limiter_keyed::{KeyedError, KeyedLimiter};
 
 /// The error a backend reports when it cannot decide (a store that is down,
@@ -210,32 +212,13 @@ impl From<Quota> for Policy {
     }
 }
 
-/// The grant of a GCRA reservation: `remaining` is read right after the
-/// decision when it was immediate (`available`), and 0 when it had to wait.
-fn gcra_grant(
-    reservation: Reservation,
-    quota: Quota,
-    available: impl FnOnce() -> u32,
-) -> Grant<Reservation> {
-    let wait = reservation.wait();
-    let (remaining, reset) = if wait.is_zero() {
-        let remaining = available();
-        // The next permit is earned within one emission interval.
-        let reset = if remaining >= quota.burst() {
-            Duration::ZERO
-        } else {
-            quota.period()
-        };
-        (remaining, reset)
-    } else {
-        // The slots up to this one are taken; the next is one `t` later.
-        (0, wait.saturating_add(quota.period()))
-    };
+/// The grant of a GCRA reservation, with the headroom its decision left.
+fn gcra_grant((reservation, left): (Reservation, Headroom)) -> Grant<Reservation> {
     Grant {
+        wait: reservation.wait(),
         ticket: reservation,
-        wait,
-        remaining,
-        reset,
+        remaining: left.remaining,
+        reset: left.refill_in,
     }
 }
 
@@ -256,8 +239,8 @@ impl<C: Clock + 'static> DecideAtOnce<()> for RateLimiter<C> {
         cost: u32,
         max_wait: Duration,
     ) -> Result<Grant<Reservation>, Denial> {
-        RateLimiter::reserve_n(self, cost, max_wait)
-            .map(|r| gcra_grant(r, self.quota(), || self.available()))
+        RateLimiter::reserve_n_with_headroom(self, cost, max_wait)
+            .map(gcra_grant)
             .map_err(Denial::from)
     }
 }
@@ -273,8 +256,8 @@ where
         cost: u32,
         max_wait: Duration,
     ) -> Result<Grant<Reservation>, Denial> {
-        KeyedLimiter::reserve_n(self, key, cost, max_wait)
-            .map(|r| gcra_grant(r, self.quota_of(key), || self.available(key)))
+        KeyedLimiter::reserve_n_with_headroom(self, key, cost, max_wait)
+            .map(gcra_grant)
             .map_err(Denial::from)
     }
 }
@@ -409,6 +392,28 @@ mod tests {
         assert_eq!(g.wait, Duration::from_millis(100));
         assert_eq!((g.remaining, g.reset), (0, Duration::from_millis(200)));
         assert!(Backend::cancel(&limiter, &(), g.ticket));
+    }
+
+    #[test]
+    fn reset_is_exact_between_emissions() {
+        let clock = ManualClock::new();
+        let quota = Quota::per_second(10).unwrap().with_burst(3).unwrap();
+        let global = RateLimiter::with_clock(quota, clock.clone());
+        let keyed = KeyedLimiter::builder(quota)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        now(global.decide(&(), 1, Duration::ZERO)).unwrap();
+        now(keyed.decide(&7u8, 1, Duration::ZERO)).unwrap();
+        // Half an emission interval later: tat = 200 ms after the second
+        // grant, one whole permit left, the next in 50 ms (not one `t`).
+        clock.advance(Duration::from_millis(50));
+        for g in [
+            now(global.decide(&(), 1, Duration::ZERO)).unwrap(),
+            now(keyed.decide(&7u8, 1, Duration::ZERO)).unwrap(),
+        ] {
+            assert_eq!((g.remaining, g.reset), (1, Duration::from_millis(50)));
+        }
     }
 
     #[test]

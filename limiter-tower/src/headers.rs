@@ -19,7 +19,6 @@
 //! The draft is still moving: implement [`HeaderStyle`] for another syntax,
 //! or pick [`LegacyHeaders`] (`X-RateLimit-*`) or [`NoHeaders`].
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use http::header::HeaderName;
@@ -99,29 +98,65 @@ pub struct Draft10;
 
 impl HeaderStyle for Draft10 {
     fn write(&self, info: &RateLimitInfo<'_>, headers: &mut HeaderMap) {
-        let mut policy = String::with_capacity(32);
-        let _ = write!(
-            policy,
-            "\"{}\";q={};w={}",
-            info.name,
-            info.policy.limit,
-            ceil_secs(info.policy.window).max(1)
-        );
-        let mut limit = String::with_capacity(32);
-        let _ = write!(
-            limit,
-            "\"{}\";r={};t={}",
-            info.name,
-            info.remaining,
-            ceil_secs(info.reset)
-        );
-        // The name was checked to be a valid sf-string when the layer was
-        // built, so both values are visible ASCII.
-        if let (Ok(p), Ok(l)) = (HeaderValue::try_from(policy), HeaderValue::try_from(limit)) {
+        // Written by hand rather than through `format!`: this runs on every
+        // response, and the formatting machinery was most of its cost.
+        let item = |key: [u8; 2], a: u64, key_b: [u8; 2], b: u64| {
+            let mut out = Vec::with_capacity(info.name.len() + 32);
+            out.push(b'"');
+            out.extend_from_slice(info.name.as_bytes());
+            out.extend_from_slice(b"\";");
+            out.extend_from_slice(&key);
+            push_decimal(&mut out, a);
+            out.push(b';');
+            out.extend_from_slice(&key_b);
+            push_decimal(&mut out, b);
+            // The name was checked to be a valid sf-string when the layer
+            // was built, so the value is visible ASCII.
+            HeaderValue::from_maybe_shared(bytes::Bytes::from(out)).ok()
+        };
+        // The policy is the same on every response of a limit: each thread
+        // keeps the last one it wrote and clones it (a reference count)
+        // while name and policy match.
+        let policy = LAST_POLICY.with_borrow_mut(|last| match last {
+            Some((name, policy, value)) if *policy == info.policy && **name == *info.name => {
+                Some(value.clone())
+            }
+            _ => {
+                let window = ceil_secs(info.policy.window).max(1);
+                let value = item(*b"q=", info.policy.limit.into(), *b"w=", window)?;
+                *last = Some((info.name.into(), info.policy, value.clone()));
+                Some(value)
+            }
+        });
+        let limit = item(*b"r=", info.remaining.into(), *b"t=", ceil_secs(info.reset));
+        if let (Some(p), Some(l)) = (policy, limit) {
             headers.insert(RATELIMIT_POLICY, p);
             headers.insert(RATELIMIT, l);
         }
     }
+}
+
+thread_local! {
+    /// The last `RateLimit-Policy` value this thread wrote, with the limit
+    /// name and policy it states.
+    static LAST_POLICY: std::cell::RefCell<Option<(Box<str>, Policy, HeaderValue)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Appends `n` in decimal.
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        // n % 10 < 10: the cast keeps the digit.
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
 }
 
 /// The de-facto `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
@@ -185,5 +220,40 @@ mod tests {
         assert_eq!(h["x-ratelimit-limit"], "10");
         assert_eq!(h["x-ratelimit-remaining"], "4");
         assert_eq!(h["x-ratelimit-reset"], "1");
+    }
+
+    #[test]
+    fn a_cached_policy_is_rewritten_when_name_or_policy_change() {
+        let mut info = RateLimitInfo {
+            name: "a",
+            policy: Policy {
+                limit: 5,
+                window: Duration::from_secs(1),
+            },
+            remaining: 4,
+            reset: Duration::ZERO,
+        };
+        let written = |info: &RateLimitInfo<'_>| {
+            let mut h = HeaderMap::new();
+            Draft10.write(info, &mut h);
+            h["ratelimit-policy"].to_str().unwrap().to_owned()
+        };
+        assert_eq!(written(&info), "\"a\";q=5;w=1");
+        assert_eq!(written(&info), "\"a\";q=5;w=1");
+        info.name = "b";
+        assert_eq!(written(&info), "\"b\";q=5;w=1");
+        info.policy.limit = 6;
+        assert_eq!(written(&info), "\"b\";q=6;w=1");
+        info.policy.window = Duration::from_secs(2);
+        assert_eq!(written(&info), "\"b\";q=6;w=2");
+    }
+
+    #[test]
+    fn decimals_are_written_whole() {
+        for n in [0, 7, 10, 99, 1_000, u64::from(u32::MAX), u64::MAX] {
+            let mut out = Vec::new();
+            push_decimal(&mut out, n);
+            assert_eq!(out, n.to_string().as_bytes());
+        }
     }
 }

@@ -14,6 +14,7 @@
 //! | to hold requests briefly instead of rejecting them (nginx `burst`/`delay`) | [`Mode::Delay`] |
 //! | health checks and internal callers unlimited | [`RateLimitBuilder::bypass`], [`RateLimitBuilder::allow_ips`] |
 //! | expensive requests to count more | [`RateLimitBuilder::cost`] |
+//! | one quota per key shared by every instance of the service | `RedisBackend` (feature `redis`) |
 //! | a limiter of your own (a remote store) | implement [`Backend`] |
 //!
 //! # What a client sees
@@ -48,6 +49,9 @@
 //! * `axum` (default): [`PeerIp`] and [`ClientIp`] read axum's
 //!   `ConnectInfo<SocketAddr>`, and [`Route`] reads `MatchedPath`.
 //!   Without it, insert [`PeerAddr`] into each request.
+//! * `redis`: [`RedisBackend`], the layer over a
+//!   [`RedisLimiter`](limiter_redis::RedisLimiter), so every instance of a
+//!   service shares one quota per key.
 
 mod backend;
 mod client_ip;
@@ -56,6 +60,8 @@ mod ip;
 mod key;
 mod layer;
 mod metrics;
+#[cfg(feature = "redis")]
+mod redis_backend;
 mod response;
 mod service;
 
@@ -69,5 +75,7 @@ pub use ip::{PeerAddr, PeerIp, PrefixError, peer_addr};
 pub use key::Route;
 pub use key::{Extension, Global, Header, KeyError, KeyExtractor, Or, RequestHead};
 pub use layer::{ConfigError, Mode, RateLimitBuilder, RateLimitLayer};
+#[cfg(feature = "redis")]
+pub use redis_backend::{RedisBackend, RedisKey};
 pub use response::Rejection;
 pub use service::{LimitBody, RateLimitService, ResponseFuture};

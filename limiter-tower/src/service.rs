@@ -40,7 +40,7 @@ use http::{HeaderMap, HeaderValue, Request, Response, header};
 use http_body_util::{Either, Full};
 use tower_service::Service;
 
-use crate::backend::{Backend, Denial, Grant};
+use crate::backend::{Backend, Denial, Grant, Policy};
 use crate::headers::{RateLimitInfo, retry_after_secs};
 use crate::ip::{canonical, peer_addr};
 use crate::key::{KeyError, KeyExtractor, RequestHead};
@@ -122,13 +122,12 @@ where
         // wait, is answered or passed to the inner service right here.
         let decision = match shared.backend.decide_now(&key, cost, max_wait) {
             Some(Ok(grant)) if grant.wait.is_zero() => {
-                // Rendered now, so the future holds no pointer to the layer.
-                let headers = shared.render(&key, &grant);
+                let numbers = shared.numbers(&key, &grant);
                 metrics.allowed.increment(1);
                 let future = self.inner.call(request);
                 return Box::pin(async move {
                     let mut response = future.await?.map(Either::Left);
-                    add_headers(headers, &mut response);
+                    shared.write_headers(numbers, response.headers_mut());
                     Ok(response)
                 });
             }
@@ -156,11 +155,13 @@ where
     }
 }
 
-/// Adds rendered rate-limit headers to a response.
-fn add_headers<T>(headers: Option<HeaderMap>, response: &mut Response<T>) {
-    if let Some(headers) = headers {
-        response.headers_mut().extend(headers);
-    }
+/// The numbers a grant's rate-limit headers state, kept until the inner
+/// service's response exists and then written straight into it.
+#[derive(Debug, Clone, Copy)]
+struct HeaderNumbers {
+    policy: Policy,
+    remaining: u32,
+    reset: Duration,
 }
 
 /// The inner service's response, uncounted and without headers.
@@ -237,29 +238,39 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
                 None => return Ok(inner.call(request).await?.map(Either::Left)),
             },
         };
-        let headers = self.render(&key, &grant);
+        let numbers = self.numbers(&key, &grant);
         if !grant.wait.is_zero() {
             self.delay(key, grant, metrics).await;
         }
         metrics.allowed.increment(1);
         let mut response = inner.call(request).await?.map(Either::Left);
-        add_headers(headers, &mut response);
+        self.write_headers(numbers, response.headers_mut());
         Ok(response)
     }
 
-    /// The rate-limit headers of a grant (`None` without headers).
-    fn render(&self, key: &B::Key, grant: &Grant<B::Ticket>) -> Option<HeaderMap> {
-        let style = self.headers.as_ref()?;
-        let info = RateLimitInfo {
-            name: &self.name,
+    /// What the rate-limit headers of a grant say (`None` without headers),
+    /// taken at the decision.
+    fn numbers(&self, key: &B::Key, grant: &Grant<B::Ticket>) -> Option<HeaderNumbers> {
+        self.headers.as_ref()?;
+        Some(HeaderNumbers {
             policy: self.backend.policy(key),
             remaining: grant.remaining,
             // Told when the inner service is called: after the wait.
             reset: grant.reset.saturating_sub(grant.wait),
-        };
-        let mut headers = HeaderMap::with_capacity(2);
-        style.write(&info, &mut headers);
-        Some(headers)
+        })
+    }
+
+    /// Writes the rate-limit headers of `numbers` into a response's headers.
+    fn write_headers(&self, numbers: Option<HeaderNumbers>, headers: &mut HeaderMap) {
+        if let (Some(style), Some(n)) = (self.headers.as_ref(), numbers) {
+            let info = RateLimitInfo {
+                name: &self.name,
+                policy: n.policy,
+                remaining: n.remaining,
+                reset: n.reset,
+            };
+            style.write(&info, headers);
+        }
     }
 
     /// Everything that reads the request head: bypass, key, cost.

@@ -4,18 +4,12 @@
 //! through the backend, never timed.
 
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use bytes::Bytes;
-use http::{Request, StatusCode};
-use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use http::StatusCode;
 use limiter_core::{Quota, RateLimiter, Reservation};
 use limiter_keyed::KeyedLimiter;
 use limiter_tower::{
@@ -23,67 +17,10 @@ use limiter_tower::{
 };
 use tokio::sync::mpsc;
 
-/// Serves `app` on 127.0.0.1:0 with peer addresses recorded.
-async fn serve(app: Router) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
-    addr
+mod support {
+    pub(crate) mod http;
 }
-
-type HttpClient = Client<HttpConnector, Empty<Bytes>>;
-
-/// A client whose connections come from `local`.
-fn client_from(local: &str) -> HttpClient {
-    let mut connector = HttpConnector::new();
-    connector.set_local_address(Some(local.parse::<IpAddr>().unwrap()));
-    Client::builder(TokioExecutor::new()).build(connector)
-}
-
-struct Answer {
-    status: StatusCode,
-    headers: http::HeaderMap,
-    body: String,
-}
-
-async fn get_from(
-    client: &HttpClient,
-    addr: SocketAddr,
-    path: &str,
-    headers: &[(&str, &str)],
-) -> Answer {
-    let mut request = Request::get(format!("http://{addr}{path}"));
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = client
-        .request(request.body(Empty::new()).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    Answer {
-        status,
-        headers,
-        body: String::from_utf8(body.to_vec()).unwrap(),
-    }
-}
-
-fn hello() -> Router {
-    Router::new().route("/", get(|| async { "hello" }))
-}
-
-fn per_hour(n: u32) -> Quota {
-    Quota::per_hour(n).unwrap().with_burst(n).unwrap()
-}
+use support::http::{client_from, get_from, hello, per_hour, serve};
 
 #[tokio::test]
 async fn over_the_limit_is_429_with_retry_after_and_problem_json() {
