@@ -13,6 +13,7 @@
 //! | a rate moved by the downstream's latency or load | [`AdaptiveLimiter`] |
 //! | counts of allowed, rejected and delayed decisions | [`Metered`] around any of them |
 //! | one limit per key, in your own map | [`GcraCell`] (or the `limiter-keyed` crate) |
+//! | several limits at once, all or nothing (per user *and* global) | [`try_acquire_all`] / [`reserve_all`] over [`Limit`]s |
 //! | waiting with `.await` | the `limiter-async` crate, on any [`Limiter`] |
 //!
 //! and, on each of them: [`try_acquire`](RateLimiter::try_acquire) /
@@ -78,6 +79,7 @@ mod blocking;
 mod cell;
 mod change_lock;
 mod clock;
+mod composite;
 mod error;
 mod gcra;
 mod identity;
@@ -107,6 +109,7 @@ pub use clock::TscClock;
 pub use clock::{BlockingClock, Clock, DefaultClock, ManualClock};
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, MonotonicClock};
+pub use composite::{AllOfError, AllReservation, Limit, cancel_all, reserve_all, try_acquire_all};
 pub use error::{AcquireError, QuotaError};
 pub use limiter::RateLimiter;
 pub use limiter_trait::Limiter;

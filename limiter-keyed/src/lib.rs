@@ -11,6 +11,7 @@
 //! | to wait for a key's permit on tokio (feature `tokio`) | a `KeyedLimiter<K, TokioClock>` and its `take`, `take_timeout`, `take_until` (and `take_n*`) |
 //! | a slot to wait for yourself, or give back | [`reserve_n`](KeyedLimiter::reserve_n) and [`cancel`](KeyedLimiter::cancel) |
 //! | why a call was refused, and when to retry | [`KeyedError`] and [`retry_after`](KeyedError::retry_after) |
+//! | a key's limit together with others, all or nothing (per user *and* global) | [`KeyedLimiter::limit`] ([`KeyLimit`]) in `limiter_core::try_acquire_all` / `reserve_all` |
 //! | one limit for everyone | not this crate: `limiter_core::RateLimiter` |
 //!
 //! ```
@@ -56,11 +57,13 @@
 //!   limiter, with the FIFO, timeout and deadline semantics of
 //!   `limiter-async`'s `AsyncLimiter`.
 
+mod composite;
 mod error;
 mod eviction;
 mod limiter;
 #[cfg(feature = "tokio")]
 mod take;
 
+pub use composite::KeyLimit;
 pub use error::KeyedError;
 pub use limiter::{KeyedBuilder, KeyedLimiter, WhenFull};

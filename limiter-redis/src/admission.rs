@@ -49,6 +49,9 @@ pub enum Source {
     /// Redis was unavailable and the in-process fallback limiter decided
     /// ([`FailurePolicy::Local`](crate::FailurePolicy::Local)).
     Local,
+    /// The per-instance cap of a [`TwoTierLimiter`](crate::TwoTierLimiter)
+    /// denied, without calling Redis. Only ever on a denial.
+    InstanceCap,
 }
 
 /// What was granted to one request for permits on one key.

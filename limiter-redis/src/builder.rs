@@ -5,15 +5,15 @@ use core::time::Duration;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use limiter_core::{Clock, Quota};
-use redis::aio::ConnectionManager;
+use limiter_core::{Clock, MAX_SPAN, Quota};
 
+use crate::connection::RedisConnection;
 use crate::deny_cache::DenyCache;
 use crate::error::RedisLimitError;
 use crate::lease::Leases;
 use crate::limiter::{Inner, RedisLimiter};
 use crate::policy::{Breaker, FailurePolicy, LocalFallback};
-use crate::script::Call;
+use crate::script::{Call, Lua};
 use crate::time::{LocalClock, ScriptQuota, TimeSource};
 
 /// Options for a [`RedisLimiter`]; start from [`RedisLimiter::builder`].
@@ -56,7 +56,7 @@ use crate::time::{LocalClock, ScriptQuota, TimeSource};
 #[derive(Debug)]
 #[must_use = "a builder does nothing until `build()` is called"]
 pub struct RedisLimiterBuilder {
-    conn: ConnectionManager,
+    conn: RedisConnection,
     quota: Quota,
     prefix: String,
     time: TimeSource,
@@ -69,7 +69,7 @@ pub struct RedisLimiterBuilder {
 }
 
 impl RedisLimiterBuilder {
-    pub(crate) fn new(conn: ConnectionManager, quota: Quota) -> RedisLimiterBuilder {
+    pub(crate) fn new(conn: RedisConnection, quota: Quota) -> RedisLimiterBuilder {
         RedisLimiterBuilder {
             conn,
             quota,
@@ -383,7 +383,10 @@ impl RedisLimiterBuilder {
     /// Extra time on every key's TTL (default 0: a key expires exactly when
     /// it equals a fresh one). Only needed in client-clock mode when the
     /// client clock may run slower than Redis' (a test's manual clock):
-    /// Redis expires keys on its own clock.
+    /// Redis expires keys on its own clock. At most
+    /// [`MAX_SPAN`](limiter_core::MAX_SPAN) (2^60 ns, about 36.5 years), so
+    /// that the script's TTL stays an exact integer; a longer one is
+    /// rejected by [`build`](Self::build).
     ///
     /// # Examples
     ///
@@ -448,6 +451,12 @@ impl RedisLimiterBuilder {
         if self.prefix.contains(['{', '}']) {
             return Err(invalid("key_prefix", "free of `{` and `}`"));
         }
+        // The script adds the margin (ms) to a TTL below 2^53 / 1000 ms; at
+        // most 2^60 ns ≈ 1.15e12 ms keeps the sum an exact integer that
+        // Redis accepts for `PX`.
+        if self.expiry_margin.as_nanos() > u128::from(MAX_SPAN) {
+            return Err(invalid("expiry_margin", "at most MAX_SPAN (2^60 ns)"));
+        }
         let leases = match self.lease {
             None => None,
             Some((max, ttl)) => {
@@ -468,10 +477,12 @@ impl RedisLimiterBuilder {
             }
             _ => None,
         };
-        let margin_ms = u64::try_from(self.expiry_margin.as_millis()).unwrap_or(u64::MAX);
+        // At most 2^60 ns, checked above: fits.
+        let margin_ms = self.expiry_margin.as_millis() as u64;
         Ok(RedisLimiter::from_inner(Inner {
             conn: self.conn,
-            script: redis::Script::new(Call::SOURCE),
+            script: Lua::new(Call::SOURCE),
+            script_all: Lua::new(crate::multi::SOURCE),
             quota: self.quota,
             script_quota,
             prefix: self.prefix,

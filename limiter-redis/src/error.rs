@@ -79,6 +79,25 @@ pub enum RedisLimitError {
         /// [`RedisLimiterBuilder::retry_interval`](crate::RedisLimiterBuilder::retry_interval)).
         retry_after: Duration,
     },
+    /// A multi-key decision named one key twice (after the prefix is
+    /// applied); list each key once, with the permits added up.
+    DuplicateKey {
+        /// The key given twice.
+        key: String,
+    },
+    /// On a Redis Cluster, the keys of one multi-key decision hash to
+    /// different slots, so no single script call can see them all. Give
+    /// them a common hash tag (`{acct:7}:user`, `{acct:7}:global`).
+    CrossSlot {
+        /// The first Redis key of the decision.
+        first: String,
+        /// A Redis key on another slot.
+        other: String,
+    },
+    /// The local tier of a [`TwoTierLimiter`](crate::TwoTierLimiter) refused
+    /// for a reason other than its rate (its clock out of range); nothing
+    /// was asked of Redis.
+    LocalTier(limiter_keyed::KeyedError),
     /// Redis answered with an error, or the connection failed.
     Redis(redis::RedisError),
     /// The script's reply did not have the expected shape (a different
@@ -130,7 +149,10 @@ impl RedisLimitError {
 
     /// Whether this error means "Redis could not be reached in time" (as
     /// opposed to a request or reply that is wrong): these trip the circuit
-    /// breaker and are answered by the failure policy. A denial
+    /// breaker and are answered by the failure policy. On a cluster, a
+    /// `MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN` or `READONLY` that the
+    /// client could not follow within its retries counts too (the topology
+    /// is changing: a failover or a resharding). A denial
     /// ([`RateLimited`](RedisLimitError::RateLimited)) is not one, even under
     /// [`Source::FailClosed`].
     ///
@@ -160,11 +182,18 @@ impl RedisLimitError {
                     || e.is_timeout()
                     || matches!(
                         e.kind(),
+                        // A redirection or a read-only replica that reaches
+                        // us means the cluster's topology is changing (a
+                        // failover or resharding the client could not follow
+                        // within its retries): transient, never a decision.
                         redis::ErrorKind::Server(
                             redis::ServerErrorKind::BusyLoading
                                 | redis::ServerErrorKind::TryAgain
                                 | redis::ServerErrorKind::ClusterDown
                                 | redis::ServerErrorKind::MasterDown
+                                | redis::ServerErrorKind::Moved
+                                | redis::ServerErrorKind::Ask
+                                | redis::ServerErrorKind::ReadOnly
                         ) | redis::ErrorKind::ClusterConnectionNotFound
                     )
             }
@@ -184,6 +213,10 @@ impl fmt::Display for RedisLimitError {
                 Source::FailClosed => write!(
                     f,
                     "Redis is unavailable and the failure policy is Closed: denied; Redis is tried again in {retry_after:?}"
+                ),
+                Source::InstanceCap => write!(
+                    f,
+                    "rate limited by this instance's cap (Redis was not asked); the request would conform in {retry_after:?}"
                 ),
                 Source::Local => write!(
                     f,
@@ -213,6 +246,15 @@ impl fmt::Display for RedisLimitError {
                 f,
                 "Redis failed recently and the circuit breaker is open; Redis was not called and is tried again in {retry_after:?}"
             ),
+            RedisLimitError::DuplicateKey { key } => write!(
+                f,
+                "the key `{key}` is listed twice in one multi-key decision; list it once with the permits added up"
+            ),
+            RedisLimitError::CrossSlot { first, other } => write!(
+                f,
+                "the Redis keys `{first}` and `{other}` are on different cluster slots, so one script cannot decide both; give the keys of one decision a common hash tag such as `{{tenant}}:user`"
+            ),
+            RedisLimitError::LocalTier(e) => write!(f, "the local tier refused: {e}"),
             RedisLimitError::Redis(e) => write!(f, "Redis error: {e}"),
             RedisLimitError::UnexpectedReply(what) => {
                 write!(f, "unexpected reply from the limiter script: {what}")
@@ -225,6 +267,7 @@ impl std::error::Error for RedisLimitError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             RedisLimitError::Redis(e) => Some(e),
+            RedisLimitError::LocalTier(e) => Some(e),
             _ => None,
         }
     }

@@ -9,6 +9,9 @@
 //! | one quota per key shared by many processes or machines | [`RedisLimiter`] ([`RedisLimiter::new`], or [`RedisLimiter::builder`] for options) |
 //! | fewer round trips for keys that are hammered while exhausted | the deny cache, on by default ([`RedisLimiterBuilder::deny_cache`]): exact, never changes an answer |
 //! | fewer round trips for hot keys that are mostly admitted, on few instances | leases ([`RedisLimiterBuilder::lease`]): never over the quota, at the price of stranded permits |
+//! | a per-instance cap in process in front of the global quota, so an instance over its share does not call Redis | [`TwoTierLimiter`] |
+//! | several limits at once, all or nothing (per user *and* route *and* global) | [`RedisLimiter::try_acquire_all`] / [`RedisLimiter::reserve_all`]: one script call |
+//! | a Redis Cluster | [`RedisLimiter::with_connection`] with a `ClusterConnection` ([`RedisConnection`]) |
 //! | limits that hold roughly through a Redis outage | [`FailurePolicy::Local`] (the default), `share = 1/instances` |
 //! | availability over limits during an outage | [`FailurePolicy::Open`] |
 //! | limits over availability during an outage | [`FailurePolicy::Closed`] (denies with [`Source::FailClosed`]) |
@@ -63,18 +66,25 @@
 
 mod admission;
 mod builder;
+mod connection;
+mod construct;
 mod deny_cache;
 mod error;
+mod keys;
 mod lease;
 mod limiter;
+mod multi;
 mod policy;
 mod script;
 mod take;
 mod time;
+mod two_tier;
 
 pub use admission::{Admission, Source};
 pub use builder::RedisLimiterBuilder;
+pub use connection::RedisConnection;
 pub use error::RedisLimitError;
 pub use limiter::RedisLimiter;
 pub use policy::FailurePolicy;
 pub use time::{SystemClock, TimeSource, quota_in_micros};
+pub use two_tier::TwoTierLimiter;

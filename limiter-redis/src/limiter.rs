@@ -23,15 +23,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use limiter_core::{Clock, Quota};
-use redis::aio::ConnectionManager;
 
 use crate::admission::{Admission, Source};
-use crate::builder::RedisLimiterBuilder;
+use crate::connection::RedisConnection;
 use crate::deny_cache::DenyCache;
 use crate::error::RedisLimitError;
 use crate::lease::Leases;
 use crate::policy::{Breaker, FailurePolicy, LocalFallback};
-use crate::script::{Call, Op, Reply};
+use crate::script::{Call, Lua, Op, Reply};
 use crate::time::{LocalClock, ScriptQuota};
 
 /// A GCRA rate limiter whose state lives in Redis, shared by every process
@@ -80,14 +79,16 @@ use crate::time::{LocalClock, ScriptQuota};
 /// ```
 #[derive(Debug, Clone)]
 pub struct RedisLimiter {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 /// Everything a limiter and its clones share.
 #[derive(Debug)]
 pub(crate) struct Inner {
-    pub(crate) conn: ConnectionManager,
-    pub(crate) script: redis::Script,
+    pub(crate) conn: RedisConnection,
+    pub(crate) script: Lua,
+    /// The multi-key script (`gcra_all.lua`).
+    pub(crate) script_all: Lua,
     pub(crate) quota: Quota,
     pub(crate) script_quota: ScriptQuota,
     pub(crate) prefix: String,
@@ -105,74 +106,6 @@ pub(crate) struct Inner {
 }
 
 impl RedisLimiter {
-    /// A limiter for `quota` on `conn` with the defaults: prefix `"limiter"`,
-    /// Redis' `TIME`, a 100 ms call timeout, a 1 s breaker interval, the deny
-    /// cache on, no leases, and [`FailurePolicy::Local`] with `share = 1.0`.
-    ///
-    /// # Errors
-    ///
-    /// [`RedisLimitError::UnsupportedQuota`] if the quota's period is not a
-    /// whole number of microseconds (see [`quota_in_micros`](crate::quota_in_micros)).
-    ///
-    /// # Examples
-    ///
-    /// Building connects to nothing (the connection manager here is lazy):
-    ///
-    /// ```
-    /// use limiter_core::Quota;
-    /// use limiter_redis::{RedisLimitError, RedisLimiter};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-    /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
-    /// let limiter = RedisLimiter::new(conn.clone(), Quota::per_second(10)?)?;
-    /// assert_eq!(limiter.quota(), Quota::per_second(10)?);
-    /// // 333,333,334 ns is not whole µs: rejected, not rounded.
-    /// assert!(matches!(
-    ///     RedisLimiter::new(conn, Quota::per_second(3)?),
-    ///     Err(RedisLimitError::UnsupportedQuota { .. })
-    /// ));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn new(conn: ConnectionManager, quota: Quota) -> Result<RedisLimiter, RedisLimitError> {
-        RedisLimiter::builder(conn, quota).build()
-    }
-
-    /// A builder to set the prefix, clock, timeout, failure policy, deny
-    /// cache and leases (see [`RedisLimiterBuilder`] for the defaults).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use limiter_core::Quota;
-    /// use limiter_redis::{FailurePolicy, RedisLimiter};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-    /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
-    /// let limiter = RedisLimiter::builder(conn, Quota::per_second(100)?.with_burst(20)?)
-    ///     .key_prefix("api")
-    ///     .call_timeout(Duration::from_millis(50))
-    ///     .failure_policy(FailurePolicy::Local { share: 0.25 })
-    ///     .build()?;
-    /// assert_eq!(limiter.redis_key("user:42"), "{api:user:42}");
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn builder(conn: ConnectionManager, quota: Quota) -> RedisLimiterBuilder {
-        RedisLimiterBuilder::new(conn, quota)
-    }
-
-    pub(crate) fn from_inner(inner: Inner) -> RedisLimiter {
-        RedisLimiter {
-            inner: Arc::new(inner),
-        }
-    }
-
     /// Takes one permit on `key` if it is available now; takes nothing
     /// otherwise.
     ///
@@ -366,99 +299,6 @@ impl RedisLimiter {
         .await
     }
 
-    /// The quota every key is limited to.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limiter_core::Quota;
-    /// use limiter_redis::RedisLimiter;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-    /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
-    /// let quota = Quota::per_second(50)?.with_burst(10)?;
-    /// let limiter = RedisLimiter::new(conn, quota)?;
-    /// assert_eq!(limiter.quota().burst(), 10);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn quota(&self) -> Quota {
-        self.inner.quota
-    }
-
-    /// The Redis key that holds `key`'s state: `{prefix:key}`. The braces are
-    /// a Redis Cluster hash tag: the whole name is hashed, and any key the
-    /// limiter may add for the same user key later lands on the same slot.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limiter_core::Quota;
-    /// use limiter_redis::RedisLimiter;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-    /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
-    /// let limiter = RedisLimiter::builder(conn, Quota::per_second(5)?)
-    ///     .key_prefix("login")
-    ///     .build()?;
-    /// assert_eq!(limiter.redis_key("10.0.0.7"), "{login:10.0.0.7}");
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn redis_key(&self, key: &str) -> String {
-        format!("{{{}:{}}}", self.inner.prefix, key)
-    }
-
-    /// How many calls this limiter (and its clones) sent to Redis.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// use limiter_core::Quota;
-    /// use limiter_redis::{RedisLimitError, RedisLimiter};
-    ///
-    /// # async fn run(conn: redis::aio::ConnectionManager) -> Result<(), Box<dyn std::error::Error>> {
-    /// let limiter = RedisLimiter::new(conn, Quota::per_hour(1)?)?;
-    /// assert_eq!(limiter.redis_calls(), 0);
-    /// limiter.try_acquire("k").await?;
-    /// let _denied = limiter.try_acquire("k").await; // Redis denies
-    /// let _cached = limiter.try_acquire("k").await; // the deny cache denies
-    /// assert_eq!(limiter.redis_calls(), 2);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn redis_calls(&self) -> u64 {
-        // Relaxed: a statistic, ordered with nothing.
-        self.inner.calls.load(Ordering::Relaxed)
-    }
-
-    /// How many of those calls failed to reach Redis or timed out (each one
-    /// opened the circuit breaker).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// use limiter_core::Quota;
-    /// use limiter_redis::{RedisLimitError, RedisLimiter};
-    ///
-    /// # async fn run(conn: redis::aio::ConnectionManager) -> Result<(), Box<dyn std::error::Error>> {
-    /// let limiter = RedisLimiter::new(conn, Quota::per_second(10)?)?;
-    /// let _ = limiter.try_acquire("k").await;
-    /// if limiter.redis_failures() > 0 {
-    ///     eprintln!("Redis unreachable: answered by the failure policy");
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn redis_failures(&self) -> u64 {
-        // Relaxed: a statistic, ordered with nothing.
-        self.inner.failures.load(Ordering::Relaxed)
-    }
-
     /// The shared path of `try_acquire_n` (`lease_ok`) and `reserve_n`.
     async fn acquire(
         &self,
@@ -552,7 +392,7 @@ impl RedisLimiter {
 
     /// Runs `request` if the breaker allows, under the call timeout, and
     /// feeds the outcome back to the breaker.
-    async fn guarded<T>(
+    pub(crate) async fn guarded<T>(
         &self,
         request: impl Future<Output = Result<T, RedisLimitError>>,
     ) -> Result<T, RedisLimitError> {
@@ -586,7 +426,7 @@ impl RedisLimiter {
     /// The failure policy's answer to `n` permits on `key`, as of now (after
     /// the failed call: the time to the next probe counts from the answer,
     /// not from when the call was sent).
-    fn fail(
+    pub(crate) fn fail(
         &self,
         key: &str,
         n: u32,

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use limiter_core::{AcquireError, Quota, RateLimiter};
+use limiter_core::{AcquireError, Limit, Quota, RateLimiter};
 
 use crate::admission::{Admission, Source};
 use crate::error::RedisLimitError;
@@ -146,6 +146,7 @@ impl Breaker {
 #[derive(Debug)]
 pub(crate) struct LocalFallback {
     quota: Quota,
+    share: f64,
     clock: LocalClock,
     limiters: Mutex<HashMap<String, Arc<RateLimiter<LocalClock>>>>,
 }
@@ -167,12 +168,10 @@ impl LocalFallback {
         if !(share > 0.0 && share <= 1.0) {
             return Err(invalid);
         }
-        let t = (quota.period_nanos() as f64 / share).ceil();
-        let burst = ((f64::from(quota.burst()) * share).floor() as u32).max(1);
-        // `t` is finite and ≥ 1 here; a period too long for a Quota is an error.
-        let quota = Quota::from_nanos(t as u64, burst).map_err(|_| invalid)?;
+        let quota = scaled(quota, share).ok_or(invalid)?;
         Ok(LocalFallback {
             quota,
+            share,
             clock,
             limiters: Mutex::new(HashMap::new()),
         })
@@ -180,15 +179,24 @@ impl LocalFallback {
 
     /// The per-key limiter, created full on first use.
     fn limiter(&self, key: &str) -> Arc<RateLimiter<LocalClock>> {
+        self.limiter_with(key, self.quota)
+    }
+
+    /// The per-key limiter at the (already scaled) `quota`, created full on
+    /// first use, or afresh if the key was used with another quota.
+    fn limiter_with(&self, key: &str, quota: Quota) -> Arc<RateLimiter<LocalClock>> {
         let mut map = self.limiters.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(l) = map.get(key) {
+        if let Some(l) = map.get(key)
+            && l.quota() == quota
+        {
             return l.clone();
         }
+        map.remove(key);
         if map.len() >= Self::MAX_KEYS {
             let burst = self.quota.burst();
             map.retain(|_, l| l.available() < burst);
         }
-        let limiter = Arc::new(RateLimiter::with_clock(self.quota, self.clock.clone()));
+        let limiter = Arc::new(RateLimiter::with_clock(quota, self.clock.clone()));
         if map.len() < Self::MAX_KEYS {
             map.insert(key.to_owned(), limiter.clone());
         }
@@ -236,6 +244,63 @@ impl LocalFallback {
         }
     }
 
+    /// Decides every `(key, quota, n)` of `limits` together, all or nothing
+    /// (`limiter_core::reserve_all` over the keys' local limiters, each at
+    /// `share` of its own quota).
+    ///
+    /// # Errors
+    ///
+    /// [`RedisLimitError::RateLimited`] with [`Source::Local`] on denial;
+    /// its `retry_after` is the refusing key's wait.
+    pub(crate) fn reserve_all(
+        &self,
+        limits: &[(&str, Quota, u32)],
+        max_wait: Duration,
+    ) -> Result<Vec<Admission>, RedisLimitError> {
+        let mut limiters = Vec::with_capacity(limits.len());
+        for &(key, quota, _) in limits {
+            let quota = scaled(quota, self.share).ok_or(RedisLimitError::UnsupportedQuota {
+                period: quota.period(),
+            })?;
+            limiters.push(self.limiter_with(key, quota));
+        }
+        let parts: Vec<(&dyn Limit, u32)> = limiters
+            .iter()
+            .zip(limits)
+            .map(|(l, &(_, _, n))| (&**l as &dyn Limit, n))
+            .collect();
+        let full = |l: &RateLimiter<LocalClock>| {
+            let missing = l.quota().burst() - l.available().min(l.quota().burst());
+            l.quota().period() * missing
+        };
+        match limiter_core::reserve_all(&parts, max_wait) {
+            Ok(granted) => Ok(limiters
+                .iter()
+                .map(|l| Admission {
+                    remaining: l.available(),
+                    reset_after: full(l),
+                    wait: granted.wait(),
+                    source: Source::Local,
+                })
+                .collect()),
+            Err(refused) => {
+                let l = &limiters[refused.index];
+                let retry_after = match refused.error {
+                    AcquireError::RateLimited { wait } => wait,
+                    // The local burst is smaller than the request: one full
+                    // refill, as for a single key.
+                    _ => l.quota().period() * l.quota().burst(),
+                };
+                Err(RedisLimitError::RateLimited {
+                    retry_after,
+                    reset_after: full(l),
+                    remaining: l.available(),
+                    source: Source::Local,
+                })
+            }
+        }
+    }
+
     /// What a try of one permit on `key` would get, changing nothing.
     ///
     /// # Errors
@@ -269,6 +334,15 @@ impl LocalFallback {
         let mut map = self.limiters.lock().unwrap_or_else(|e| e.into_inner());
         map.remove(key);
     }
+}
+
+/// `quota` at `share` (in `(0, 1]`): period `t / share` rounded up, burst
+/// `max(1, ⌊burst · share⌋)`; `None` if that period no longer fits a quota.
+fn scaled(quota: Quota, share: f64) -> Option<Quota> {
+    let t = (quota.period_nanos() as f64 / share).ceil();
+    let burst = ((f64::from(quota.burst()) * share).floor() as u32).max(1);
+    // `t` is finite and ≥ 1 here; a period too long for a Quota is an error.
+    Quota::from_nanos(t as u64, burst).ok()
 }
 
 #[cfg(test)]

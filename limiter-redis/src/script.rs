@@ -1,16 +1,59 @@
 //! The Lua script (`gcra.lua`) and its reply, in Rust types.
 //!
-//! The script is sent with `EVALSHA` through [`redis::Script`], which loads
-//! it and retries once when the server answers `NOSCRIPT` (after a restart
-//! or `SCRIPT FLUSH`). That retry is safe: `NOSCRIPT` means nothing ran.
+//! Every script is sent with `EVALSHA`; when the server answers `NOSCRIPT`
+//! (after a restart, a failover to a replica that never saw it, or a
+//! `SCRIPT FLUSH`) the same call is sent once more as `EVAL` with the whole
+//! source ([`Lua::eval`]). Both are safe: `NOSCRIPT` means nothing ran, and
+//! `EVAL` cannot answer `NOSCRIPT`, so losing the script cache never reaches
+//! a caller, however often it is flushed (redis-rs' own `Script` loads the
+//! script and retries `EVALSHA` once, which a second flush in between turns
+//! into an error). `EVAL` also caches the script, so the next call's
+//! `EVALSHA` finds it again.
 //!
 //! Arguments and reply are integers; times are microseconds. The script's
 //! header lists them; [`Op`] and [`Reply`] mirror it.
 
-use redis::aio::ConnectionManager;
+use redis::aio::ConnectionLike;
 
 use crate::error::RedisLimitError;
 use crate::time::ScriptQuota;
+
+/// A Lua script with its SHA1, sent by hash and by source on `NOSCRIPT`.
+#[derive(Debug, Clone)]
+pub(crate) struct Lua {
+    source: &'static str,
+    hash: String,
+}
+
+impl Lua {
+    pub(crate) fn new(source: &'static str) -> Lua {
+        Lua {
+            source,
+            hash: redis::Script::new(source).get_hash().to_owned(),
+        }
+    }
+
+    /// Runs the script on `keys` with `args`: `EVALSHA`, then `EVAL` if the
+    /// server does not have it.
+    pub(crate) async fn eval<C: ConnectionLike>(
+        &self,
+        conn: &mut C,
+        keys: &[&str],
+        args: &[String],
+    ) -> Result<Vec<i64>, RedisLimitError> {
+        let call = |verb: &str, body: &str| {
+            let mut cmd = redis::cmd(verb);
+            cmd.arg(body).arg(keys.len()).arg(keys).arg(args);
+            cmd
+        };
+        match call("EVALSHA", &self.hash).query_async(conn).await {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                Ok(call("EVAL", self.source).query_async(conn).await?)
+            }
+            other => Ok(other?),
+        }
+    }
+}
 
 /// What the script is asked to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,7 +103,7 @@ impl Reply {
 
 /// One invocation of the script: the call the limiter wraps in its timeout.
 pub(crate) struct Call<'a> {
-    pub(crate) script: &'a redis::Script,
+    pub(crate) script: &'a Lua,
     pub(crate) key: &'a str,
     pub(crate) quota: ScriptQuota,
     pub(crate) op: Op,
@@ -79,26 +122,27 @@ impl Call<'_> {
     /// quota until the year 2112.
     pub(crate) const MAX_WAIT_MICROS: u64 = 1 << 50;
 
-    /// Runs the script (`EVALSHA`, loading it on `NOSCRIPT`).
-    pub(crate) async fn run(&self, conn: &mut ConnectionManager) -> Result<Reply, RedisLimitError> {
+    /// Runs the script (`EVALSHA`, `EVAL` on `NOSCRIPT`).
+    pub(crate) async fn run<C: ConnectionLike>(
+        &self,
+        conn: &mut C,
+    ) -> Result<Reply, RedisLimitError> {
         let (op, arg) = match self.op {
             Op::Reserve { max_wait } => ("r", max_wait.min(Self::MAX_WAIT_MICROS)),
             Op::Lease { max } => ("l", u64::from(max.max(self.n))),
             Op::Peek => ("p", 0),
         };
         let now = self.now.map(|n| n.to_string()).unwrap_or_default();
-        let values: Vec<i64> = self
-            .script
-            .key(self.key)
-            .arg(op)
-            .arg(self.quota.t)
-            .arg(self.quota.burst)
-            .arg(self.n)
-            .arg(arg)
-            .arg(self.margin_ms)
-            .arg(now)
-            .invoke_async(conn)
-            .await?;
+        let args = [
+            op.to_owned(),
+            self.quota.t.to_string(),
+            self.quota.burst.to_string(),
+            self.n.to_string(),
+            arg.to_string(),
+            self.margin_ms.to_string(),
+            now,
+        ];
+        let values = self.script.eval(conn, &[self.key], &args).await?;
         Reply::parse(&values)
     }
 }

@@ -41,7 +41,7 @@ async fn retry_after_is_the_exact_wait_of_a_denial() {
     assert_eq!(cached.retry_after(), Some(Duration::from_millis(1_700)));
     // A smaller request is not covered: Redis answers with its own wait.
     let one = limiter.try_acquire("k").await.unwrap_err();
-    assert_eq!(denied(Err(one)).source, Source::Redis);
+    assert_eq!(denied(Err::<(), _>(one)).source, Source::Redis);
     // Waiting never cures a request over the burst.
     let never = limiter.try_acquire_n("k", 3).await.unwrap_err();
     assert_eq!(never.retry_after(), None);

@@ -5,12 +5,14 @@
 //! every item is used by every includer.
 #![allow(dead_code)]
 
+pub(crate) mod cluster;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use limiter_redis::{Admission, RedisLimitError, Source};
+use limiter_redis::{RedisLimitError, Source};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 /// The fields of a [`RedisLimitError::RateLimited`] denial.
@@ -25,7 +27,7 @@ pub(crate) struct Denial {
 /// The denial in `result`; panics (failing the test) on a grant or on any
 /// other error. Also checks that `retry_after()` reports the same wait.
 #[track_caller]
-pub(crate) fn denied(result: Result<Admission, RedisLimitError>) -> Denial {
+pub(crate) fn denied<T: std::fmt::Debug>(result: Result<T, RedisLimitError>) -> Denial {
     match result {
         Err(
             ref e @ RedisLimitError::RateLimited {
