@@ -132,12 +132,6 @@ async fn run(args: Args, config: GatewayConfig) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    for addr in running.addrs() {
-        println!("limiter-gateway listening on {addr}");
-    }
-    if let Some(admin) = running.admin_addr() {
-        println!("limiter-gateway admin on {admin}");
-    }
     let _watcher = if args.no_watch {
         None
     } else {
@@ -149,6 +143,9 @@ async fn run(args: Args, config: GatewayConfig) -> ExitCode {
             }
         }
     };
+    // The watcher and the handlers before the addresses are printed: an
+    // edit or a SIGHUP by whoever read them must reload (SIGHUP's default
+    // action would kill).
     let (Ok(mut hup), Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::hangup()),
         signal(SignalKind::terminate()),
@@ -157,6 +154,12 @@ async fn run(args: Args, config: GatewayConfig) -> ExitCode {
         eprintln!("limiter-gateway: cannot install signal handlers");
         return ExitCode::from(1);
     };
+    for addr in running.addrs() {
+        println!("limiter-gateway listening on {addr}");
+    }
+    if let Some(admin) = running.admin_addr() {
+        println!("limiter-gateway admin on {admin}");
+    }
     loop {
         tokio::select! {
             _ = hup.recv() => {
