@@ -75,9 +75,41 @@ pub(crate) fn json_escape(s: &str) -> String {
     out
 }
 
+/// The metric handles of one upstream, registered once (a per-request
+/// `counter!` with labels would hash them on every request).
+struct UpstreamMetrics {
+    /// By status class: 1xx to 5xx.
+    responses: [metrics::Counter; 5],
+    latency: metrics::Histogram,
+    connect: metrics::Counter,
+    timeout: metrics::Counter,
+    protocol: metrics::Counter,
+}
+
+impl UpstreamMetrics {
+    fn new(name: &str) -> UpstreamMetrics {
+        let class = |c: &'static str| metrics::counter!("gateway_upstream_responses", "upstream" => name.to_owned(), "class" => c);
+        let error = |k: &'static str| metrics::counter!("gateway_upstream_errors", "upstream" => name.to_owned(), "kind" => k);
+        UpstreamMetrics {
+            responses: [
+                class("1xx"),
+                class("2xx"),
+                class("3xx"),
+                class("4xx"),
+                class("5xx"),
+            ],
+            latency: metrics::histogram!("gateway_upstream_latency_seconds", "upstream" => name.to_owned()),
+            connect: error("connect"),
+            timeout: error("timeout"),
+            protocol: error("protocol"),
+        }
+    }
+}
+
 struct Shared {
     config: GatewayConfig,
     client: Client<HttpConnector, Incoming>,
+    metrics: Vec<UpstreamMetrics>,
 }
 
 /// The proxy service; clones share the client pool and the configuration.
@@ -107,8 +139,17 @@ impl Proxy {
             .pool_idle_timeout(config.timeouts.idle)
             .pool_max_idle_per_host(1024)
             .build(connector);
+        let metrics = config
+            .upstreams
+            .iter()
+            .map(|u| UpstreamMetrics::new(&u.name))
+            .collect();
         Proxy {
-            shared: Arc::new(Shared { config, client }),
+            shared: Arc::new(Shared {
+                config,
+                client,
+                metrics,
+            }),
         }
     }
 }
@@ -126,14 +167,9 @@ fn upstream_uri(upstream: &Upstream, incoming: &Uri) -> Option<Uri> {
         .ok()
 }
 
-fn class(status: StatusCode) -> &'static str {
-    match status.as_u16() {
-        100..=199 => "1xx",
-        200..=299 => "2xx",
-        300..=399 => "3xx",
-        400..=499 => "4xx",
-        _ => "5xx",
-    }
+/// The index of `status`'s class in [`UpstreamMetrics::responses`].
+fn class(status: StatusCode) -> usize {
+    usize::from(status.as_u16() / 100).clamp(1, 5) - 1
 }
 
 /// Whether `error`'s chain holds an I/O timeout (a connect timeout).
@@ -198,28 +234,23 @@ async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<ProxyB
     *out.uri_mut() = uri;
     // The upstream hop is HTTP/1.1 whatever the client spoke.
     *out.version_mut() = http::Version::HTTP_11;
-    let name = upstream.name.clone();
+    let name = &upstream.name;
+    let m = &shared.metrics[index];
     let started = Instant::now();
     let result = tokio::time::timeout(config.timeouts.request, shared.client.request(out)).await;
     match result {
         Ok(Ok(response)) => {
-            metrics::histogram!("gateway_upstream_latency_seconds", "upstream" => name.clone())
-                .record(started.elapsed().as_secs_f64());
-            metrics::counter!(
-                "gateway_upstream_responses",
-                "upstream" => name,
-                "class" => class(response.status())
-            )
-            .increment(1);
+            m.latency.record(started.elapsed().as_secs_f64());
+            m.responses[class(response.status())].increment(1);
             let (mut parts, body) = response.into_parts();
             strip_hop_by_hop(&mut parts.headers);
             Response::from_parts(parts, Either::Left(body))
         }
         Ok(Err(error)) => {
-            let (status, kind, detail) = if error.is_connect() && timed_out(&error) {
+            let (status, counter, detail) = if error.is_connect() && timed_out(&error) {
                 (
                     StatusCode::GATEWAY_TIMEOUT,
-                    "timeout",
+                    &m.timeout,
                     format!(
                         "upstream {name}: no connection within {:?}",
                         config.timeouts.connect
@@ -228,24 +259,22 @@ async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<ProxyB
             } else if error.is_connect() {
                 (
                     StatusCode::BAD_GATEWAY,
-                    "connect",
+                    &m.connect,
                     format!("upstream {name}: connection failed"),
                 )
             } else {
                 (
                     StatusCode::BAD_GATEWAY,
-                    "protocol",
+                    &m.protocol,
                     format!("upstream {name}: no valid response"),
                 )
             };
             tracing::warn!(upstream = %name, error = %error, ?status, "upstream request failed");
-            metrics::counter!("gateway_upstream_errors", "upstream" => name, "kind" => kind)
-                .increment(1);
+            counter.increment(1);
             problem(status, &detail)
         }
         Err(_) => {
-            metrics::counter!("gateway_upstream_errors", "upstream" => name.clone(), "kind" => "timeout")
-                .increment(1);
+            m.timeout.increment(1);
             problem(
                 StatusCode::GATEWAY_TIMEOUT,
                 &format!(

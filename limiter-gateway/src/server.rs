@@ -111,8 +111,20 @@ impl Gateway {
     ///
     /// A listener that cannot be bound (address in use, permission).
     pub async fn start(self) -> io::Result<Running> {
-        admin::metrics_handle();
+        let handle = admin::metrics_handle();
         let (stop, _) = watch::channel(false);
+        // Histogram samples queue in the recorder until upkeep folds them
+        // into buckets: without a scrape they would grow without bound.
+        let mut upkeep_stop = stop.subscribe();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(5));
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => handle.run_upkeep(),
+                    _ = upkeep_stop.wait_for(|s| *s) => break,
+                }
+            }
+        });
         let draining = Arc::new(AtomicBool::new(false));
         let graceful = Arc::new(GracefulShutdown::new());
         let proxy = Proxy::new(self.config.clone());
@@ -223,14 +235,15 @@ async fn accept_loop(
         let log = Arc::clone(&log);
         let svc = service_fn(move |mut request: Request<Incoming>| {
             request.extensions_mut().insert(PeerAddr(peer));
-            let path = request.uri().path().to_owned();
+            // A cheap clone (shared bytes), for the rejection log.
+            let uri = request.uri().clone();
             let mut service = service.clone();
             let log = Arc::clone(&log);
             async move {
                 std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
                 let response = service.call(request).await?;
                 if response.status() == StatusCode::TOO_MANY_REQUESTS {
-                    log.rejected(&path);
+                    log.rejected(uri.path());
                 }
                 Ok::<_, Infallible>(response)
             }
