@@ -253,3 +253,23 @@ async fn no_response_head_within_the_request_timeout_is_504() {
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(text(response).await, "held");
 }
+
+/// h2c with prior knowledge to the gateway; HTTP/1.1 to the upstream, the
+/// client's `:authority` as `Host`.
+#[tokio::test]
+async fn an_h2c_client_is_served_and_forwarded_over_http1() {
+    let (_echo, rig) = echo_rig().await;
+    let h2: hyper_util::client::legacy::Client<_, support::ClientBody> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .http2_only(true)
+            .build(hyper_util::client::legacy::connect::HttpConnector::new());
+    let response = h2
+        .request(Request::get(rig.url("/headers")).body(empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.version(), http::Version::HTTP_2);
+    let seen = text(response).await;
+    assert!(seen.contains("via: 2 limiter-gateway\n"), "{seen}");
+    assert!(seen.contains(&format!("host: {}\n", rig.addr())), "{seen}");
+}
