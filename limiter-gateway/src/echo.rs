@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `/slow` | nothing, ever (an upstream timeout) |
 //! | `/hold/MS` | `held` after `MS` milliseconds |
-//! | `/headers` | the request's headers, one `name: value` line each; the response carries hop-by-hop headers of its own (`Connection: x-up`, `X-Up`, `Keep-Alive`) |
+//! | `/headers` (or any path ending in it) | the request's headers, one `name: value` line each; the response carries hop-by-hop headers of its own (`Connection: x-up`, `X-Up`, `Keep-Alive`) |
 //! | `/gen/LEN` | `LEN` bytes of [`pattern`] with `Content-Length`, or chunked with `?chunked` |
 //! | anything else | the request body streamed back as it arrives, with `x-req-length` (its `Content-Length` or `none`), `x-req-te` (its `Transfer-Encoding` or `none`) and `x-id` (its `x-id`) |
 //!
@@ -183,7 +183,7 @@ async fn answer(request: Request<Incoming>) -> Result<Response<EchoBody>, Infall
         let _ = request.into_body().collect().await;
         return Ok(Response::new(full("held".into())));
     }
-    if path == "/headers" {
+    if path.ends_with("/headers") {
         let mut text = String::new();
         for (name, value) in request.headers() {
             text.push_str(&format!(

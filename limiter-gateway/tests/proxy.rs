@@ -273,3 +273,31 @@ async fn an_h2c_client_is_served_and_forwarded_over_http1() {
     assert!(seen.contains("via: 2 limiter-gateway\n"), "{seen}");
     assert!(seen.contains(&format!("host: {}\n", rig.addr())), "{seen}");
 }
+
+/// Two upstreams: the longest prefix wins, the base path is prepended, and
+/// `rewrite_host` sends the upstream's authority.
+#[tokio::test]
+async fn requests_go_to_the_upstream_of_the_longest_prefix() {
+    let one = Echo::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let two = Echo::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let two_url = format!("{}/base", two.url());
+    let rig = Rig::start(NO_RULES, &one.url(), |c| {
+        c.upstreams.push(limiter_gateway::Upstream {
+            name: "two".into(),
+            url: two_url.parse().unwrap(),
+            prefix: "/two".into(),
+            rewrite_host: true,
+        });
+    })
+    .await;
+    let get = |path: &str| client().request(Request::get(rig.url(path)).body(empty()).unwrap());
+    let response = get("/two/x?q=1").await.unwrap();
+    assert_eq!(response.headers()["x-path"], "/base/two/x");
+    let response = get("/twox").await.unwrap();
+    assert_eq!(response.headers()["x-path"], "/twox");
+    assert_eq!((one.requests(), two.requests()), (1, 1));
+    // rewrite_host: upstream two sees its own authority as Host.
+    let seen = text(get("/two/headers").await.unwrap()).await;
+    assert_eq!(two.requests(), 2);
+    assert!(seen.contains(&format!("host: {}\n", two.addr())), "{seen}");
+}
