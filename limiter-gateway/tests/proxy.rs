@@ -301,3 +301,37 @@ async fn requests_go_to_the_upstream_of_the_longest_prefix() {
     assert_eq!(two.requests(), 2);
     assert!(seen.contains(&format!("host: {}\n", two.addr())), "{seen}");
 }
+
+/// An upstream whose accept queue is full (it never accepts): the kernel
+/// drops further SYNs, so the connect hangs until the connect timeout: 504.
+#[tokio::test]
+async fn no_connection_within_the_connect_timeout_is_504() {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(1).unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Fill the accept queue (backlog 1 holds up to 2 on Linux).
+    let mut fillers = Vec::new();
+    for _ in 0..3 {
+        if let Ok(Ok(s)) = tokio::time::timeout(
+            Duration::from_millis(200),
+            tokio::net::TcpStream::connect(addr),
+        )
+        .await
+        {
+            fillers.push(s);
+        }
+    }
+    let rig = Rig::start(NO_RULES, &format!("http://{addr}"), |c| {
+        c.timeouts.connect = Duration::from_millis(200);
+    })
+    .await;
+    let response = client()
+        .request(Request::get(rig.url("/x")).body(empty()).unwrap())
+        .await
+        .unwrap();
+    let (status, body) = problem_of(response).await;
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
+    assert!(body.contains("no connection within 200ms"), "{body}");
+    drop((fillers, listener));
+}
