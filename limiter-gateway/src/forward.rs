@@ -1,0 +1,221 @@
+//! Header hygiene between the two hops: hop-by-hop headers out, forwarding
+//! headers in.
+//!
+//! Hop-by-hop (RFC 9110 §7.6.1): `Connection` and every header it names,
+//! and `Proxy-Connection`, `Keep-Alive`, `TE`, `Transfer-Encoding`,
+//! `Upgrade` (and `Trailer`, which RFC 9110 §6.6.2 ties to the hop's
+//! chunked coding), removed in both directions. `Content-Length` is end to
+//! end and stays; when it is absent hyper re-frames the stream as chunked
+//! on the next hop.
+//!
+//! Forwarding (appended to what earlier proxies wrote, never replacing
+//! it): `X-Forwarded-For: <peer ip>`, `X-Forwarded-Proto: http`, RFC 7239
+//! `Forwarded: for=<peer>;proto=http;host=<host>` (IPv6 quoted and
+//! bracketed) and `Via: 1.1 limiter-gateway` (RFC 9110 §7.6.3).
+//!
+//! `Host`: the client's `Host` goes to the upstream unchanged (virtual
+//! hosting and absolute redirects keep working), or the upstream's own
+//! authority with `rewrite_host`. An HTTP/2 request carries its authority
+//! in the URI, not a header: it becomes `Host`.
+
+use std::net::IpAddr;
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Uri, Version};
+
+/// The hop-by-hop headers every message loses (besides those named in
+/// `Connection`).
+pub const HOP_BY_HOP: [HeaderName; 7] = [
+    header::CONNECTION,
+    HeaderName::from_static("proxy-connection"),
+    HeaderName::from_static("keep-alive"),
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+/// Removes the hop-by-hop headers of `headers`, those named by its
+/// `Connection` headers first.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named.iter().chain(HOP_BY_HOP.iter()) {
+        headers.remove(name);
+    }
+}
+
+fn append(headers: &mut HeaderMap, name: HeaderName, value: &str) {
+    let joined = match headers
+        .get_all(&name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .fold(String::new(), |mut acc, v| {
+            if !acc.is_empty() {
+                acc.push_str(", ");
+            }
+            acc.push_str(v);
+            acc
+        }) {
+        s if s.is_empty() => value.to_owned(),
+        s => format!("{s}, {value}"),
+    };
+    if let Ok(v) = HeaderValue::from_str(&joined) {
+        headers.insert(name, v);
+    }
+}
+
+fn version_token(version: Version) -> &'static str {
+    match version {
+        Version::HTTP_09 => "0.9",
+        Version::HTTP_10 => "1.0",
+        Version::HTTP_2 => "2",
+        Version::HTTP_3 => "3",
+        _ => "1.1",
+    }
+}
+
+/// Appends the forwarding headers for a request from `peer`, and sets
+/// `Host` as the module doc says.
+pub fn add_forwarding(
+    headers: &mut HeaderMap,
+    peer: IpAddr,
+    version: Version,
+    incoming: &Uri,
+    upstream: &Uri,
+    rewrite_host: bool,
+) {
+    if !headers.contains_key(header::HOST)
+        && let Some(v) = incoming
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+    {
+        headers.insert(header::HOST, v);
+    }
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned);
+    let ip = peer.to_string();
+    append(headers, HeaderName::from_static("x-forwarded-for"), &ip);
+    append(
+        headers,
+        HeaderName::from_static("x-forwarded-proto"),
+        "http",
+    );
+    let node = match peer {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("\"[{v6}]\""),
+    };
+    let mut forwarded = format!("for={node};proto=http");
+    if let Some(host) = host.as_deref().filter(|h| is_token(h)) {
+        forwarded.push_str(";host=");
+        forwarded.push_str(host);
+    } else if let Some(host) = host.as_deref() {
+        forwarded.push_str(&format!(";host=\"{}\"", host.replace(['"', '\\'], "")));
+    }
+    append(headers, header::FORWARDED, &forwarded);
+    append(
+        headers,
+        header::VIA,
+        &format!("{} limiter-gateway", version_token(version)),
+    );
+    if rewrite_host
+        && let Some(v) = upstream
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+    {
+        headers.insert(header::HOST, v);
+    }
+}
+
+/// An RFC 9110 token (what `Forwarded` may carry unquoted).
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_named_headers_go_too() {
+        let mut h = HeaderMap::new();
+        h.insert("connection", "keep-alive, X-Secret".parse().unwrap());
+        h.append("connection", "x-other".parse().unwrap());
+        h.insert("x-secret", "1".parse().unwrap());
+        h.insert("x-other", "1".parse().unwrap());
+        h.insert("keep-alive", "timeout=5".parse().unwrap());
+        h.insert("te", "trailers".parse().unwrap());
+        h.insert("transfer-encoding", "chunked".parse().unwrap());
+        h.insert("upgrade", "websocket".parse().unwrap());
+        h.insert("proxy-connection", "close".parse().unwrap());
+        h.insert("content-length", "5".parse().unwrap());
+        h.insert("x-kept", "1".parse().unwrap());
+        strip_hop_by_hop(&mut h);
+        let mut left: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
+        left.sort_unstable();
+        assert_eq!(left, ["content-length", "x-kept"]);
+    }
+
+    #[test]
+    fn forwarding_appends() {
+        let mut h = HeaderMap::new();
+        h.insert("host", "example.com:8080".parse().unwrap());
+        h.insert("x-forwarded-for", "198.51.100.1".parse().unwrap());
+        h.insert("forwarded", "for=198.51.100.1".parse().unwrap());
+        let up: Uri = "http://10.0.0.9:3000".parse().unwrap();
+        let incoming: Uri = "/x".parse().unwrap();
+        add_forwarding(
+            &mut h,
+            "2001:db8::1".parse().unwrap(),
+            Version::HTTP_11,
+            &incoming,
+            &up,
+            false,
+        );
+        assert_eq!(h["x-forwarded-for"], "198.51.100.1, 2001:db8::1");
+        assert_eq!(h["x-forwarded-proto"], "http");
+        assert_eq!(
+            h["forwarded"],
+            "for=198.51.100.1, for=\"[2001:db8::1]\";proto=http;host=\"example.com:8080\""
+        );
+        assert_eq!(h["via"], "1.1 limiter-gateway");
+        assert_eq!(h["host"], "example.com:8080");
+        add_forwarding(
+            &mut h,
+            "192.0.2.7".parse().unwrap(),
+            Version::HTTP_2,
+            &incoming,
+            &up,
+            true,
+        );
+        assert_eq!(h["host"], "10.0.0.9:3000");
+        assert_eq!(h["x-forwarded-for"], "198.51.100.1, 2001:db8::1, 192.0.2.7");
+    }
+
+    #[test]
+    fn h2_authority_becomes_host() {
+        let mut h = HeaderMap::new();
+        let incoming: Uri = "http://api.example/x".parse().unwrap();
+        let up: Uri = "http://10.0.0.9:3000".parse().unwrap();
+        add_forwarding(
+            &mut h,
+            "192.0.2.7".parse().unwrap(),
+            Version::HTTP_2,
+            &incoming,
+            &up,
+            false,
+        );
+        assert_eq!(h["host"], "api.example");
+        assert_eq!(h["forwarded"], "for=192.0.2.7;proto=http;host=api.example");
+        assert_eq!(h["via"], "2 limiter-gateway");
+    }
+}

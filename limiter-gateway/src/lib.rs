@@ -1,0 +1,54 @@
+//! A rate-limiting HTTP reverse proxy driven by the `limiter-config` rules
+//! file: `limiter-gateway --config rules.yaml --listen 0.0.0.0:8080
+//! --upstream http://127.0.0.1:3000`.
+//!
+//! # What a request goes through
+//!
+//! 1. The listener (hyper 1 through hyper-util: HTTP/1.1 with keep-alive,
+//!    h2c with prior knowledge) inserts the socket peer as
+//!    [`PeerAddr`](limiter_tower::PeerAddr).
+//! 2. [`RuleSet::layer`](limiter_config::RuleSet::layer) matches the
+//!    request to its rule (route or prefix, method), keys it, and rejects
+//!    (`429` with `Retry-After` and a problem document) or delays it
+//!    exactly as `limiter-tower` does, headers included. A request no rule
+//!    matches passes.
+//! 3. [`Proxy`] forwards it to the upstream of the longest matching prefix
+//!    on a pooled keep-alive client, both bodies streamed, hop-by-hop
+//!    headers removed and forwarding headers appended (module `forward`);
+//!    `502`/`504` problem documents when the upstream fails.
+//!
+//! Around it: the admin listener (`/metrics`, `/healthz`, `/rules`, module
+//! `admin`), hot reload of the rules on file change and SIGHUP (the rules
+//! crate's, state kept, a bad file keeping the old rules), and graceful
+//! shutdown ([`Running::shutdown`]). `docs/gateway.md` is the guide.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use limiter_gateway::{Gateway, GatewayConfig, metrics_handle};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! metrics_handle(); // before the rules are built, so their metrics register
+//! let rules = limiter_config::RuleSet::load("rules.yaml")?;
+//! let config = GatewayConfig::single("127.0.0.1:8080".parse()?, "http://127.0.0.1:3000".parse()?);
+//! let running = Gateway::new(config, rules).start().await?;
+//! println!("listening on {}", running.addrs()[0]);
+//! tokio::signal::ctrl_c().await?;
+//! running.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+mod admin;
+mod config;
+pub mod echo;
+mod forward;
+mod proxy;
+mod server;
+
+pub use admin::{metrics_handle, rules_json};
+pub use config::{
+    GatewayConfig, GatewayConfigError, Timeouts, Upstream, parse_addr, parse_upstream_url,
+};
+pub use forward::{HOP_BY_HOP, add_forwarding, strip_hop_by_hop};
+pub use proxy::{Proxy, ProxyBody, problem};
+pub use server::{Drained, Gateway, Running};

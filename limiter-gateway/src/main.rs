@@ -1,0 +1,177 @@
+//! The `limiter-gateway` binary: the rules file, the gateway file or
+//! flags, signals.
+//!
+//! Exit codes: 0 after a shutdown on SIGTERM/SIGINT (drained or at the
+//! deadline); 1 when the rules file has problems (every one printed, as
+//! `limiter check` prints them) or a listener cannot be bound; 2 for a
+//! usage or gateway-config error. On start it prints
+//! `limiter-gateway listening on ADDR` per listener and
+//! `limiter-gateway admin on ADDR` to stdout (useful with port 0).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use limiter_config::RuleSet;
+use limiter_gateway::{Gateway, GatewayConfig, Upstream, metrics_handle, parse_upstream_url};
+use tokio::signal::unix::{SignalKind, signal};
+
+/// A rate-limiting reverse proxy driven by a limiter-config rules file.
+#[derive(Parser, Debug)]
+#[command(name = "limiter-gateway", version)]
+struct Args {
+    /// The rules file (YAML or TOML, the limiter-config schema).
+    #[arg(long)]
+    config: PathBuf,
+    /// The gateway file (TOML: listen, admin, [[upstream]], [timeouts]).
+    #[arg(long)]
+    gateway: Option<PathBuf>,
+    /// A proxy listener (replaces the file's listeners).
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
+    /// The one upstream for every path (replaces the file's upstreams).
+    #[arg(long)]
+    upstream: Option<String>,
+    /// The admin listener (/metrics, /healthz, /rules).
+    #[arg(long)]
+    admin: Option<std::net::SocketAddr>,
+    /// Upstream connect timeout (e.g. 2s).
+    #[arg(long, value_parser = duration)]
+    connect_timeout: Option<Duration>,
+    /// Upstream response-head timeout (e.g. 30s).
+    #[arg(long, value_parser = duration)]
+    request_timeout: Option<Duration>,
+    /// How long SIGTERM waits for in-flight requests (e.g. 10s).
+    #[arg(long, value_parser = duration)]
+    shutdown_timeout: Option<Duration>,
+    /// Do not reload the rules when the file changes (SIGHUP still does).
+    #[arg(long)]
+    no_watch: bool,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    match limiter_config::parse_duration(s)? {
+        d if d.is_zero() => Err("must be more than 0".into()),
+        d => Ok(d),
+    }
+}
+
+fn gateway_config(args: &Args) -> Result<GatewayConfig, String> {
+    let mut config = match &args.gateway {
+        Some(path) => GatewayConfig::load(path).map_err(|e| e.to_string())?,
+        None => GatewayConfig::from_toml("(flags)".as_ref(), "").map_err(|e| e.to_string())?,
+    };
+    if let Some(listen) = args.listen {
+        config.listen = vec![listen];
+    }
+    if let Some(url) = &args.upstream {
+        let url = parse_upstream_url("--upstream", url).map_err(|e| e.to_string())?;
+        config.upstreams = vec![Upstream {
+            name: "default".into(),
+            url,
+            prefix: "/".into(),
+            rewrite_host: false,
+        }];
+    }
+    if args.admin.is_some() {
+        config.admin = args.admin;
+    }
+    let t = &mut config.timeouts;
+    t.connect = args.connect_timeout.unwrap_or(t.connect);
+    t.request = args.request_timeout.unwrap_or(t.request);
+    t.shutdown = args.shutdown_timeout.unwrap_or(t.shutdown);
+    config.validate().map_err(|e| e.to_string())?;
+    Ok(config)
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .init();
+    let config = match gateway_config(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("limiter-gateway: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("limiter-gateway: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(run(args, config))
+}
+
+async fn run(args: Args, config: GatewayConfig) -> ExitCode {
+    // Before the rules: the layer registers its metrics when they are built.
+    metrics_handle();
+    let rules = match RuleSet::load(&args.config) {
+        Ok(r) => r,
+        Err(errors) => {
+            eprintln!("{errors}");
+            eprintln!("limiter-gateway: the rules file has problems; not started");
+            return ExitCode::from(1);
+        }
+    };
+    let running = match Gateway::new(config, rules.clone()).start().await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("limiter-gateway: cannot listen: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let _watcher = if args.no_watch {
+        None
+    } else {
+        match rules.watch() {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot watch the rules file; SIGHUP still reloads");
+                None
+            }
+        }
+    };
+    // The watcher and the handlers before the addresses are printed: an
+    // edit or a SIGHUP by whoever read them must reload (SIGHUP's default
+    // action would kill).
+    let (Ok(mut hup), Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::hangup()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        eprintln!("limiter-gateway: cannot install signal handlers");
+        return ExitCode::from(1);
+    };
+    for addr in running.addrs() {
+        println!("limiter-gateway listening on {addr}");
+    }
+    if let Some(admin) = running.admin_addr() {
+        println!("limiter-gateway admin on {admin}");
+    }
+    loop {
+        tokio::select! {
+            _ = hup.recv() => {
+                // Errors are logged and counted by reload; the old rules stay.
+                let _ = rules.reload();
+            }
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        }
+    }
+    tracing::info!("shutting down: no new connections, draining in-flight requests");
+    running.shutdown().await;
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,331 @@
+//! [`Proxy`]: the tower service that forwards one request to its upstream
+//! and streams the answer back.
+//!
+//! Per request: pick the upstream by the longest prefix, rewrite the URI to
+//! it (base path + the request's path and query), strip hop-by-hop headers
+//! and append the forwarding ones (see `forward`), send it on the pooled
+//! keep-alive client with the request body as it arrives, and wait for the
+//! response head at most `timeouts.request`. The response body is handed to
+//! hyper as the upstream sends it: neither body is ever buffered whole.
+//!
+//! Failures become RFC 9457 problem documents (`application/problem+json`):
+//! connect refused or reset, or the upstream closing before its head, `502`;
+//! no head within the request timeout or no TCP connection within the
+//! connect timeout, `504`; a path no upstream serves, `404`. The service
+//! never fails (`Error = Infallible`).
+//!
+//! Metrics: `gateway_upstream_responses{upstream,class}` (`2xx`..`5xx`),
+//! `gateway_upstream_errors{upstream,kind}` (`connect`, `timeout`,
+//! `protocol`), `gateway_upstream_latency_seconds{upstream}` (to the head).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::uri::PathAndQuery;
+use http::{HeaderValue, Request, Response, StatusCode, Uri};
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use limiter_tower::PeerAddr;
+use tower_service::Service;
+
+use crate::config::{GatewayConfig, Upstream};
+use crate::forward::{add_forwarding, strip_hop_by_hop};
+
+/// The body of a proxied response: the upstream's stream, or the gateway's
+/// own problem document.
+pub type ProxyBody = Either<Incoming, Full<Bytes>>;
+
+/// A problem document response.
+pub fn problem(status: StatusCode, detail: &str) -> Response<ProxyBody> {
+    let title = status.canonical_reason().unwrap_or("Error");
+    let body = format!(
+        "{{\"type\":\"about:blank\",\"title\":\"{title}\",\"status\":{},\"detail\":\"{}\"}}",
+        status.as_u16(),
+        json_escape(detail)
+    );
+    let mut response = Response::new(Either::Right(Full::new(Bytes::from(body))));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    response
+}
+
+/// `s` escaped for a JSON string.
+pub(crate) fn json_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The metric handles of one upstream, registered once (a per-request
+/// `counter!` with labels would hash them on every request).
+struct UpstreamMetrics {
+    /// By status class: 1xx to 5xx.
+    responses: [metrics::Counter; 5],
+    latency: metrics::Histogram,
+    connect: metrics::Counter,
+    timeout: metrics::Counter,
+    protocol: metrics::Counter,
+}
+
+impl UpstreamMetrics {
+    fn new(name: &str) -> UpstreamMetrics {
+        let class = |c: &'static str| metrics::counter!("gateway_upstream_responses", "upstream" => name.to_owned(), "class" => c);
+        let error = |k: &'static str| metrics::counter!("gateway_upstream_errors", "upstream" => name.to_owned(), "kind" => k);
+        UpstreamMetrics {
+            responses: [
+                class("1xx"),
+                class("2xx"),
+                class("3xx"),
+                class("4xx"),
+                class("5xx"),
+            ],
+            latency: metrics::histogram!("gateway_upstream_latency_seconds", "upstream" => name.to_owned()),
+            connect: error("connect"),
+            timeout: error("timeout"),
+            protocol: error("protocol"),
+        }
+    }
+}
+
+struct Shared {
+    config: GatewayConfig,
+    client: Client<HttpConnector, Incoming>,
+    metrics: Vec<UpstreamMetrics>,
+}
+
+/// The proxy service; clones share the client pool and the configuration.
+#[derive(Clone)]
+pub struct Proxy {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("upstreams", &self.shared.config.upstreams)
+            .finish()
+    }
+}
+
+impl Proxy {
+    /// A proxy to the upstreams of `config`, with its timeouts.
+    pub fn new(config: GatewayConfig) -> Proxy {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(config.timeouts.connect));
+        connector.set_nodelay(true);
+        connector.enforce_http(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .timer(TokioTimer::new())
+            .pool_idle_timeout(config.timeouts.idle)
+            .pool_max_idle_per_host(1024)
+            .build(connector);
+        let metrics = config
+            .upstreams
+            .iter()
+            .map(|u| UpstreamMetrics::new(&u.name))
+            .collect();
+        Proxy {
+            shared: Arc::new(Shared {
+                config,
+                client,
+                metrics,
+            }),
+        }
+    }
+}
+
+/// The request's URI on `upstream`.
+fn upstream_uri(upstream: &Upstream, incoming: &Uri) -> Option<Uri> {
+    let base = upstream.url.path().trim_end_matches('/');
+    let pq = incoming.path_and_query().map_or("/", PathAndQuery::as_str);
+    let path = format!("{base}{pq}");
+    Uri::builder()
+        .scheme("http")
+        .authority(upstream.url.authority()?.clone())
+        .path_and_query(path)
+        .build()
+        .ok()
+}
+
+/// The index of `status`'s class in [`UpstreamMetrics::responses`].
+fn class(status: StatusCode) -> usize {
+    usize::from(status.as_u16() / 100).clamp(1, 5) - 1
+}
+
+/// Whether `error`'s chain holds an I/O timeout (a connect timeout).
+fn timed_out(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut e = Some(error);
+    while let Some(err) = e {
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::TimedOut
+        {
+            return true;
+        }
+        if err.to_string().contains("timed out") {
+            return true;
+        }
+        e = err.source();
+    }
+    false
+}
+
+impl Service<Request<Incoming>> for Proxy {
+    type Response = Response<ProxyBody>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<ProxyBody>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Incoming>) -> Self::Future {
+        let shared = Arc::clone(&self.shared);
+        Box::pin(async move { Ok(forward(&shared, request).await) })
+    }
+}
+
+async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<ProxyBody> {
+    let config = &shared.config;
+    let Some(index) = config.upstream_for(request.uri().path()) else {
+        return problem(StatusCode::NOT_FOUND, "no upstream serves this path");
+    };
+    let upstream = &config.upstreams[index];
+    let (mut parts, body) = request.into_parts();
+    let Some(uri) = upstream_uri(upstream, &parts.uri) else {
+        return problem(
+            StatusCode::BAD_REQUEST,
+            "the request target cannot be forwarded",
+        );
+    };
+    let peer = parts
+        .extensions
+        .get::<PeerAddr>()
+        .map_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)), |p| p.0);
+    strip_hop_by_hop(&mut parts.headers);
+    add_forwarding(
+        &mut parts.headers,
+        peer.ip(),
+        parts.version,
+        &parts.uri,
+        &upstream.url,
+        upstream.rewrite_host,
+    );
+    let mut out = Request::from_parts(parts, body);
+    *out.uri_mut() = uri;
+    // The upstream hop is HTTP/1.1 whatever the client spoke.
+    *out.version_mut() = http::Version::HTTP_11;
+    let name = &upstream.name;
+    let m = &shared.metrics[index];
+    let started = Instant::now();
+    let result = tokio::time::timeout(config.timeouts.request, shared.client.request(out)).await;
+    match result {
+        Ok(Ok(response)) => {
+            m.latency.record(started.elapsed().as_secs_f64());
+            m.responses[class(response.status())].increment(1);
+            let (mut parts, body) = response.into_parts();
+            strip_hop_by_hop(&mut parts.headers);
+            Response::from_parts(parts, Either::Left(body))
+        }
+        Ok(Err(error)) => {
+            let (status, counter, detail) = if error.is_connect() && timed_out(&error) {
+                (
+                    StatusCode::GATEWAY_TIMEOUT,
+                    &m.timeout,
+                    format!(
+                        "upstream {name}: no connection within {:?}",
+                        config.timeouts.connect
+                    ),
+                )
+            } else if error.is_connect() {
+                (
+                    StatusCode::BAD_GATEWAY,
+                    &m.connect,
+                    format!("upstream {name}: connection failed"),
+                )
+            } else {
+                (
+                    StatusCode::BAD_GATEWAY,
+                    &m.protocol,
+                    format!("upstream {name}: no valid response"),
+                )
+            };
+            tracing::warn!(upstream = %name, error = %error, ?status, "upstream request failed");
+            counter.increment(1);
+            problem(status, &detail)
+        }
+        Err(_) => {
+            m.timeout.increment(1);
+            problem(
+                StatusCode::GATEWAY_TIMEOUT,
+                &format!(
+                    "upstream {name}: no response within {:?}",
+                    config.timeouts.request
+                ),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uri_on_the_upstream_keeps_path_and_query() {
+        let up = Upstream {
+            name: "a".into(),
+            url: "http://10.0.0.1:3000/base/".parse().unwrap(),
+            prefix: "/".into(),
+            rewrite_host: false,
+        };
+        let incoming: Uri = "/x/y?q=1".parse().unwrap();
+        assert_eq!(
+            upstream_uri(&up, &incoming).unwrap(),
+            "http://10.0.0.1:3000/base/x/y?q=1"
+        );
+    }
+
+    #[test]
+    fn problems_are_json() {
+        let r = problem(StatusCode::BAD_GATEWAY, "a \"quoted\"\nline");
+        assert_eq!(r.status(), 502);
+        assert_eq!(r.headers()["content-type"], "application/problem+json");
+        let Either::Right(body) = r.into_body() else {
+            unreachable!("a problem has its own body")
+        };
+        let bytes = futures_lite_collect(body);
+        assert_eq!(
+            bytes,
+            "{\"type\":\"about:blank\",\"title\":\"Bad Gateway\",\"status\":502,\"detail\":\"a \\\"quoted\\\"\\u000aline\"}"
+        );
+    }
+
+    fn futures_lite_collect(body: Full<Bytes>) -> String {
+        use http_body_util::BodyExt;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let bytes = rt.block_on(body.collect()).unwrap().to_bytes();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+}

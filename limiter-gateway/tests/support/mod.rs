@@ -1,0 +1,160 @@
+//! Test helpers: a temp dir, a gateway in-process over a rules text, and a
+//! client that can stream a body from a channel.
+#![allow(dead_code)]
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::{BodyExt, Either, Empty};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use limiter_config::RuleSet;
+use limiter_gateway::echo::PatternBody;
+use limiter_gateway::{Gateway, GatewayConfig, Running, metrics_handle};
+use tokio::sync::mpsc;
+
+/// A fresh directory under the system temp dir, removed when dropped.
+pub(crate) struct TempDir(PathBuf);
+
+impl TempDir {
+    pub(crate) fn new() -> TempDir {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        // Relaxed: only uniqueness matters.
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("limiter-gateway-test-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub(crate) fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, text).expect("write file");
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A request body fed from a channel (no size hint: sent chunked).
+pub(crate) struct ChannelBody(pub(crate) mpsc::Receiver<Bytes>);
+
+impl Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}
+
+pub(crate) type ClientBody = Either<Either<Empty<Bytes>, PatternBody>, ChannelBody>;
+
+pub(crate) fn empty() -> ClientBody {
+    Either::Left(Either::Left(Empty::new()))
+}
+
+pub(crate) fn pattern_body(len: u64, sized: bool) -> ClientBody {
+    Either::Left(Either::Right(PatternBody::new(len, sized)))
+}
+
+pub(crate) fn client() -> Client<HttpConnector, ClientBody> {
+    Client::builder(TokioExecutor::new()).build(HttpConnector::new())
+}
+
+/// A gateway over `rules` (YAML) in front of `upstream`.
+pub(crate) struct Rig {
+    pub(crate) running: Running,
+    pub(crate) rules: RuleSet,
+    pub(crate) dir: TempDir,
+    pub(crate) file: PathBuf,
+}
+
+impl Rig {
+    pub(crate) async fn start(
+        rules: &str,
+        upstream: &str,
+        tweak: impl FnOnce(&mut GatewayConfig),
+    ) -> Rig {
+        metrics_handle();
+        let dir = TempDir::new();
+        let file = dir.write("rules.yaml", rules);
+        let rules = RuleSet::load(&file).expect("good rules");
+        let mut config =
+            GatewayConfig::single("127.0.0.1:0".parse().unwrap(), upstream.parse().unwrap());
+        config.admin = Some("127.0.0.1:0".parse().unwrap());
+        tweak(&mut config);
+        let running = Gateway::new(config, rules.clone())
+            .start()
+            .await
+            .expect("gateway starts");
+        Rig {
+            running,
+            rules,
+            dir,
+            file,
+        }
+    }
+
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.running.addrs()[0]
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr())
+    }
+
+    /// The admin endpoint's body.
+    pub(crate) async fn admin(&self, path: &str) -> String {
+        let admin = self.running.admin_addr().unwrap();
+        let response = client()
+            .request(
+                Request::get(format!("http://{admin}{path}"))
+                    .body(empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        text(response).await
+    }
+}
+
+pub(crate) async fn text(response: Response<Incoming>) -> String {
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+/// The value of the sample `name{labels}` in a Prometheus text, 0 if absent.
+pub(crate) fn sample(metrics: &str, name_and_labels: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(name_and_labels)
+                .and_then(|v| v.strip_prefix(' '))
+        })
+        .map_or(0.0, |v| v.trim().parse().unwrap())
+}
