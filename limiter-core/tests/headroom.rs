@@ -43,6 +43,8 @@ fn check(
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 4 } else { 2_000 }))]
+
     #[test]
     fn headroom_is_what_the_limiter_then_holds(
         t in 1u64..=100,
