@@ -68,7 +68,6 @@ pub struct RateLimiter<C: Clock = DefaultClock> {
     clock: C,
 }
 
-#[cfg(feature = "std")]
 /// What a successful decision wrote: the new `tat` at limiter time `now`,
 /// under `params`, for a caller that may use `usable` permits of the burst.
 #[derive(Debug, Clone, Copy)]
@@ -79,6 +78,7 @@ struct Decided {
     usable: u32,
 }
 
+#[cfg(feature = "std")]
 impl RateLimiter<DefaultClock> {
     /// A full limiter for `quota` on a new [`DefaultClock`] (the TSC clock
     /// with the default features).
