@@ -90,6 +90,10 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 proptest! {
+    // Miri runs without the host's environment, so PROPTEST_CASES does not
+    // reach it: the count is set here, as in the other properties.
+    #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 4 } else { 256 }))]
+
     #[test]
     fn composite_decisions_match_the_sequential_model(steps in proptest::collection::vec(step(), 1..60)) {
         let clock = ManualClock::new();
