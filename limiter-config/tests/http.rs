@@ -89,17 +89,7 @@ async fn serve(rules: &RuleSet) -> SocketAddr {
         .route("/paced", axum::routing::get(|| async { "paced" }))
         .route("/free", axum::routing::get(|| async { "free" }))
         .layer(rules.layer());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
-    addr
+    support::serve_app(app).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -243,16 +233,7 @@ async fn priority_classes_by_header_and_adaptive_rules_fed_by_responses() {
             axum::routing::get(|| async { StatusCode::SERVICE_UNAVAILABLE }),
         )
         .layer(rules.layer());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
+    let addr = support::serve_app(app).await;
     let tiers = |class: Option<&'static str>| async move {
         let client: Client<_, Empty<Bytes>> =
             Client::builder(TokioExecutor::new()).build(HttpConnector::new());

@@ -7,8 +7,6 @@ mod support;
 #[path = "../../limiter-redis/tests/support/mod.rs"]
 mod redis_support;
 
-use std::net::SocketAddr;
-
 use http::{Request, StatusCode};
 use http_body_util::Empty;
 use hyper_util::client::legacy::Client;
@@ -91,16 +89,7 @@ async fn redis_rules_limit_http_requests() {
     let app = axum::Router::new()
         .route("/r", axum::routing::get(|| async { "r" }))
         .layer(rules.layer());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
+    let addr = support::serve_app(app).await;
     let get = |from: &'static str| async move {
         let mut connector = HttpConnector::new();
         connector.set_local_address(Some(from.parse().unwrap()));

@@ -66,35 +66,6 @@ fn fields_of(algorithm: &str) -> &'static [&'static str] {
     }
 }
 
-/// Every field name any rule may have, for the unknown-field message of a
-/// rule whose algorithm is itself unknown.
-const ALL_FIELDS: &[&str] = &[
-    "algorithm",
-    "key",
-    "per_ip",
-    "match",
-    "mode",
-    "max_delay",
-    "backend",
-    "redis",
-    "allowlist",
-    "trusted_proxies",
-    "headers",
-    "max_keys",
-    "rate",
-    "burst",
-    "limit",
-    "window",
-    "warm_up",
-    "cold_factor",
-    "policy",
-    "target_latency",
-    "min_rate",
-    "max_rate",
-    "classes",
-    "class_header",
-];
-
 /// Collects the problems of one file.
 struct Check<'a> {
     file: &'a Path,
@@ -259,7 +230,15 @@ fn rule(check: &mut Check<'_>, name: &str, pos: Pos, node: &Node) -> Option<(Rul
     // Unknown fields: against this algorithm's list when it is known.
     let allowed: Vec<&'static str> = match algorithm_name {
         Some(a) => COMMON.iter().chain(fields_of(a)).copied().collect(),
-        None => ALL_FIELDS.to_vec(),
+        None => {
+            let mut all: Vec<&'static str> = COMMON.to_vec();
+            for field in ALGORITHMS.iter().flat_map(|a| fields_of(a)) {
+                if !all.contains(field) {
+                    all.push(field);
+                }
+            }
+            all
+        }
     };
     for (key, kpos, _) in entries {
         if !allowed.contains(&key.as_str()) {

@@ -1,6 +1,8 @@
-//! Test helpers: a private temporary directory, removed on drop.
+//! Test helpers: a private temporary directory, removed on drop, and an
+//! axum app served on an ephemeral loopback port with peer addresses.
 #![allow(dead_code)]
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -46,4 +48,19 @@ pub(crate) fn file(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/files")
         .join(name)
+}
+
+/// Serves `app` on 127.0.0.1:0, recording peer addresses; returns its address.
+pub(crate) async fn serve_app(app: axum::Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    addr
 }
