@@ -415,6 +415,10 @@ fn move_cell(
     word: u64,
     current: Current,
 ) {
+    #[cfg(loom)]
+    if crate::__loom::BROKEN_MOVE.load(std::sync::atomic::Ordering::Relaxed) {
+        return broken_move(cell, shared, record, word, current);
+    }
     // Acquire: we read the record the previous mover published before the
     // word we replace (its release sequence). Relaxed on failure: we only
     // look again.
@@ -455,4 +459,25 @@ fn move_cell(
     record.version.store(current.version(), Ordering::Release);
     // Release: a decision that loads this word sees the record above.
     cell.store(tat, Ordering::Release);
+}
+
+/// The move without `LOCKED`, for the broken variant of the loom model: the
+/// record is written first and the word CASed to the moved `tat` after, so a
+/// decision can read the new version with the old `tat` and mix the two.
+#[cfg(loom)]
+fn broken_move(
+    cell: &AtomicU64,
+    shared: &SharedQuota,
+    record: &CellQuota,
+    word: u64,
+    current: Current,
+) {
+    let at = shared.version_of(current.version()).map_or(0, |(_, at)| at);
+    let tat = crate::limiter::moved_tat(word, at, record.params(), current.read.params, MAX_SPAN);
+    record.t.store(current.read.params.t, Ordering::Relaxed);
+    record
+        .burst
+        .store(current.read.params.burst, Ordering::Relaxed);
+    record.version.store(current.version(), Ordering::Release);
+    let _ = cell.compare_exchange(word, tat, Ordering::AcqRel, Ordering::Relaxed);
 }

@@ -148,6 +148,11 @@ pub mod __loom {
             .map_err(|refusal| crate::limiter::acquire_error(refusal, n, now, p.burst))
     }
 
+    /// Makes a following cell's move skip its `LOCKED` step (the broken
+    /// variant of the keyed quota-change model). Set before a model runs.
+    pub static BROKEN_MOVE: std::sync::atomic::AtomicBool =
+        std::sync::atomic::AtomicBool::new(false);
+
     /// The `tat` that [`RateLimiter::set_quota`](crate::RateLimiter::set_quota)
     /// installs when the quota changes from `old` to `new` at `now`.
     pub fn rescale(tat: u64, now: u64, old: Quota, new: Quota) -> u64 {
