@@ -44,6 +44,7 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::error::AcquireError;
+use crate::follow::{LOCKED, QuotaOf};
 use crate::gcra::{self, Params, Refusal};
 use crate::identity::Owner;
 use crate::limiter::acquire_error;
@@ -51,7 +52,6 @@ use crate::quota::{MAX_SPAN, Quota, saturating_nanos};
 #[cfg(feature = "std")]
 use crate::refunds::{Pending, Refund, Refunds, WordUndo};
 use crate::reservation::{Headroom, Reservation, Undo};
-use crate::state::update_word;
 use crate::sync::{AtomicU64, Ordering};
 
 /// The clock a [`GcraCell`] decides on: `clock`'s readings counted from
@@ -207,7 +207,7 @@ impl GcraCell {
         now: u64,
         n: u32,
     ) -> Option<Result<(), AcquireError>> {
-        self.reserve_at(quota, 0, || now, n, 0)
+        self.reserve_at(quota.into(), 0, || now, n, 0)
             .map(|(outcome, _)| outcome.map(|_| ()))
     }
 
@@ -240,7 +240,7 @@ impl GcraCell {
         n: u32,
         max_wait: Duration,
     ) -> Option<Result<Reservation, AcquireError>> {
-        self.reserve_at(quota, 0, || now, n, saturating_nanos(max_wait))
+        self.reserve_at(quota.into(), 0, || now, n, saturating_nanos(max_wait))
             .map(|(outcome, _)| outcome)
     }
 
@@ -276,15 +276,15 @@ impl GcraCell {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
-    pub fn reserve_n_on<C: Clock + ?Sized>(
+    pub fn reserve_n_on<'a, C: Clock + ?Sized>(
         &self,
         clock: CellClock<'_, C>,
-        quota: Quota,
+        quota: impl Into<QuotaOf<'a>>,
         n: u32,
         max_wait: Duration,
     ) -> Option<Result<Reservation, AcquireError>> {
         self.reserve_at(
-            quota,
+            quota.into(),
             clock.origin,
             || clock.now(),
             n,
@@ -295,81 +295,96 @@ impl GcraCell {
 
     /// The decision, with the time (since `origin`) it was made at: `now()`
     /// read once, and again after each CAS lost to another decision.
+    ///
+    /// The CAS loop of [`crate::state`], with two additions for a cell that
+    /// follows a shared quota (see [`crate::follow`]): a word that cannot be
+    /// decided on yet (the cell is moving, or has just been moved) is loaded
+    /// again, and a successful CAS whose quota changed meanwhile is void.
     #[inline]
     fn reserve_at(
         &self,
-        quota: Quota,
+        quota: QuotaOf<'_>,
         origin: u64,
-        now: impl Fn() -> u64,
+        read_clock: impl Fn() -> u64,
         n: u32,
         max_wait: u64,
     ) -> Option<(Result<Reservation, AcquireError>, u64)> {
-        let params = Params::from(quota);
         // The furthest slot whose clock reading `origin + slot` exists.
         let last_slot = u64::MAX - origin;
-        let mut at = now();
-        let mut seen = None;
-        // Relaxed throughout: the word names no other data; the CAS alone
-        // orders decisions on this cell among themselves (linearizable).
-        let outcome = update_word(
-            &self.word,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-            |current| {
-                if current == Self::RETIRED {
-                    return Err(None);
+        let mut at = read_clock();
+        // Acquire (every load and CAS of the word): a word written by a
+        // move publishes the cell's quota record (`follow`). For a fixed
+        // quota the word names no other data, and on x86 these cost nothing.
+        let mut current = self.word.load(Ordering::Acquire);
+        loop {
+            if current == Self::RETIRED {
+                return None;
+            }
+            let Ok((params, stamp)) = quota.prepare(&self.word, current) else {
+                current = self.word.load(Ordering::Acquire);
+                continue;
+            };
+            let now = at;
+            let refuse =
+                |refusal| acquire_error(refusal, n, origin.saturating_add(now), params.burst);
+            let grant = match gcra::reserve_within(
+                current,
+                now,
+                n,
+                max_wait,
+                params,
+                params.burst,
+                MAX_SPAN,
+            ) {
+                Ok(grant) => grant,
+                Err(refusal) => return Some((Err(refuse(refusal)), at)),
+            };
+            // now ≤ MAX_SPAN and wait ≤ tat ≤ MAX_SPAN: no overflow.
+            let slot = now + grant.wait;
+            if slot > last_slot {
+                return Some((Err(refuse(Refusal::OutOfRange)), at));
+            }
+            let undo = if n == 0 {
+                Undo::Nothing
+            } else {
+                Undo::Word {
+                    before: current,
+                    after: grant.tat,
+                    changes: stamp.version,
                 }
-                // A CAS lost to another decision (not a spurious failure,
-                // which leaves the word as it was): read the clock again.
-                if seen.is_some_and(|w| w != current) {
-                    at = now();
-                }
-                seen = Some(current);
-                let now = at;
-                let refuse = |refusal| {
-                    Some(acquire_error(
-                        refusal,
-                        n,
-                        origin.saturating_add(now),
-                        params.burst,
-                    ))
-                };
-                let grant =
-                    gcra::reserve_within(current, now, n, max_wait, params, params.burst, MAX_SPAN)
-                        .map_err(refuse)?;
-                // now ≤ MAX_SPAN and wait ≤ tat ≤ MAX_SPAN: no overflow.
-                let slot = now + grant.wait;
-                if slot > last_slot {
-                    return Err(refuse(Refusal::OutOfRange));
-                }
-                let undo = if n == 0 {
-                    Undo::Nothing
-                } else {
-                    Undo::Word {
-                        before: current,
-                        after: grant.tat,
-                        changes: 0,
+            };
+            let reservation = Reservation {
+                permits: n,
+                ready_at: origin + slot,
+                wait: grant.wait,
+                owner: self.owner,
+                undo,
+            };
+            if grant.tat == current {
+                return Some((Ok(reservation), at));
+            }
+            #[cfg(all(test, not(loom)))]
+            tests::stall_before_cas();
+            match self.word.compare_exchange_weak(
+                current,
+                grant.tat,
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                Ok(_) if quota.stands(stamp) => return Some((Ok(reservation), at)),
+                // Void: the quota changed while we decided. Its permits stay
+                // counted (stricter, never looser); decide again.
+                Ok(_) => current = self.word.load(Ordering::Acquire),
+                Err(actual) => {
+                    // A CAS lost to another decision (not a spurious
+                    // failure, which leaves the word as it was): that
+                    // decision may have read the clock after us.
+                    if actual != current {
+                        at = read_clock();
                     }
-                };
-                #[cfg(all(test, not(loom)))]
-                tests::stall_before_cas();
-                Ok((
-                    grant.tat,
-                    Reservation {
-                        permits: n,
-                        ready_at: origin + slot,
-                        wait: grant.wait,
-                        owner: self.owner,
-                        undo,
-                    },
-                ))
-            },
-        );
-        match outcome {
-            Ok(reservation) => Some((Ok(reservation), at)),
-            Err(None) => None,
-            Err(Some(error)) => Some((Err(error), at)),
+                    current = actual;
+                }
+            }
         }
     }
 
@@ -434,16 +449,17 @@ impl GcraCell {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[cfg(feature = "std")]
-    pub fn reserve_n_with_refunds<C: Clock + ?Sized>(
+    pub fn reserve_n_with_refunds<'a, C: Clock + ?Sized>(
         &self,
         refunds: &CellRefunds,
         clock: CellClock<'_, C>,
-        quota: Quota,
+        quota: impl Into<QuotaOf<'a>>,
         n: u32,
         max_wait: Duration,
     ) -> Option<Result<Reservation, AcquireError>> {
         let max_wait = saturating_nanos(max_wait);
         let origin = clock.origin;
+        let quota = quota.into();
         let (fresh, now) = self.reserve_at(quota, origin, || clock.now(), n, max_wait)?;
         if !refunds.pending.any() {
             return Some(fresh);
@@ -454,6 +470,13 @@ impl GcraCell {
             _ => return Some(fresh),
         };
         let mut table = refunds.lock();
+        // Under the table's lock no quota change can begin (see
+        // `SharedQuota::set_clearing`): the table holds refunds of the
+        // version in force only, and a fresh slot of an older one is kept.
+        let version = quota.version_now();
+        if matches!(&fresh, Ok(r) if undo_version(r) != version) {
+            return Some(fresh);
+        }
         let owner = self.owner.get();
         let sooner_than = now.saturating_add(fresh_wait);
         let Some(refund) = table.take(owner, now, n, max_wait, sooner_than, &refunds.pending)
@@ -463,7 +486,7 @@ impl GcraCell {
         if let Ok(fresh) = fresh {
             self.give_back(&mut table, refunds, fresh, origin, now);
         }
-        let undo = refund.undo(0);
+        let undo = refund.undo(version);
         Some(Ok(Reservation {
             permits: refund.permits,
             // The refund's slot was a slot of this cell, which lay in range.
@@ -508,17 +531,24 @@ impl GcraCell {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[cfg(feature = "std")]
-    pub fn cancel_with_refunds<C: Clock + ?Sized>(
+    pub fn cancel_with_refunds<'a, C: Clock + ?Sized>(
         &self,
         refunds: &CellRefunds,
         reservation: Reservation,
         clock: CellClock<'_, C>,
+        quota: impl Into<QuotaOf<'a>>,
     ) -> bool {
         if reservation.owner != self.owner || reservation.permits == 0 {
             return false;
         }
         let now = clock.now();
         let mut table = refunds.lock();
+        // A reservation made before a change of the shared quota it follows
+        // belongs to the old quota: refused, checked under the lock that
+        // changes take (see `SharedQuota::set_clearing`).
+        if !quota.into().still_in_force(undo_version(&reservation)) {
+            return false;
+        }
         self.give_back(&mut table, refunds, reservation, clock.origin, now)
     }
 
@@ -598,11 +628,32 @@ impl GcraCell {
     /// assert_eq!(cell.available(quota, 200_000_000), 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn available(&self, quota: Quota, now: u64) -> u32 {
-        // Relaxed: a snapshot of one value.
-        match self.word.load(Ordering::Relaxed) {
-            Self::RETIRED => 0,
-            tat => gcra::available(tat, now, Params::from(quota), MAX_SPAN),
+    ///
+    /// A cell that follows a shared quota is moved to it first, if it has
+    /// not been yet (see [`SharedQuota`](crate::SharedQuota)).
+    pub fn available<'a>(&self, quota: impl Into<QuotaOf<'a>>, now: u64) -> u32 {
+        let quota = quota.into();
+        loop {
+            let tat = self.settled();
+            if tat == Self::RETIRED {
+                return 0;
+            }
+            if let Ok((params, _)) = quota.prepare(&self.word, tat) {
+                return gcra::available(tat, now, params, MAX_SPAN);
+            }
+        }
+    }
+
+    /// The word, once no move is in progress (a move is a few stores).
+    #[inline]
+    fn settled(&self) -> u64 {
+        loop {
+            // Acquire: as in the decision, the word may publish the record.
+            let word = self.word.load(Ordering::Acquire);
+            if word != LOCKED {
+                return word;
+            }
+            crate::sync::spin_hint();
         }
     }
 
@@ -630,10 +681,10 @@ impl GcraCell {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
-    pub fn headroom_of(
+    pub fn headroom_of<'a>(
         &self,
         reservation: &Reservation,
-        quota: Quota,
+        quota: impl Into<QuotaOf<'a>>,
         origin: u64,
     ) -> Option<Headroom> {
         if reservation.owner != self.owner {
@@ -644,12 +695,13 @@ impl GcraCell {
             .ready_at
             .saturating_sub(origin)
             .saturating_sub(reservation.wait);
-        let params = Params::from(quota);
+        // For a following cell, the quota its record holds (the one the
+        // decision used, unless a change came right after it).
+        let params = quota.into().params_now();
         let (remaining, refill_in) = match reservation.undo {
             Undo::Word { after, .. } => gcra::headroom(after, now, params, params.burst, MAX_SPAN),
             Undo::Nothing => {
-                // Relaxed: a snapshot of one value.
-                let tat = self.word.load(Ordering::Relaxed);
+                let tat = self.settled();
                 if tat == Self::RETIRED {
                     (0, 0)
                 } else {
@@ -703,8 +755,7 @@ impl GcraCell {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn is_idle(&self, now: u64) -> bool {
-        // Relaxed: a snapshot of one value.
-        let tat = self.word.load(Ordering::Relaxed);
+        let tat = self.settled();
         tat != Self::RETIRED && tat <= now
     }
 
@@ -725,8 +776,7 @@ impl GcraCell {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn tat(&self) -> Option<u64> {
-        // Relaxed: a snapshot of one value.
-        match self.word.load(Ordering::Relaxed) {
+        match self.settled() {
             Self::RETIRED => None,
             tat => Some(tat),
         }
@@ -751,7 +801,8 @@ impl GcraCell {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn retire_if_idle(&self, now: u64) -> bool {
-        // Relaxed: as in the acquisition CAS.
+        // A moving cell (LOCKED) is above every `now`: not idle.
+        // Relaxed: the word alone decides; nothing else is read.
         let tat = self.word.load(Ordering::Relaxed);
         tat != Self::RETIRED
             && tat <= now
@@ -779,8 +830,31 @@ impl GcraCell {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn retire(&self) -> bool {
-        // Relaxed: as in the acquisition CAS.
-        self.word.swap(Self::RETIRED, Ordering::Relaxed) != Self::RETIRED
+        // Not over a move in progress, whose last store would bring the
+        // cell back: wait for it to settle, then CAS.
+        loop {
+            let word = self.settled();
+            if word == Self::RETIRED {
+                return false;
+            }
+            // Relaxed: the word alone decides; nothing else is read.
+            if self
+                .word
+                .compare_exchange(word, Self::RETIRED, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                return true;
+            }
+        }
+    }
+}
+
+/// The quota version a reservation was decided under (0 for a fixed quota).
+#[cfg(feature = "std")]
+fn undo_version(reservation: &Reservation) -> u64 {
+    match reservation.undo {
+        Undo::Word { changes, .. } | Undo::Refund { changes, .. } => changes,
+        _ => 0,
     }
 }
 
@@ -823,6 +897,14 @@ impl CellRefunds {
             table: crate::sync::Mutex::new(Refunds::new()),
             pending: Pending::default(),
         }
+    }
+
+    /// Runs `change` (a quota change) with the table locked, then drops
+    /// every refund: they belong to the quota before it.
+    pub(crate) fn clear_during(&self, change: impl FnOnce()) {
+        let mut table = self.lock();
+        change();
+        table.clear(&self.pending);
     }
 
     fn lock(&self) -> crate::sync::MutexGuard<'_, Refunds> {

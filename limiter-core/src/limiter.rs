@@ -766,7 +766,7 @@ impl<C: Clock> Decide for RateLimiter<C> {
 /// ABA). A clock past the limit decides nothing, so it moves nothing: an
 /// idle `tat` is left as it is (rescale keeps it), and a clock that comes
 /// back into range finds the limiter as it was.
-fn moved_tat(tat: u64, now: u64, old: Params, new: Params, limit: u64) -> u64 {
+pub(crate) fn moved_tat(tat: u64, now: u64, old: Params, new: Params, limit: u64) -> u64 {
     if tat < now && now <= limit {
         now
     } else {

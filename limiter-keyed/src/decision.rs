@@ -30,7 +30,7 @@ impl From<KeyedError> for Denial {
 ///
 /// ```
 /// use core::time::Duration;
-/// use limiter_core::{Decide, Headroom, ManualClock, Quota};
+/// use limiter_core::{Decide, Decider, Headroom, ManualClock, Quota};
 /// use limiter_keyed::KeyedLimiter;
 ///
 /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?.with_burst(3)?)

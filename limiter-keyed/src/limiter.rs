@@ -63,8 +63,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use limiter_core::{
-    AcquireError, CellClock, CellRefunds, Clock, DefaultClock, GcraCell, Headroom, Quota,
-    QuotaError, Reservation,
+    AcquireError, CellClock, CellQuota, CellRefunds, Clock, DefaultClock, GcraCell, Headroom,
+    Quota, QuotaError, QuotaOf, Reservation, SharedQuota,
 };
 
 use scc::HashIndex;
@@ -100,13 +100,13 @@ pub enum WhenFull {
     EvictLeastRecent,
 }
 
-/// One key's state: its cell and the quota it is decided under. Held boxed
-/// in the map, so that resizing moves a pointer, never the cell (see the
-/// module doc).
+/// One key's state: its cell and the quota its `tat` is expressed in (the
+/// shared one it follows, or its pinned override). Held boxed in the map,
+/// so that resizing moves a pointer, never the cell (see the module doc).
 #[derive(Debug)]
 pub(crate) struct Entry {
     pub(crate) cell: GcraCell,
-    pub(crate) quota: Quota,
+    pub(crate) quota: CellQuota,
 }
 
 /// A rate limiter per key, sharing one quota, with bounded memory.
@@ -140,7 +140,8 @@ pub(crate) struct Entry {
 /// ```
 pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     pub(crate) map: HashIndex<K, Box<Entry>>,
-    pub(crate) quota: Quota,
+    /// The quota every key without an override follows (see `set_quota`).
+    pub(crate) shared: SharedQuota,
     pub(crate) overrides: StdHashMap<K, Quota>,
     pub(crate) clock: C,
     pub(crate) max_keys: usize,
@@ -165,7 +166,7 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
 impl<K, C: Clock> core::fmt::Debug for KeyedLimiter<K, C> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("KeyedLimiter")
-            .field("quota", &self.quota)
+            .field("quota", &self.shared.quota())
             .field("len", &self.count.load(Ordering::Relaxed))
             .field("max_keys", &self.max_keys)
             .field("when_full", &self.when_full)
@@ -405,7 +406,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
         let origin = self.clock.now();
         KeyedLimiter {
             map: HashIndex::with_capacity(self.max_keys.clamp(1, PRESIZED_KEYS)),
-            quota: self.quota,
+            shared: SharedQuota::new(self.quota),
             overrides: self.overrides,
             clock: self.clock,
             max_keys: self.max_keys.max(1),
@@ -480,7 +481,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     pub fn try_acquire_n(&self, key: &K, n: u32) -> Result<(), KeyedError> {
         self.decide(key, |e| {
             e.cell
-                .reserve_n_on(self.cell_clock(), e.quota, n, Duration::ZERO)
+                .reserve_n_on(self.cell_clock(), self.quota_of_entry(e), n, Duration::ZERO)
                 .map(|r| r.map(|_| ()))
         })
     }
@@ -519,8 +520,13 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         max_wait: Duration,
     ) -> Result<Reservation, KeyedError> {
         self.decide(key, |e| {
-            e.cell
-                .reserve_n_with_refunds(&self.refunds, self.cell_clock(), e.quota, n, max_wait)
+            e.cell.reserve_n_with_refunds(
+                &self.refunds,
+                self.cell_clock(),
+                self.quota_of_entry(e),
+                n,
+                max_wait,
+            )
         })
     }
 
@@ -557,7 +563,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
             let decided = e.cell.reserve_n_with_refunds(
                 &self.refunds,
                 self.cell_clock(),
-                e.quota,
+                self.quota_of_entry(e),
                 n,
                 max_wait,
             )?;
@@ -565,7 +571,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
                 // The cell made `r`, so this is always `Some`.
                 let left = e
                     .cell
-                    .headroom_of(&r, e.quota, self.origin)
+                    .headroom_of(&r, self.quota_of_entry(e), self.origin)
                     .unwrap_or(Headroom {
                         remaining: 0,
                         refill_in: r.wait(),
@@ -605,8 +611,12 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     pub fn cancel(&self, key: &K, reservation: Reservation) -> bool {
         self.map
             .peek_with(key, |_, e| {
-                e.cell
-                    .cancel_with_refunds(&self.refunds, reservation, self.cell_clock())
+                e.cell.cancel_with_refunds(
+                    &self.refunds,
+                    reservation,
+                    self.cell_clock(),
+                    self.quota_of_entry(e),
+                )
             })
             .unwrap_or(false)
     }
@@ -638,7 +648,9 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         let now = self.now();
         self.map
             .peek_with(key, |_, e| {
-                e.cell.tat().map(|_| e.cell.available(e.quota, now))
+                e.cell
+                    .tat()
+                    .map(|_| e.cell.available(self.quota_of_entry(e), now))
             })
             .flatten()
             .unwrap_or_else(|| GcraCell::available_when_new(self.quota_of(key), now))
@@ -742,7 +754,53 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn quota(&self) -> Quota {
-        self.quota
+        self.shared.quota()
+    }
+
+    /// Replaces the shared quota of every key (those with their own quota
+    /// from [`quota_for`](KeyedBuilder::quota_for) keep it), each key
+    /// keeping its fill level in permits, as
+    /// [`RateLimiter::set_quota`](limiter_core::RateLimiter::set_quota)
+    /// does: where a key owes time, the debt is scaled by `t_new / t_old`
+    /// (rounded up); an idle key stays full at the new burst.
+    ///
+    /// The change is applied lazily: it costs one write now, and each key
+    /// moves to the new quota on its own next decision (or look), so no
+    /// call ever passes over all keys. No decision mixes the old and the new
+    /// quota (`docs/design.md`, "Keyed quota changes"). Reservations made
+    /// before the change keep their slots but can no longer be cancelled,
+    /// and refunds of cancelled reservations are dropped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{ManualClock, Quota};
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?.with_burst(4)?)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// limiter.try_acquire_n(&"alice", 2)?; // half empty
+    /// limiter.set_quota(Quota::per_second(1)?.with_burst(4)?);
+    /// assert_eq!(limiter.available(&"alice"), 2); // still half empty, in permits
+    /// assert_eq!(limiter.available(&"bob"), 4); // a new key: full
+    /// let wait = limiter.try_acquire_n(&"alice", 3).unwrap_err().retry_after();
+    /// assert_eq!(wait, Some(Duration::from_secs(1)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_quota(&self, quota: Quota) {
+        self.shared.set_clearing(quota, self.now(), &self.refunds);
+    }
+
+    /// The quota `entry` is decided under: the shared one it follows, or
+    /// its pinned override.
+    #[inline]
+    pub(crate) fn quota_of_entry<'a>(&'a self, entry: &'a Entry) -> QuotaOf<'a> {
+        QuotaOf::Following {
+            shared: &self.shared,
+            record: &entry.quota,
+        }
     }
 
     /// The quota `key` is (or would be) decided under.
@@ -760,7 +818,10 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn quota_of(&self, key: &K) -> Quota {
-        self.overrides.get(key).copied().unwrap_or(self.quota)
+        self.overrides
+            .get(key)
+            .copied()
+            .unwrap_or_else(|| self.shared.quota())
     }
 
     /// The clock.
@@ -838,9 +899,13 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         // sweep that may make room runs at.
         let now = self.now();
         let room = self.claim_slot(now)?;
+        let quota = match self.overrides.get(key) {
+            Some(&own) => CellQuota::pinned(own),
+            None => CellQuota::following(&self.shared),
+        };
         let entry = Entry {
             cell: GcraCell::new(),
-            quota: self.quota_of(key),
+            quota,
         };
         // A fresh cell is never retired, so this is always `Some`.
         let result = decide(&entry);
