@@ -1,0 +1,14 @@
+//! Deliberately broken variants of the protocol, selectable only under
+//! `cfg(loom)`, which the loom models must catch.
+
+/// Which step of the protocol to break.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Broken {
+    /// The real protocol.
+    None,
+    /// A release decrements even when a waiter is queued (nobody is handed
+    /// the permit, nobody is woken): a lost wake-up.
+    ReleaseIgnoresQueue,
+    /// A raise of the limit does not admit the waiters it frees.
+    RaiseWakesNobody,
+}
