@@ -7,6 +7,7 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 use std::sync::Arc;
 
+#[cfg(not(loom))]
 use tokio::time::Instant;
 
 use crate::error::{AcquireError, ConfigError, NoPermit, check_limit};
@@ -214,6 +215,7 @@ impl ConcurrencyLimiter {
         }
     }
 
+    #[cfg(not(loom))]
     /// Waits for a permit until `deadline` (a tokio instant, so paused time
     /// applies).
     ///
@@ -242,6 +244,7 @@ impl ConcurrencyLimiter {
         }
     }
 
+    #[cfg(not(loom))]
     /// [`acquire_until`](Self::acquire_until) `Instant::now() + timeout`.
     ///
     /// # Errors
@@ -251,6 +254,7 @@ impl ConcurrencyLimiter {
         self.acquire_until(Instant::now() + timeout).await
     }
 
+    #[cfg(not(loom))]
     /// [`acquire_until`](Self::acquire_until), as an [`OwnedPermit`].
     ///
     /// # Errors

@@ -6,6 +6,9 @@
 pub enum Broken {
     /// The real protocol.
     None,
+    /// Admission reads the word, decides, and stores the result instead of
+    /// a CAS: the check-then-act gap.
+    LoadStoreAdmit,
     /// A release decrements even when a waiter is queued (nobody is handed
     /// the permit, nobody is woken): a lost wake-up.
     ReleaseIgnoresQueue,

@@ -78,6 +78,12 @@ impl Shared {
     /// count including the new permit.
     #[inline]
     pub(crate) fn try_admit(&self) -> Option<u32> {
+        #[cfg(loom)]
+        if self.broken == crate::loom_hooks::Broken::LoadStoreAdmit {
+            let next = word::admit(self.state.load(Ordering::SeqCst))?;
+            self.state.store(next, Ordering::SeqCst);
+            return Some(word::in_flight(next));
+        }
         // Relaxed: only the CAS below decides; this is its first guess.
         let mut w = self.state.load(Ordering::Relaxed);
         loop {
