@@ -223,3 +223,22 @@ pub(crate) fn elasticity(pairs: &std::collections::VecDeque<(f64, f64)>) -> f64 
         cov / vx * mx / my
     }
 }
+
+/// Busy windows the delay-based estimators keep to tell queueing from a
+/// slower downstream.
+pub(crate) const HISTORY: usize = 8;
+
+/// Whether a full history of busy windows' `(limit, rtt)` shows the limit
+/// moving by at least 25 % without the RTT following it (elasticity below
+/// 0.3): the RTT is the downstream's, not queueing the limit causes.
+pub(crate) fn unqueued(history: &std::collections::VecDeque<(f64, f64)>, full: usize) -> bool {
+    if history.len() < full {
+        return false;
+    }
+    let (lo, hi) = history
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), &(l, _)| {
+            (lo.min(l), hi.max(l))
+        });
+    hi >= lo * 1.25 && elasticity(history) < 0.3
+}

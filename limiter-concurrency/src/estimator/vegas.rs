@@ -17,14 +17,19 @@
 //! looks like queueing and the limit collapses to its floor (the defect of
 //! Netflix's Vegas, which papers over it with a periodic reset that drops
 //! the limit while it re-learns). Here each window's mean pulls the
-//! no-load RTT down at once when lower, and otherwise lets it rise by a
-//! factor `1 + decay` per window (default 1 %): a permanent slowdown is
-//! learned within `ln(rtt_new / rtt_old) / decay` windows (a doubling: 70
-//! windows, a second or two at typical limits), while queueing, which the
-//! estimator removes within a few windows, never lasts long enough to be
-//! mistaken for the new floor. No probe, nothing that pins the limit low.
+//! no-load RTT down at once when lower, and lets it rise by a factor
+//! `1 + decay` per window (default 1 %) when the window shows that the
+//! higher RTT is not queueing of ours: a window at low occupancy, or busy
+//! windows whose RTT does not move with the limit (elasticity below 0.3
+//! over the last 8, see [`Gradient2`](crate::Gradient2)). A permanent
+//! slowdown is learned within `ln(rtt_new / rtt_old) / decay` windows of
+//! such evidence (a doubling: 70 windows); queueing, whose RTT grows with
+//! the limit, is never mistaken for the new floor (an unconditional decay
+//! would let the floor climb after the queue it measures). No probe,
+//! nothing that pins the limit low.
 
 use core::time::Duration;
+use std::collections::VecDeque;
 
 use super::{Bounds, Estimator, Sample, Window};
 use crate::error::{ConfigError, check_f64};
@@ -48,10 +53,12 @@ pub struct Vegas {
     rtt_noload: f64,
     decay: f64,
     window: Window,
+    /// The last busy windows' (limit, mean RTT).
+    history: VecDeque<(f64, f64)>,
 }
 
 impl Vegas {
-    /// Vegas within `bounds`, decay 1 % per window, windows of at least 10
+    /// Vegas within `bounds`, decay 1 % per window, windows of at least 30
     /// samples.
     pub fn new(bounds: Bounds) -> Vegas {
         Vegas {
@@ -59,7 +66,8 @@ impl Vegas {
             limit: f64::from(bounds.initial),
             rtt_noload: 0.0,
             decay: 0.01,
-            window: Window::new(10),
+            window: Window::new(30),
+            history: VecDeque::new(),
         }
     }
 
@@ -84,13 +92,26 @@ impl Estimator for Vegas {
             self.limit = self.bounds.clamp(self.limit - log);
             return self.limit();
         }
+        let busy = 2.0 * f64::from(w.max_in_flight) >= self.limit;
+        if busy {
+            if self.history.len() == super::HISTORY {
+                self.history.pop_front();
+            }
+            self.history.push_back((w.mean_in_flight, w.mean_rtt));
+        } else {
+            self.history.clear();
+        }
+        // Falls at once; rises by `decay` a window when the window shows no
+        // queueing of ours (low occupancy, or an RTT that does not move
+        // with the limit).
         self.rtt_noload = if self.rtt_noload == 0.0 {
             w.mean_rtt
-        } else {
+        } else if !busy || super::unqueued(&self.history, super::HISTORY) {
             w.mean_rtt.min(self.rtt_noload * (1.0 + self.decay))
+        } else {
+            w.mean_rtt.min(self.rtt_noload)
         };
         let queue = self.limit * (1.0 - self.rtt_noload / w.mean_rtt);
-        let busy = 2.0 * f64::from(w.max_in_flight) >= self.limit;
         if queue < 3.0 * log {
             if busy {
                 self.limit = self.bounds.clamp(self.limit + log);
@@ -121,7 +142,7 @@ mod tests {
     fn feed(v: &mut Vegas, windows: u32, rtt_ms: u64) -> u32 {
         let mut limit = v.limit();
         for _ in 0..windows {
-            for _ in 0..v.limit().max(10) {
+            for _ in 0..v.limit().max(30) {
                 let s = Sample {
                     rtt: Duration::from_millis(rtt_ms),
                     in_flight: v.limit(),
@@ -151,18 +172,29 @@ mod tests {
             .unwrap();
         feed(&mut v, 3, 10);
         let before = v.limit();
-        // Latency quadruples for good. The limit drops while the no-load
-        // RTT catches up (by 5 % a window), then grows again.
-        feed(&mut v, 40, 40);
+        // Latency quadruples for good. The limit drops, and the cuts do not
+        // lower the RTT, so the no-load RTT rises (by 5 % a window while 8
+        // busy windows show it) instead of staying at 10 ms, where it would
+        // pin the limit to its floor; the limit stops falling once Vegas's
+        // queue estimate is inside [alpha, beta], where it holds (and the
+        // no-load RTT, shown nothing more, stays where it got to: Vegas
+        // learns only while its limit moves; see docs/concurrency.md).
+        let mut lowest = before;
+        for _ in 0..100 {
+            lowest = lowest.min(feed(&mut v, 1, 40));
+        }
+        let learned = v.min_rtt().unwrap();
+        assert!(learned > Duration::from_millis(20), "{learned:?}");
+        let after = v.limit();
+        // queue = limit · (1 − noload / 40) within beta = 6 · log10(limit).
+        let queue = f64::from(after) * (1.0 - learned.as_secs_f64() * 1e3 / 40.0);
         assert!(
-            v.min_rtt().unwrap() >= Duration::from_millis(39),
-            "{:?}",
-            v.min_rtt()
+            after >= 10 && after >= lowest,
+            "limit {after} (lowest {lowest}, was {before})"
         );
-        let after = feed(&mut v, 10, 40);
         assert!(
-            after > 1 && after >= before,
-            "limit {after} (was {before}) recovered"
+            queue <= 6.0 * f64::from(after).log10().max(1.0) + 1.0,
+            "queue {queue}"
         );
     }
 }
