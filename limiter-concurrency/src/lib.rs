@@ -19,6 +19,10 @@
 //!   ([`Permit::finish`] with an [`Outcome`]): [`Aimd`], [`Vegas`],
 //!   [`Gradient2`], each behind a [`DriftGuard`].
 //!
+//! * [`http`] (feature `tower`): a tower layer for HTTP and gRPC services
+//!   that sheds with 503 + `Retry-After` (or gRPC `RESOURCE_EXHAUSTED`) or
+//!   waits up to a bound, and feeds the estimator from latency and status.
+//!
 //! The modules: `word` (the state word's layout and its decisions as pure
 //! functions), `shared` (the CAS protocol and the wait queue's lock),
 //! `queue` (the waiters), `limiter` and `permit` (the public types),
@@ -28,6 +32,8 @@
 
 mod error;
 pub mod estimator;
+#[cfg(all(feature = "tower", not(loom)))]
+pub mod http;
 mod limiter;
 #[cfg(loom)]
 #[doc(hidden)]
