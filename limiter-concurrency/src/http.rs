@@ -90,17 +90,24 @@ impl Config {
     fn reject(&self) -> Response<Full<Bytes>> {
         self.metrics.rejected.increment(1);
         match self.protocol {
-            Protocol::Http => overloaded(self.retry_after),
+            Protocol::Http => {
+                overloaded(self.retry_after, self.limiter.limit(), self.limiter.in_flight())
+            }
             Protocol::Grpc => resource_exhausted(),
         }
     }
 }
 
-/// The HTTP rejection: the workspace's one problem+json writer, plus
-/// `Retry-After` in whole seconds rounded up.
-fn overloaded(retry_after: Duration) -> Response<Full<Bytes>> {
-    let mut response = limiter_tower::Rejection::Unavailable.problem();
+/// The HTTP rejection: the workspace's problem document (with the limit
+/// and the in-flight count as members) and `Retry-After` in whole seconds,
+/// rounded up.
+fn overloaded(retry_after: Duration, limit: u32, in_flight: u32) -> Response<Full<Bytes>> {
     let secs = retry_after.as_nanos().div_ceil(1_000_000_000).max(1);
+    let mut response = limiter_tower::problem::Problem::new(StatusCode::SERVICE_UNAVAILABLE)
+        .detail("the concurrency limit is reached; retry later")
+        .member("limit", u64::from(limit))
+        .member("in_flight", u64::from(in_flight))
+        .into_response();
     if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
         response.headers_mut().insert(header::RETRY_AFTER, v);
     }
@@ -429,7 +436,7 @@ mod tests {
 
     #[test]
     fn rejections() {
-        let r = overloaded(Duration::from_millis(1500));
+        let r = overloaded(Duration::from_millis(1500), 4, 4);
         assert_eq!(r.status(), 503);
         assert_eq!(r.headers()[header::RETRY_AFTER], "2");
         assert_eq!(
