@@ -90,9 +90,11 @@ impl Config {
     fn reject(&self) -> Response<Full<Bytes>> {
         self.metrics.rejected.increment(1);
         match self.protocol {
-            Protocol::Http => {
-                overloaded(self.retry_after, self.limiter.limit(), self.limiter.in_flight())
-            }
+            Protocol::Http => overloaded(
+                self.retry_after,
+                self.limiter.limit(),
+                self.limiter.in_flight(),
+            ),
             Protocol::Grpc => resource_exhausted(),
         }
     }
