@@ -83,7 +83,7 @@ pub struct Gateway {
 pub struct Running {
     addrs: Vec<SocketAddr>,
     tls_addrs: Vec<SocketAddr>,
-    tls: Option<(Terminator, Option<Box<dyn std::any::Any + Send>>)>,
+    tls: Option<(Terminator, Option<crate::tls::TlsWatcher>)>,
     admin: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     draining: Arc<AtomicBool>,

@@ -174,7 +174,7 @@ impl Terminator {
     }
 
     /// Reloads on every change in the directories of the two files.
-    pub(crate) fn watch(&self) -> Result<Box<dyn std::any::Any + Send>, String> {
+    pub(crate) fn watch(&self) -> Result<TlsWatcher, String> {
         use notify_debouncer_full::notify::RecursiveMode;
         use notify_debouncer_full::{DebounceEventResult, new_debouncer};
         let me = self.clone();
@@ -200,7 +200,7 @@ impl Terminator {
                 .watch(&dir, RecursiveMode::NonRecursive)
                 .map_err(|e| format!("{}: {e}", dir.display()))?;
         }
-        Ok(Box::new(debouncer))
+        Ok(TlsWatcher(std::sync::Mutex::new(Box::new(debouncer))))
     }
 
     /// A stream that performs the handshake on first use.
@@ -209,6 +209,16 @@ impl Terminator {
             tokio_rustls::TlsAcceptor::from(Arc::clone(&self.server)).accept(tcp),
             Box::pin(tokio::time::sleep(self.config.handshake_timeout)),
         )))
+    }
+}
+
+/// A running watch of the TLS files; dropping it stops watching (a Mutex
+/// only to make it `Sync`: it is never locked).
+pub(crate) struct TlsWatcher(#[allow(dead_code)] std::sync::Mutex<Box<dyn std::any::Any + Send>>);
+
+impl std::fmt::Debug for TlsWatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TlsWatcher")
     }
 }
 

@@ -70,12 +70,18 @@ impl TestCa {
     }
 }
 
-/// The CN of the leaf certificate a TLS connection presented.
-pub(crate) fn peer_cn(tls: &tokio_rustls::client::TlsStream<TcpStream>) -> String {
-    let der = tls.get_ref().1.peer_certificates().unwrap()[0].to_vec();
-    // The CN is the last printable string of the subject: good enough to
-    // tell two test leaves apart by a unique marker.
-    String::from_utf8_lossy(&der).into_owned()
+/// The DER of the leaf certificate a TLS connection presented.
+pub(crate) fn presented(tls: &tokio_rustls::client::TlsStream<TcpStream>) -> Vec<u8> {
+    tls.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+}
+
+/// The DER of the first certificate in `pem`.
+pub(crate) fn der(pem: &str) -> Vec<u8> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    CertificateDer::from_pem_slice(pem.as_bytes())
+        .unwrap()
+        .to_vec()
 }
 
 /// An upstream answering `name` on every path (and `/healthz` with the
@@ -113,7 +119,8 @@ impl Killable {
                         counter.fetch_add(1, Ordering::Relaxed);
                         (StatusCode::OK, name)
                     };
-                    let mut response = Response::new(Full::new(Bytes::from_static(answer.1.as_bytes())));
+                    let mut response =
+                        Response::new(Full::new(Bytes::from_static(answer.1.as_bytes())));
                     *response.status_mut() = answer.0;
                     std::future::ready(Ok::<_, Infallible>(response))
                 });
@@ -156,7 +163,10 @@ pub(crate) async fn gateway(dir: &Path, rules: &str, toml: &str) -> Running {
     let gw = dir.join("gateway.toml");
     let config = GatewayConfig::from_toml(&gw, toml).expect("good gateway file");
     config.validate().expect("valid gateway file");
-    Gateway::new(config, rules).start().await.expect("gateway starts")
+    Gateway::new(config, rules)
+        .start()
+        .await
+        .expect("gateway starts")
 }
 
 /// A rules file with no rule routed.
