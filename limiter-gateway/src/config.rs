@@ -33,6 +33,8 @@ pub struct Upstream {
     pub prefix: String,
     /// Send the upstream's own authority as `Host` instead of the client's.
     pub rewrite_host: bool,
+    /// Its addresses, balancing, protocol and health (module `upstream`).
+    pub pool: crate::upstream::PoolConfig,
 }
 
 /// The timeouts of the proxy.
@@ -71,6 +73,8 @@ pub struct GatewayConfig {
     pub upstreams: Vec<Upstream>,
     /// The timeouts.
     pub timeouts: Timeouts,
+    /// TLS listeners and their certificate, if any.
+    pub tls: Option<crate::tls::TlsConfig>,
 }
 
 /// A gateway configuration that cannot be used, and why.
@@ -121,16 +125,20 @@ struct FileConfig {
     upstream: Vec<FileUpstream>,
     #[serde(default)]
     timeouts: FileTimeouts,
+    tls: Option<crate::tls::FileTls>,
 }
 
+// Unknown keys: caught by `FilePool` (flatten and deny_unknown_fields do
+// not combine).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct FileUpstream {
     name: Option<String>,
     url: String,
     prefix: Option<String>,
     #[serde(default)]
     rewrite_host: bool,
+    #[serde(flatten)]
+    pool: crate::upstream::FilePool,
 }
 
 #[derive(Deserialize, Default)]
@@ -163,7 +171,7 @@ pub fn parse_addr(field: &str, s: &str) -> Result<SocketAddr, GatewayConfigError
     })
 }
 
-/// Parses an upstream URL (`http://127.0.0.1:3000`, `http://app:80/base`).
+/// Parses an upstream URL (`http://127.0.0.1:3000`, `https://app/base`).
 ///
 /// # Errors
 ///
@@ -172,10 +180,10 @@ pub fn parse_upstream_url(field: &str, s: &str) -> Result<Uri, GatewayConfigErro
     let uri: Uri = s
         .parse()
         .map_err(|e| invalid(field, format!("`{s}` is not a URL: {e}")))?;
-    if uri.scheme_str() != Some("http") {
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
         return Err(invalid(
             field,
-            format!("`{s}`: only http:// upstreams are supported (put TLS in front)"),
+            format!("`{s}`: write an http:// or https:// URL"),
         ));
     }
     if uri.authority().is_none() {
@@ -211,8 +219,10 @@ impl GatewayConfig {
                 url: upstream,
                 prefix: "/".into(),
                 rewrite_host: false,
+                pool: crate::upstream::PoolConfig::default(),
             }],
             timeouts: Timeouts::default(),
+            tls: None,
         }
     }
 
@@ -257,14 +267,17 @@ impl GatewayConfig {
             .transpose()?;
         let upstreams = raw
             .upstream
-            .iter()
+            .into_iter()
             .enumerate()
             .map(|(i, u)| {
+                let url = parse_upstream_url(&format!("upstream[{i}].url"), &u.url)?;
+                let https = url.scheme_str() == Some("https");
                 Ok(Upstream {
-                    name: u.name.clone().unwrap_or_else(|| format!("upstream{i}")),
-                    url: parse_upstream_url(&format!("upstream[{i}].url"), &u.url)?,
-                    prefix: u.prefix.clone().unwrap_or_else(|| "/".into()),
+                    name: u.name.unwrap_or_else(|| format!("upstream{i}")),
+                    url,
+                    prefix: u.prefix.unwrap_or_else(|| "/".into()),
                     rewrite_host: u.rewrite_host,
+                    pool: u.pool.parse(i, https)?,
                 })
             })
             .collect::<Result<Vec<_>, GatewayConfigError>>()?;
@@ -276,11 +289,13 @@ impl GatewayConfig {
             idle: duration("timeouts.idle", t.idle.as_deref(), d.idle)?,
             shutdown: duration("timeouts.shutdown", t.shutdown.as_deref(), d.shutdown)?,
         };
+        let tls = raw.tls.map(|t| t.parse(file)).transpose()?;
         Ok(GatewayConfig {
             listen,
             admin,
             upstreams,
             timeouts,
+            tls,
         })
     }
 
@@ -303,7 +318,7 @@ impl GatewayConfig {
     ///
     /// The first broken one.
     pub fn validate(&self) -> Result<(), GatewayConfigError> {
-        if self.listen.is_empty() {
+        if self.listen.is_empty() && self.tls.as_ref().is_none_or(|t| t.listen.is_empty()) {
             return Err(invalid(
                 "listen",
                 "give at least one listener (or --listen)",
@@ -394,8 +409,8 @@ prefix = "/api/"
             GatewayConfigError::Syntax { .. }
         ));
         assert_eq!(
-            bad("[[upstream]]\nurl = \"https://x\"").to_string(),
-            "`upstream[0].url`: `https://x`: only http:// upstreams are supported (put TLS in front)"
+            bad("[[upstream]]\nurl = \"ftp://x\"").to_string(),
+            "`upstream[0].url`: `ftp://x`: write an http:// or https:// URL"
         );
         assert!(
             bad("listen = [\"nope\"]")

@@ -9,7 +9,8 @@
 //! on the next hop.
 //!
 //! Forwarding (appended to what earlier proxies wrote, never replacing
-//! it): `X-Forwarded-For: <peer ip>`, `X-Forwarded-Proto: http`, RFC 7239
+//! it): `X-Forwarded-For: <peer ip>`, `X-Forwarded-Proto: http` (or
+//! `https` from a TLS listener), RFC 7239
 //! `Forwarded: for=<peer>;proto=http;host=<host>` (IPv6 quoted and
 //! bracketed) and `Via: 1.1 limiter-gateway` (RFC 9110 §7.6.3).
 //!
@@ -80,8 +81,8 @@ fn version_token(version: Version) -> &'static str {
     }
 }
 
-/// Appends the forwarding headers for a request from `peer`, and sets
-/// `Host` as the module doc says.
+/// Appends the forwarding headers for a request from `peer` that arrived
+/// over `proto` (`http` or `https`), and sets `Host` as the module doc says.
 pub fn add_forwarding(
     headers: &mut HeaderMap,
     peer: IpAddr,
@@ -89,6 +90,7 @@ pub fn add_forwarding(
     incoming: &Uri,
     upstream: &Uri,
     rewrite_host: bool,
+    proto: &str,
 ) {
     if !headers.contains_key(header::HOST)
         && let Some(v) = incoming
@@ -103,16 +105,12 @@ pub fn add_forwarding(
         .map(str::to_owned);
     let ip = peer.to_string();
     append(headers, HeaderName::from_static("x-forwarded-for"), &ip);
-    append(
-        headers,
-        HeaderName::from_static("x-forwarded-proto"),
-        "http",
-    );
+    append(headers, HeaderName::from_static("x-forwarded-proto"), proto);
     let node = match peer {
         IpAddr::V4(v4) => v4.to_string(),
         IpAddr::V6(v6) => format!("\"[{v6}]\""),
     };
-    let mut forwarded = format!("for={node};proto=http");
+    let mut forwarded = format!("for={node};proto={proto}");
     if let Some(host) = host.as_deref().filter(|h| is_token(h)) {
         forwarded.push_str(";host=");
         forwarded.push_str(host);
@@ -180,6 +178,7 @@ mod tests {
             &incoming,
             &up,
             false,
+            "http",
         );
         assert_eq!(h["x-forwarded-for"], "198.51.100.1, 2001:db8::1");
         assert_eq!(h["x-forwarded-proto"], "http");
@@ -196,9 +195,11 @@ mod tests {
             &incoming,
             &up,
             true,
+            "https",
         );
         assert_eq!(h["host"], "10.0.0.9:3000");
         assert_eq!(h["x-forwarded-for"], "198.51.100.1, 2001:db8::1, 192.0.2.7");
+        assert_eq!(h["x-forwarded-proto"], "http, https");
     }
 
     #[test]
@@ -213,6 +214,7 @@ mod tests {
             &incoming,
             &up,
             false,
+            "http",
         );
         assert_eq!(h["host"], "api.example");
         assert_eq!(h["forwarded"], "for=192.0.2.7;proto=http;host=api.example");

@@ -44,6 +44,9 @@ pub mod echo;
 mod forward;
 mod proxy;
 mod server;
+mod tls;
+mod upgrade;
+pub mod upstream;
 
 pub use admin::{metrics_handle, rules_json};
 pub use config::{
@@ -52,3 +55,4 @@ pub use config::{
 pub use forward::{HOP_BY_HOP, add_forwarding, strip_hop_by_hop};
 pub use proxy::{Proxy, ProxyBody, problem};
 pub use server::{Drained, Gateway, Running};
+pub use tls::{ClientTls, TlsConfig};

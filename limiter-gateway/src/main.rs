@@ -72,6 +72,7 @@ fn gateway_config(args: &Args) -> Result<GatewayConfig, String> {
             url,
             prefix: "/".into(),
             rewrite_host: false,
+            pool: limiter_gateway::upstream::PoolConfig::default(),
         }];
     }
     if args.admin.is_some() {
@@ -158,6 +159,9 @@ async fn run(args: Args, config: GatewayConfig) -> ExitCode {
     for addr in running.addrs() {
         println!("limiter-gateway listening on {addr}");
     }
+    for addr in running.tls_addrs() {
+        println!("limiter-gateway tls on {addr}");
+    }
     if let Some(admin) = running.admin_addr() {
         println!("limiter-gateway admin on {admin}");
     }
@@ -166,6 +170,9 @@ async fn run(args: Args, config: GatewayConfig) -> ExitCode {
             _ = hup.recv() => {
                 // Errors are logged and counted by reload; the old rules stay.
                 let _ = rules.reload();
+                if let Err(error) = running.reload_tls() {
+                    tracing::warn!(%error, "TLS certificate not reloaded; the one in force stays");
+                }
             }
             _ = term.recv() => break,
             _ = int.recv() => break,

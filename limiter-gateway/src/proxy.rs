@@ -31,14 +31,12 @@ use http::uri::PathAndQuery;
 use http::{HeaderValue, Request, Response, StatusCode, Uri};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use limiter_tower::PeerAddr;
 use tower_service::Service;
 
-use crate::config::{GatewayConfig, Upstream};
+use crate::config::{GatewayConfig, GatewayConfigError, Upstream};
 use crate::forward::{add_forwarding, strip_hop_by_hop};
+use crate::upstream::{Balancer, Protocol};
 
 /// The body of a proxied response: the upstream's stream, or the gateway's
 /// own problem document.
@@ -108,7 +106,7 @@ impl UpstreamMetrics {
 
 struct Shared {
     config: GatewayConfig,
-    client: Client<HttpConnector, Incoming>,
+    balancers: Vec<Arc<Balancer>>,
     metrics: Vec<UpstreamMetrics>,
 }
 
@@ -127,30 +125,42 @@ impl std::fmt::Debug for Proxy {
 }
 
 impl Proxy {
-    /// A proxy to the upstreams of `config`, with its timeouts.
-    pub fn new(config: GatewayConfig) -> Proxy {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(config.timeouts.connect));
-        connector.set_nodelay(true);
-        connector.enforce_http(true);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .timer(TokioTimer::new())
-            .pool_idle_timeout(config.timeouts.idle)
-            .pool_max_idle_per_host(1024)
-            .build(connector);
+    /// A proxy to the upstreams of `config`, with its timeouts; health
+    /// checks start on the current tokio runtime, if any.
+    ///
+    /// # Errors
+    ///
+    /// An `https://` upstream whose `ca` file cannot be read or whose host
+    /// is not a valid TLS server name.
+    pub fn new(config: GatewayConfig) -> Result<Proxy, GatewayConfigError> {
+        let balancers = config
+            .upstreams
+            .iter()
+            .enumerate()
+            .map(|(i, u)| {
+                let b = Balancer::new(u, &config.timeouts).map_err(|reason| {
+                    GatewayConfigError::Invalid {
+                        field: format!("upstream[{i}]"),
+                        reason,
+                    }
+                })?;
+                let b = Arc::new(b);
+                crate::upstream::health::spawn(&b);
+                Ok(b)
+            })
+            .collect::<Result<Vec<_>, GatewayConfigError>>()?;
         let metrics = config
             .upstreams
             .iter()
             .map(|u| UpstreamMetrics::new(&u.name))
             .collect();
-        Proxy {
+        Ok(Proxy {
             shared: Arc::new(Shared {
                 config,
-                client,
+                balancers,
                 metrics,
             }),
-        }
+        })
     }
 }
 
@@ -160,7 +170,7 @@ fn upstream_uri(upstream: &Upstream, incoming: &Uri) -> Option<Uri> {
     let pq = incoming.path_and_query().map_or("/", PathAndQuery::as_str);
     let path = format!("{base}{pq}");
     Uri::builder()
-        .scheme("http")
+        .scheme(upstream.url.scheme()?.clone())
         .authority(upstream.url.authority()?.clone())
         .path_and_query(path)
         .build()
@@ -210,6 +220,8 @@ async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<ProxyB
         return problem(StatusCode::NOT_FOUND, "no upstream serves this path");
     };
     let upstream = &config.upstreams[index];
+    let mut request = request;
+    let upgrade = crate::upgrade::take(&mut request);
     let (mut parts, body) = request.into_parts();
     let Some(uri) = upstream_uri(upstream, &parts.uri) else {
         return problem(
@@ -222,6 +234,7 @@ async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<ProxyB
         .get::<PeerAddr>()
         .map_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)), |p| p.0);
     strip_hop_by_hop(&mut parts.headers);
+    let tls = parts.extensions.get::<crate::tls::ClientTls>().is_some();
     add_forwarding(
         &mut parts.headers,
         peer.ip(),
@@ -229,21 +242,41 @@ async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<ProxyB
         &parts.uri,
         &upstream.url,
         upstream.rewrite_host,
+        if tls { "https" } else { "http" },
     );
+    if let Some(u) = &upgrade {
+        u.restore_request(&mut parts.headers);
+    }
+    let balancer = &shared.balancers[index];
+    if balancer.pool.protocol == Protocol::H2 {
+        // `:authority` (the URL's) names the host on h2 (RFC 9113 §8.3.1).
+        parts.headers.remove(http::header::HOST);
+    }
+    // An empty body is sent as `Empty`: replayable on another address.
+    let body = if http_body::Body::is_end_stream(&body) {
+        Either::Right(http_body_util::Empty::new())
+    } else {
+        Either::Left(body)
+    };
     let mut out = Request::from_parts(parts, body);
     *out.uri_mut() = uri;
-    // The upstream hop is HTTP/1.1 whatever the client spoke.
+    // The upstream hop is HTTP/1.1 (or HTTP/2 as configured) whatever the
+    // client spoke; the pool sets the version it negotiated.
     *out.version_mut() = http::Version::HTTP_11;
     let name = &upstream.name;
     let m = &shared.metrics[index];
     let started = Instant::now();
-    let result = tokio::time::timeout(config.timeouts.request, shared.client.request(out)).await;
+    let result = tokio::time::timeout(config.timeouts.request, balancer.send(out)).await;
     match result {
-        Ok(Ok(response)) => {
+        Ok(Ok(mut response)) => {
             m.latency.record(started.elapsed().as_secs_f64());
             m.responses[class(response.status())].increment(1);
+            let tunnel = upgrade.and_then(|u| u.accept(&mut response));
             let (mut parts, body) = response.into_parts();
             strip_hop_by_hop(&mut parts.headers);
+            if let Some(protocol) = tunnel {
+                crate::upgrade::restore_response(&mut parts.headers, protocol);
+            }
             Response::from_parts(parts, Either::Left(body))
         }
         Ok(Err(error)) => {
@@ -297,6 +330,7 @@ mod tests {
             url: "http://10.0.0.1:3000/base/".parse().unwrap(),
             prefix: "/".into(),
             rewrite_host: false,
+            pool: crate::upstream::PoolConfig::default(),
         };
         let incoming: Uri = "/x/y?q=1".parse().unwrap();
         assert_eq!(

@@ -38,6 +38,7 @@ use tower_service::Service;
 use crate::admin;
 use crate::config::GatewayConfig;
 use crate::proxy::Proxy;
+use crate::tls::{ClientTls, ServerStream, Terminator};
 
 /// One log line per burst of rejections: a burst starts at a rejection
 /// after at least [`RejectionLog::QUIET`] without one, and its line carries
@@ -81,6 +82,8 @@ pub struct Gateway {
 #[derive(Debug)]
 pub struct Running {
     addrs: Vec<SocketAddr>,
+    tls_addrs: Vec<SocketAddr>,
+    tls: Option<(Terminator, Option<crate::tls::TlsWatcher>)>,
     admin: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     draining: Arc<AtomicBool>,
@@ -127,15 +130,30 @@ impl Gateway {
         });
         let draining = Arc::new(AtomicBool::new(false));
         let graceful = Arc::new(GracefulShutdown::new());
-        let proxy = Proxy::new(self.config.clone());
+        let proxy = Proxy::new(self.config.clone())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let tls = match &self.config.tls {
+            Some(t) => Some(
+                Terminator::new(t).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
+            ),
+            None => None,
+        };
+        let mut tls_addrs = Vec::new();
         let log = Arc::new(RejectionLog::default());
         let mut addrs = Vec::new();
         let mut accept = Vec::new();
-        for addr in &self.config.listen {
+        let tls_listen = self.config.tls.iter().flat_map(|t| &t.listen);
+        let listeners = (self.config.listen.iter().map(|a| (a, None)))
+            .chain(tls_listen.map(|a| (a, tls.clone())));
+        for (addr, tls) in listeners {
             let listener = TcpListener::bind(addr).await?;
-            addrs.push(listener.local_addr()?);
+            match tls {
+                None => addrs.push(listener.local_addr()?),
+                Some(_) => tls_addrs.push(listener.local_addr()?),
+            }
             accept.push(tokio::spawn(accept_loop(
                 listener,
+                tls,
                 self.rules.clone(),
                 proxy.clone(),
                 Arc::clone(&graceful),
@@ -156,9 +174,18 @@ impl Gateway {
             }
             None => (None, None),
         };
-        tracing::info!(listen = ?addrs, admin = ?admin, "gateway serving");
+        tracing::info!(listen = ?addrs, tls = ?tls_addrs, admin = ?admin, "gateway serving");
+        let tls = tls.map(|t| {
+            let watcher = t
+                .watch()
+                .inspect_err(|error| tracing::error!(%error, "cannot watch the TLS files; reload_tls still reloads"))
+                .ok();
+            (t, watcher)
+        });
         Ok(Running {
             addrs,
+            tls_addrs,
+            tls,
             admin,
             stop,
             draining,
@@ -174,6 +201,22 @@ impl Running {
     /// The proxy listeners' bound addresses, in config order.
     pub fn addrs(&self) -> &[SocketAddr] {
         &self.addrs
+    }
+
+    /// The TLS listeners' bound addresses, in config order.
+    pub fn tls_addrs(&self) -> &[SocketAddr] {
+        &self.tls_addrs
+    }
+
+    /// Reads the TLS certificate and key again (as a change of the files
+    /// does); new handshakes use them. Returns whether the certificate
+    /// changed; `false` without TLS.
+    ///
+    /// # Errors
+    ///
+    /// The pair does not load (the one in force stays), with the reason.
+    pub fn reload_tls(&self) -> Result<bool, String> {
+        self.tls.as_ref().map_or(Ok(false), |(t, _)| t.reload())
     }
 
     /// The admin listener's bound address.
@@ -209,6 +252,7 @@ impl Running {
 
 async fn accept_loop(
     listener: TcpListener,
+    tls: Option<Terminator>,
     rules: RuleSet,
     proxy: Proxy,
     graceful: Arc<GracefulShutdown>,
@@ -231,10 +275,18 @@ async fn accept_loop(
             }
         };
         let _ = stream.set_nodelay(true);
+        let https = tls.is_some();
+        let stream = match &tls {
+            None => ServerStream::Plain(stream),
+            Some(t) => t.stream(stream),
+        };
         let service = layer.layer(proxy.clone());
         let log = Arc::clone(&log);
         let svc = service_fn(move |mut request: Request<Incoming>| {
             request.extensions_mut().insert(PeerAddr(peer));
+            if https {
+                request.extensions_mut().insert(ClientTls);
+            }
             // A cheap clone (shared bytes), for the rejection log.
             let uri = request.uri().clone();
             let mut service = service.clone();
@@ -251,7 +303,7 @@ async fn accept_loop(
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder.http1().timer(TokioTimer::new()).keep_alive(true);
         let connection = builder
-            .serve_connection(TokioIo::new(stream), svc)
+            .serve_connection_with_upgrades(TokioIo::new(stream), svc)
             .into_owned();
         let watched = graceful.watcher().watch(connection);
         tokio::spawn(async move {

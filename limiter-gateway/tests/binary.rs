@@ -145,7 +145,7 @@ async fn a_bad_rules_file_at_start_exits_1_with_the_rules_crates_errors() {
     let output = Command::new(BIN)
         .arg("--config")
         .arg(&good)
-        .args(["--listen", "127.0.0.1:0", "--upstream", "https://x"])
+        .args(["--listen", "127.0.0.1:0", "--upstream", "ftp://x"])
         .output()
         .await
         .unwrap();
@@ -153,7 +153,7 @@ async fn a_bad_rules_file_at_start_exits_1_with_the_rules_crates_errors() {
     assert!(
         String::from_utf8(output.stderr)
             .unwrap()
-            .contains("only http:// upstreams")
+            .contains("write an http:// or https:// URL")
     );
 }
 

@@ -287,6 +287,7 @@ async fn requests_go_to_the_upstream_of_the_longest_prefix() {
             url: two_url.parse().unwrap(),
             prefix: "/two".into(),
             rewrite_host: true,
+            pool: Default::default(),
         });
     })
     .await;

