@@ -45,8 +45,10 @@ type Waiting<B, E> = Pin<Box<dyn Future<Output = Result<Response<LimitBody<B>>, 
 pin_project! {
     /// The future of [`RateLimitService::call`](crate::RateLimitService):
     /// the inner service's future `F` (whose response body is `B` and error
-    /// `E`), the layer's own answer, or a wait. See the
-    /// [module docs](self) for which allocates.
+    /// `E`), the layer's own answer, or a wait. The
+    /// only state that allocates is the wait (a grant whose slot is later,
+    /// or a backend that decides asynchronously): one box for the wait and
+    /// the call after it. Dropping it while it waits gives the grant back.
     pub struct ResponseFuture<F, B, E> {
         #[pin]
         state: State<F, B, E>,
