@@ -54,7 +54,11 @@
 use limiter_async::AsyncDecide;
 
 /// A limiter the layer can ask for permits: any [`AsyncDecide`] whose key
-/// and ticket can live in a request's future (see the [module docs](self)).
+/// and ticket can live in a request's future. The layer takes
+/// `RateLimit-Policy` from [`Decider::policy`](limiter_core::Decider::policy),
+/// `RateLimit` from the grant's headroom (`remaining`, and `refill_in` less
+/// the wait of a held request) and `Retry-After` from the denial's
+/// `retry_after`.
 ///
 /// Implemented for every such type; implement
 /// [`Decider`](limiter_core::Decider) and

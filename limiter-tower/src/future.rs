@@ -11,7 +11,7 @@
 //! # Cancel safety
 //!
 //! Dropping the future while it waits for a slot gives the reservation back
-//! through [`Decider::cancel`]: the permits return to the key (or to its
+//! through [`Decider::cancel`](limiter_core::Decider::cancel): the permits return to the key (or to its
 //! next waiter). After the inner service was called the permits are spent.
 
 use std::fmt;
@@ -27,7 +27,8 @@ use http_body_util::{Either, Full};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use limiter_core::{Decider, Denial, Grant};
+use limiter_async::{CancelGrant, SlotWait, WakeUp};
+use limiter_core::{Denial, Grant};
 
 use crate::backend::Backend;
 use crate::key::KeyExtractor;
@@ -44,8 +45,10 @@ type Waiting<B, E> = Pin<Box<dyn Future<Output = Result<Response<LimitBody<B>>, 
 pin_project! {
     /// The future of [`RateLimitService::call`](crate::RateLimitService):
     /// the inner service's future `F` (whose response body is `B` and error
-    /// `E`), the layer's own answer, or a wait. See the
-    /// [module docs](self) for which allocates.
+    /// `E`), the layer's own answer, or a wait. The
+    /// only state that allocates is the wait (a grant whose slot is later,
+    /// or a backend that decides asynchronously): one box for the wait and
+    /// the call after it. Dropping it while it waits gives the grant back.
     pub struct ResponseFuture<F, B, E> {
         #[pin]
         state: State<F, B, E>,
@@ -212,36 +215,32 @@ where
     Ok(response)
 }
 
-/// Sleeps until the grant's slot; a drop before then gives it back.
+/// Waits for the grant's slot on the workspace's one wait
+/// ([`SlotWait`]): an absolute deadline taken at the decision, the precise
+/// wake-up, and a refund of the grant if the future is dropped first.
 async fn delay<B: Backend, E>(
     shared: &Shared<B, E>,
     key: B::Key,
     grant: Grant<B::Ticket>,
     metrics: &Metrics,
 ) {
-    struct Held<'a, B: Backend, E> {
-        shared: &'a Shared<B, E>,
-        metrics: &'a Metrics,
-        held: Option<(B::Key, B::Ticket)>,
-    }
-    impl<B: Backend, E> Drop for Held<'_, B, E> {
+    /// Keeps the queue gauge right however the wait ends.
+    struct Queued<'a>(&'a Metrics);
+    impl Drop for Queued<'_> {
         fn drop(&mut self) {
-            self.metrics.queue_size.decrement(1.0);
-            if let Some((key, ticket)) = self.held.take() {
-                // Refused only for a slot already passed or a key whose
-                // state was evicted: the permits stay spent (strict).
-                let _given_back = Decider::cancel(&self.shared.backend, &key, ticket);
-            }
+            self.0.queue_size.decrement(1.0);
         }
     }
     metrics.delayed.increment(1);
     metrics.queue_size.increment(1.0);
     metrics.wait_seconds.record(grant.wait.as_secs_f64());
-    let mut held = Held {
-        shared,
-        metrics,
-        held: Some((key, grant.ticket)),
+    let _queued = Queued(metrics);
+    let window = shared.backend.policy(&key).window();
+    let refund = CancelGrant {
+        decider: &shared.backend,
+        key: &key,
+        ticket: grant.ticket,
     };
-    tokio::time::sleep(grant.wait).await;
-    held.held = None;
+    // At its slot the grant is used: the returned refund is dropped unused.
+    let _used = SlotWait::after(grant.wait, WakeUp::Precise, window, refund).await;
 }
