@@ -2,6 +2,9 @@
 //! follows the path, not the number of rules. A linear scan of the same
 //! matchers (most specific first) runs beside it for comparison.
 
+// criterion_group! and criterion_main! generate undocumented public functions.
+#![allow(missing_docs)]
+
 use criterion::{Criterion, black_box, criterion_group, criterion_main};
 use http::Method;
 use limiter_rules::{MatchSpec, Matcher, PathMatch, RouteTable};
