@@ -16,16 +16,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::HeaderName;
-use limiter_core::{Headroom, Limiter, Quota, Reservation};
-use limiter_tower::{
-    Backend, ClientIp, Denial, Grant, KeyError, KeyExtractor, PeerIp, Policy, RequestHead,
-};
+use limiter_async::AsyncDecide;
+use limiter_core::{Decider, Denial, Grant, Headroom, Limiter, Policy, Quota, Reservation};
+use limiter_tower::{ClientIp, KeyError, KeyExtractor, PeerIp, RequestHead};
 
 use crate::limiter::RuleLimiter;
 use crate::live::Core;
 use limiter_rules::{Algorithm, KeyPart, MatchSpec, PathMatch};
 
-/// A rule's limiter as a [`Backend`] of `limiter-tower`.
+/// A rule's limiter as a `limiter-tower` backend (an [`AsyncDecide`]).
 pub(crate) struct RuleBackend<C: RuleClock>(pub(crate) Arc<RuleLimiter<C>>);
 
 impl<C: RuleClock> std::fmt::Debug for RuleBackend<C> {
@@ -50,8 +49,7 @@ fn exact_grant((reservation, left): (Reservation, Headroom)) -> Grant<RuleTicket
         ticket: RuleTicket {
             reservation: Some(reservation),
         },
-        remaining: left.remaining,
-        reset: left.refill_in,
+        headroom: left,
     }
 }
 
@@ -74,8 +72,10 @@ fn grant(reservation: Reservation, quota: Quota, available: u32) -> Grant<RuleTi
             reservation: Some(reservation),
         },
         wait,
-        remaining,
-        reset,
+        headroom: Headroom {
+            remaining,
+            refill_in: reset,
+        },
     }
 }
 
@@ -90,9 +90,9 @@ fn decide_local(
     available: impl FnOnce() -> u32,
 ) -> Result<Grant<RuleTicket>, Denial> {
     let reservation = limiter.reserve_n(cost, max_wait).map_err(Denial::from)?;
-    let period = policy.window / policy.limit.max(1);
+    let period = policy.interval;
     let quota = Quota::with_period(period.max(Duration::from_nanos(1)))
-        .and_then(|q| q.with_burst(policy.limit.max(1)))
+        .and_then(|q| q.with_burst(policy.burst.max(1)))
         .unwrap_or_else(|_| Quota::from_nanos(1, 1).expect("1 ns, burst 1 is valid"));
     Ok(grant(reservation, quota, available()))
 }
@@ -160,25 +160,42 @@ impl<C: RuleClock> RuleBackend<C> {
             Core::Priority(p, _) => p.quota().into(),
             Core::Redis { limiter, .. } => limiter.quota().into(),
             Core::SlidingWindow(l) => Policy {
-                limit: l.limit(),
-                window: l.window(),
+                burst: l.limit(),
+                interval: l.window() / l.limit().max(1),
             },
             Core::WarmUp(_) => match self.0.spec.algorithm {
                 Algorithm::WarmUp { quota, .. } => quota.into(),
                 _ => Policy {
-                    limit: 1,
-                    window: Duration::from_secs(1),
+                    burst: 1,
+                    interval: Duration::from_secs(1),
                 },
             },
         }
     }
 }
 
-impl<C: RuleClock> Backend for RuleBackend<C> {
+impl<C: RuleClock> Decider for RuleBackend<C> {
     type Key = String;
     type Ticket = RuleTicket;
 
-    async fn decide(
+    fn cancel(&self, key: &String, ticket: RuleTicket) -> bool {
+        let Some(reservation) = ticket.reservation else {
+            // Redis refunds nothing.
+            return false;
+        };
+        match &self.0.live.core {
+            Core::Keyed(k) => k.limiter(key).is_ok_and(|l| l.as_ref().cancel(reservation)),
+            _ => self.0.live.local().is_some_and(|l| l.cancel(reservation)),
+        }
+    }
+
+    fn policy(&self, _key: &String) -> Policy {
+        self.policy_of()
+    }
+}
+
+impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
+    async fn decide_async(
         &self,
         key: &String,
         cost: u32,
@@ -194,36 +211,18 @@ impl<C: RuleClock> Backend for RuleBackend<C> {
         // `reset_after`, its injective Redis keys.
         let global = String::from("global");
         let redis_key = if *keyed { key } else { &global };
-        http.decide(redis_key, cost, max_wait).await.map(|g| Grant {
-            ticket: RuleTicket { reservation: None },
-            wait: g.wait,
-            remaining: g.remaining,
-            reset: g.reset,
-        })
+        http.decide_async(redis_key, cost, max_wait)
+            .await
+            .map(|g| g.map_ticket(|()| RuleTicket { reservation: None }))
     }
 
-    fn decide_now(
+    fn decide_ready(
         &self,
         key: &String,
         cost: u32,
         max_wait: Duration,
     ) -> Option<Result<Grant<RuleTicket>, Denial>> {
         self.decide_sync(key, cost, max_wait)
-    }
-
-    fn cancel(&self, key: &String, ticket: RuleTicket) -> bool {
-        let Some(reservation) = ticket.reservation else {
-            // Redis refunds nothing.
-            return false;
-        };
-        match &self.0.live.core {
-            Core::Keyed(k) => k.limiter(key).is_ok_and(|l| l.as_ref().cancel(reservation)),
-            _ => self.0.live.local().is_some_and(|l| l.cancel(reservation)),
-        }
-    }
-
-    fn policy(&self, _key: &String) -> Policy {
-        self.policy_of()
     }
 }
 
@@ -346,15 +345,21 @@ mod tests {
         for yaml in [rule.to_owned(), format!("{rule}    key: ip\n")] {
             let b = backend(&yaml, &clock);
             let key = "1.2.3.4".to_owned();
-            let g = b.decide_now(&key, 1, Duration::ZERO).unwrap().unwrap();
-            assert_eq!((g.remaining, g.reset), (2, Duration::from_millis(100)));
+            let g = b.decide_ready(&key, 1, Duration::ZERO).unwrap().unwrap();
+            assert_eq!(
+                (g.headroom.remaining, g.headroom.refill_in),
+                (2, Duration::from_millis(100))
+            );
             // Half an emission interval later, one more grant: one permit
             // left, the next in 50 ms (not a whole period).
             clock.advance(Duration::from_millis(50));
-            let g = b.decide_now(&key, 1, Duration::ZERO).unwrap().unwrap();
-            assert_eq!((g.remaining, g.reset), (1, Duration::from_millis(50)));
+            let g = b.decide_ready(&key, 1, Duration::ZERO).unwrap().unwrap();
+            assert_eq!(
+                (g.headroom.remaining, g.headroom.refill_in),
+                (1, Duration::from_millis(50))
+            );
             let held = b
-                .decide_now(&key, 2, Duration::from_secs(1))
+                .decide_ready(&key, 2, Duration::from_secs(1))
                 .unwrap()
                 .unwrap();
             assert_eq!(held.wait, Duration::from_millis(50));

@@ -11,7 +11,7 @@
 //! # Cancel safety
 //!
 //! Dropping the future while it waits for a slot gives the reservation back
-//! through [`Backend::cancel`]: the permits return to the key (or to its
+//! through [`Decider::cancel`]: the permits return to the key (or to its
 //! next waiter). After the inner service was called the permits are spent.
 
 use std::fmt;
@@ -27,7 +27,9 @@ use http_body_util::{Either, Full};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use crate::backend::{Backend, Denial, Grant};
+use limiter_core::{Decider, Denial, Grant};
+
+use crate::backend::Backend;
 use crate::key::KeyExtractor;
 use crate::metrics::Metrics;
 use crate::shared::{HeaderNumbers, HeaderWriter, Shared};
@@ -188,7 +190,7 @@ where
     let metrics = route.as_ref().unwrap_or(&shared.metrics);
     let decision = match decision {
         Some(decision) => decision,
-        None => shared.backend.decide(&key, cost, max_wait).await,
+        None => shared.backend.decide_async(&key, cost, max_wait).await,
     };
     let grant = match decision {
         Ok(grant) => grant,
@@ -228,7 +230,7 @@ async fn delay<B: Backend, E>(
             if let Some((key, ticket)) = self.held.take() {
                 // Refused only for a slot already passed or a key whose
                 // state was evicted: the permits stay spent (strict).
-                let _given_back = self.shared.backend.cancel(&key, ticket);
+                let _given_back = Decider::cancel(&self.shared.backend, &key, ticket);
             }
         }
     }

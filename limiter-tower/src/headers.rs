@@ -50,7 +50,7 @@ const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
-use crate::backend::Policy;
+use limiter_core::Policy;
 
 /// What one decision says about a key's limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,7 +94,7 @@ pub trait HeaderStyle: Send + Sync + 'static {
 /// // 10 per second, burst 20.
 /// let info = RateLimitInfo {
 ///     name: "api",
-///     policy: Policy { limit: 20, window: Duration::from_secs(2) },
+///     policy: Policy { burst: 20, interval: Duration::from_millis(100) },
 ///     remaining: 7,
 ///     reset: Duration::from_millis(100),
 /// };
@@ -105,7 +105,7 @@ pub trait HeaderStyle: Send + Sync + 'static {
 ///
 /// // 800 per second, one at a time.
 /// let info = RateLimitInfo {
-///     policy: Policy { limit: 1, window: Duration::from_micros(1250) },
+///     policy: Policy { burst: 1, interval: Duration::from_micros(1250) },
 ///     ..info
 /// };
 /// Draft10.write(&info, &mut headers);
@@ -183,18 +183,17 @@ impl PolicyItem {
     /// 0.1 % of the rate.
     pub(crate) fn of(policy: &Policy) -> PolicyItem {
         const NANOS: u128 = 1_000_000_000;
-        let burst = policy.limit;
-        let window = policy.window.as_nanos();
+        let burst = policy.burst;
+        // The emission interval, in nanoseconds (at least 1).
+        let t = policy.interval.as_nanos().max(1);
         if burst == 0 {
-            let w = u64::try_from(window.div_ceil(NANOS)).unwrap_or(u64::MAX);
+            let w = u64::try_from(t.div_ceil(NANOS)).unwrap_or(u64::MAX);
             return PolicyItem {
                 q: 0,
                 w: w.max(1),
                 burst: None,
             };
         }
-        // The emission interval, in nanoseconds (at least 1).
-        let t = (window / u128::from(burst)).max(1);
         let refill = (t * u128::from(burst)).div_ceil(NANOS).max(1);
         let loss_ok = |w: u128| (w * NANOS % t) * LOSS_DENOMINATOR <= w * NANOS;
         let w = if loss_ok(refill) {
@@ -320,7 +319,7 @@ pub struct LegacyHeaders;
 
 impl HeaderStyle for LegacyHeaders {
     fn write(&self, info: &RateLimitInfo<'_>, headers: &mut HeaderMap) {
-        headers.insert(X_LIMIT, info.policy.limit.into());
+        headers.insert(X_LIMIT, info.policy.burst.into());
         headers.insert(X_REMAINING, info.remaining.into());
         headers.insert(X_RESET, ceil_secs(info.reset).into());
     }
@@ -361,8 +360,8 @@ mod tests {
         let info = RateLimitInfo {
             name: "api",
             policy: Policy {
-                limit: 10,
-                window: Duration::from_millis(2500),
+                burst: 10,
+                interval: Duration::from_millis(250),
             },
             remaining: 4,
             reset: Duration::from_millis(300),
@@ -382,8 +381,8 @@ mod tests {
         let mut info = RateLimitInfo {
             name: "a",
             policy: Policy {
-                limit: 5,
-                window: Duration::from_secs(1),
+                burst: 5,
+                interval: Duration::from_millis(200),
             },
             remaining: 4,
             reset: Duration::ZERO,
@@ -397,14 +396,17 @@ mod tests {
         assert_eq!(written(&info), "\"a\";q=5;w=1");
         info.name = "b";
         assert_eq!(written(&info), "\"b\";q=5;w=1");
-        info.policy.limit = 6;
+        info.policy.burst = 6;
+        // 5/s, burst 6: 10 every 2 s.
+        assert_eq!(written(&info), "\"b\";q=10;w=2;limiter-burst=6");
+        info.policy.interval = Duration::from_nanos(1_000_000_000 / 6);
         assert_eq!(written(&info), "\"b\";q=6;w=1");
-        info.policy.window = Duration::from_secs(2);
-        assert_eq!(written(&info), "\"b\";q=6;w=2");
     }
 
-    fn item(limit: u32, window: Duration) -> PolicyItem {
-        PolicyItem::of(&Policy { limit, window })
+    /// The item of `burst` permits refilling in `window`.
+    fn item(burst: u32, window: Duration) -> PolicyItem {
+        let interval = window / burst.max(1);
+        PolicyItem::of(&Policy { burst, interval })
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //! | health checks and internal callers unlimited | [`RateLimitBuilder::bypass`], [`RateLimitBuilder::allow_ips`] |
 //! | expensive requests to count more | [`RateLimitBuilder::cost`] |
 //! | one quota per key shared by every instance of the service | `RedisBackend` (feature `redis`) |
-//! | a limiter of your own (a remote store) | implement [`Backend`] |
+//! | any algorithm of limiter-core (sliding window, warm-up, priority, adaptive, composites) | pass it: every `Decide` is a [`Backend`] |
+//! | a limiter of your own (a remote store) | implement `Decider` and `Decide`, or limiter-async's `AsyncDecide` |
 //!
 //! # What a client sees
 //!
@@ -75,7 +76,7 @@ mod response;
 mod service;
 mod shared;
 
-pub use backend::{Backend, BackendError, Denial, Grant, Policy};
+pub use backend::Backend;
 pub use client_ip::ClientIp;
 pub use future::{LimitBody, ResponseFuture};
 pub use headers::{Draft10, HeaderStyle, LegacyHeaders, NoHeaders, RateLimitInfo};
@@ -84,6 +85,8 @@ pub use ip::{PeerAddr, PeerIp, PrefixError};
 pub use key::Route;
 pub use key::{Extension, Global, Header, KeyError, KeyExtractor, Or, RequestHead};
 pub use layer::{ConfigError, RateLimitBuilder, RateLimitLayer};
+/// The decision seam's types, as the layer uses them (limiter-core's).
+pub use limiter_core::{Denial, Grant, Policy};
 #[cfg(feature = "redis")]
 pub use redis_backend::RedisBackend;
 pub use response::Rejection;

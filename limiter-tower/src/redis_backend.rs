@@ -13,7 +13,8 @@
 //! first: `Local` and `Open` grant (the layer sees a grant), `Closed` denies
 //! (the layer answers `429` with the breaker's `Retry-After`). Under
 //! `FailurePolicy::Error` every unavailability (timeout, refused connection,
-//! open breaker) reaches the layer as [`Denial::Unavailable`], and the
+//! open breaker) reaches the layer as
+//! [`Denial::Unavailable`](limiter_core::Denial::Unavailable), and the
 //! layer's `fail_open` decides: `503` by default, or the request goes
 //! through. Either way the layer counts it in `rate_limit_backend_errors`.
 //!
@@ -21,18 +22,19 @@
 //!
 //! A Redis grant cannot be given back (the script has no refund, see
 //! docs/distributed.md): a delayed request whose client disconnects keeps
-//! its slot consumed, and [`Backend::cancel`] returns `false`.
+//! its slot consumed, and [`Decider::cancel`] returns `false`.
 
 use std::future::Future;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use limiter_redis::{Admission, RedisLimitError, RedisLimiter};
+use limiter_async::AsyncDecide;
+use limiter_core::{Decider, Denial, Grant, Policy};
+use limiter_redis::RedisLimiter;
 
-use crate::backend::{Backend, Denial, Grant, Policy};
 use crate::key_encoding::{EncodeKey, encode_key};
 
-/// The layer's [`Backend`] over a [`RedisLimiter`], counting by keys of type
+/// The layer's [`Backend`](crate::Backend) over a [`RedisLimiter`], counting by keys of type
 /// `K`.
 ///
 /// # Examples
@@ -96,62 +98,12 @@ impl<K: EncodeKey> RedisBackend<K> {
         encode_key(key, &mut out);
         out
     }
-
-    /// The grant for `admission`: the time until one more permit is derived
-    /// from the time until full (`reset_after`), when the script knows it.
-    fn grant(&self, admission: Admission) -> Grant<()> {
-        let quota = self.limiter.quota();
-        let missing = quota.burst().saturating_sub(admission.remaining);
-        let reset = if admission.reset_after.is_zero() || missing == 0 {
-            Duration::ZERO
-        } else {
-            // Full at `reset_after`, one permit every `t` before it: the
-            // next of the `missing` ones comes `(missing − 1)·t` earlier.
-            admission
-                .reset_after
-                .saturating_sub(quota.period().saturating_mul(missing - 1))
-        };
-        Grant {
-            ticket: (),
-            wait: admission.wait,
-            remaining: admission.remaining,
-            reset,
-        }
-    }
 }
 
-impl From<RedisLimitError> for Denial {
-    fn from(e: RedisLimitError) -> Denial {
-        match e {
-            RedisLimitError::RateLimited { retry_after, .. } => Denial::RateLimited { retry_after },
-            RedisLimitError::InsufficientCapacity { requested, burst } => Denial::OverBurst {
-                cost: requested,
-                burst,
-            },
-            other => Denial::Unavailable(Box::new(other)),
-        }
-    }
-}
-
-impl<K: EncodeKey> Backend for RedisBackend<K> {
+/// Keys of type `K`, written by the key encoding; the limiter's quota.
+impl<K: EncodeKey> Decider for RedisBackend<K> {
     type Key = K;
     type Ticket = ();
-
-    fn decide(
-        &self,
-        key: &K,
-        cost: u32,
-        max_wait: Duration,
-    ) -> impl Future<Output = Result<Grant<()>, Denial>> + Send {
-        let key = Self::key_string(key);
-        let this = self.clone();
-        async move {
-            match this.limiter.reserve_n(&key, cost, max_wait).await {
-                Ok(admission) => Ok(this.grant(admission)),
-                Err(e) => Err(Denial::from(e)),
-            }
-        }
-    }
 
     fn cancel(&self, _key: &K, _ticket: ()) -> bool {
         false
@@ -159,5 +111,18 @@ impl<K: EncodeKey> Backend for RedisBackend<K> {
 
     fn policy(&self, _key: &K) -> Policy {
         self.limiter.quota().into()
+    }
+}
+
+/// One script call per decision, on the encoded key.
+impl<K: EncodeKey> AsyncDecide for RedisBackend<K> {
+    fn decide_async(
+        &self,
+        key: &K,
+        cost: u32,
+        max_wait: Duration,
+    ) -> impl Future<Output = Result<Grant<()>, Denial>> + Send {
+        let key = Self::key_string(key);
+        async move { self.limiter.decide_async(&key, cost, max_wait).await }
     }
 }

@@ -16,7 +16,7 @@
 //! 5. call the inner service and add the rate-limit headers of the grant.
 //!
 //! Steps 1 to 3 run in `call` itself, and so does step 5 when the backend
-//! decides at once ([`Backend::decide_now`]) and the grant needs no wait:
+//! decides at once ([`AsyncDecide::decide_ready`]) and the grant needs no wait:
 //! the inner service that was polled ready is called directly, and the
 //! [`ResponseFuture`] is the inner future plus the grant's header numbers
 //! (no allocation, no reference count beyond the header writer's). Only a
@@ -100,7 +100,7 @@ where
         let metrics = route.as_ref().unwrap_or(&shared.metrics);
         // Fast path: a decision made at once, and a request that needs no
         // wait, is answered or passed to the inner service right here.
-        let decision = match shared.backend.decide_now(&key, cost, max_wait) {
+        let decision = match shared.backend.decide_ready(&key, cost, max_wait) {
             Some(Ok(grant)) if grant.wait.is_zero() => {
                 let numbers = shared.numbers(&key, &grant);
                 metrics.allowed.increment(1);

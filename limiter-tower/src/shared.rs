@@ -18,7 +18,9 @@ use http::{HeaderMap, HeaderValue, Response, header};
 use http_body_util::Full;
 use ipnet::IpNet;
 
-use crate::backend::{Backend, Denial, Grant, Policy};
+use limiter_core::{Denial, Grant, Policy};
+
+use crate::backend::Backend;
 use crate::headers::{HeaderStyle, RateLimitInfo, retry_after_secs};
 use crate::ip::{canonical, peer_addr};
 use crate::key::{KeyError, KeyExtractor, RequestHead};
@@ -168,9 +170,9 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
         self.headers.as_ref()?;
         Some(HeaderNumbers {
             policy: self.backend.policy(key),
-            remaining: grant.remaining,
+            remaining: grant.headroom.remaining,
             // Told when the inner service is called: after the wait.
-            reset: grant.reset.saturating_sub(grant.wait),
+            reset: grant.headroom.refill_in.saturating_sub(grant.wait),
         })
     }
 
@@ -213,6 +215,12 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
             Denial::Unavailable(error) => {
                 metrics.backend_errors.increment(1);
                 tracing::warn!(limiter = %self.name, %error, fail_open = self.fail_open, "rate limiter backend failed");
+                (!self.fail_open).then(|| self.respond(&Rejection::Unavailable))
+            }
+            // A denial of a kind this layer does not know: unavailable.
+            other => {
+                metrics.backend_errors.increment(1);
+                tracing::warn!(limiter = %self.name, error = %other, fail_open = self.fail_open, "rate limiter backend failed");
                 (!self.fail_open).then(|| self.respond(&Rejection::Unavailable))
             }
         }
