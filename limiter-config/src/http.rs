@@ -2,10 +2,12 @@
 //! through the rule that matches its route and method, with that rule's
 //! key, mode, allowlist and headers, by `limiter-tower`'s layer.
 //!
-//! Per request: one load of the snapshot in force (so a request sees one
-//! rule set, old or new, never a mix), the first rule of the snapshot's
-//! routed rules that matches most specifically (see `limiter_rules::RouteTable`), then that
-//! rule's `RateLimitLayer` around the inner service. A request no rule
+//! Per request: one read of the snapshot in force through the `ArcSwap`'s
+//! guard (so a request sees one rule set, old or new, never a mix, and no
+//! reference count is touched), the most specific routed rule (one walk of
+//! the path in the snapshot's `RouteTable`, whatever the number of rules),
+//! then that rule's `RateLimitLayer` around the inner service, timed only
+//! for an adaptive rule. A request no rule
 //! matches goes to the inner service unlimited. A rule without `match` is
 //! never routed (it is for library use).
 //!
@@ -103,11 +105,13 @@ where
         // next poll_ready.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let snapshot = self.rules.snapshot();
+        let snapshot = self.rules.current();
         let path = request.uri().path();
         match snapshot.routed_rule(request.method(), path) {
             Some(routed) => {
-                let timed = Timed::new(inner, Arc::clone(&routed.rule));
+                // Only an adaptive rule's inner service is timed.
+                let adaptive = routed.rule.is_adaptive().then(|| Arc::clone(&routed.rule));
+                let timed = Timed::new(inner, adaptive);
                 let mut service: RateLimitService<Timed<S, C>, RuleBackend<C>, RuleKey> =
                     routed.layer.layer(timed);
                 Box::pin(service.call(request))

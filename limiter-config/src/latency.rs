@@ -35,11 +35,12 @@ pub(crate) fn outcome_of(status: StatusCode) -> Outcome {
 /// An inner service whose latency is recorded into an adaptive rule.
 pub(crate) struct Timed<S, C: RuleClock> {
     inner: S,
-    rule: Arc<RuleLimiter<C>>,
+    /// The adaptive rule to record into; `None`: pass through untimed.
+    rule: Option<Arc<RuleLimiter<C>>>,
 }
 
 impl<S, C: RuleClock> Timed<S, C> {
-    pub(crate) fn new(inner: S, rule: Arc<RuleLimiter<C>>) -> Timed<S, C> {
+    pub(crate) fn new(inner: S, rule: Option<Arc<RuleLimiter<C>>>) -> Timed<S, C> {
         Timed { inner, rule }
     }
 }
@@ -48,7 +49,7 @@ impl<S: Clone, C: RuleClock> Clone for Timed<S, C> {
     fn clone(&self) -> Self {
         Timed {
             inner: self.inner.clone(),
-            rule: Arc::clone(&self.rule),
+            rule: self.rule.clone(),
         }
     }
 }
@@ -57,7 +58,7 @@ impl<S: std::fmt::Debug, C: RuleClock> std::fmt::Debug for Timed<S, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Timed")
             .field("inner", &self.inner)
-            .field("rule", &self.rule.name())
+            .field("rule", &self.rule.as_ref().map(|r| r.name()))
             .finish()
     }
 }
@@ -81,12 +82,12 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        if !self.rule.is_adaptive() {
+        let Some(rule) = &self.rule else {
             return Either::Left(self.inner.call(request));
-        }
+        };
         let start = tokio::time::Instant::now();
         let future = self.inner.call(request);
-        let rule = Arc::clone(&self.rule);
+        let rule = Arc::clone(rule);
         Either::Right(Box::pin(async move {
             let response = future.await?;
             rule.record(start.elapsed(), outcome_of(response.status()));

@@ -188,6 +188,13 @@ impl<C: RuleClock> RuleSet<C> {
         self.shared.current.load_full()
     }
 
+    /// The rules in force for one request: a guard of the `ArcSwap` (no
+    /// reference count touched on the fast path), held while the request's
+    /// rule is found and its future made.
+    pub(crate) fn current(&self) -> arc_swap::Guard<Arc<Snapshot<C>>> {
+        self.shared.current.load()
+    }
+
     /// The rule named `name` in force now.
     pub fn get(&self, name: &str) -> Option<Arc<RuleLimiter<C>>> {
         self.shared.current.load().get(name).cloned()
