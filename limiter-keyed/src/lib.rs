@@ -61,9 +61,13 @@ mod composite;
 mod error;
 mod eviction;
 mod limiter;
+mod penalty;
 #[cfg(feature = "tokio")]
 mod take;
+mod top_keys;
 
 pub use composite::KeyLimit;
 pub use error::KeyedError;
 pub use limiter::{KeyedBuilder, KeyedLimiter, WhenFull};
+pub use penalty::{MAX_STRIKES, Penalty, PenaltyBox, PenaltyError, Strike};
+pub use top_keys::{TopKey, TopKeys};
