@@ -80,6 +80,7 @@ mod cell;
 mod change_lock;
 mod clock;
 mod composite;
+mod debt;
 mod error;
 mod gcra;
 mod identity;
@@ -110,6 +111,7 @@ pub use clock::{BlockingClock, Clock, DefaultClock, ManualClock};
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, MonotonicClock};
 pub use composite::{AllOfError, AllReservation, Limit, cancel_all, reserve_all, try_acquire_all};
+pub use debt::{ChargeAfter, Debt, charge_in_chunks};
 pub use error::{AcquireError, QuotaError};
 pub use limiter::RateLimiter;
 pub use limiter_trait::Limiter;

@@ -57,6 +57,7 @@
 //!   limiter, with the FIFO, timeout and deadline semantics of
 //!   `limiter-async`'s `AsyncLimiter`.
 
+mod charge;
 mod composite;
 mod error;
 mod eviction;
@@ -66,6 +67,7 @@ mod penalty;
 mod take;
 mod top_keys;
 
+pub use charge::ChargeKeyAfter;
 pub use composite::KeyLimit;
 pub use error::KeyedError;
 pub use limiter::{KeyedBuilder, KeyedLimiter, WhenFull};
