@@ -20,9 +20,7 @@ use std::task::{Context, Poll};
 
 use http::{Request, Response};
 use http_body_util::Either;
-use limiter_tower::{
-    Draft10, LegacyHeaders, LimitBody, RateLimitLayer, RateLimitService, ResponseFuture,
-};
+use limiter_tower::{Draft10, LegacyHeaders, LimitBody, RateLimitLayer, RateLimitService};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -125,7 +123,9 @@ where
 {
     type Response = Response<LimitBody<ResBody>>;
     type Error = S::Error;
-    type Future = ResponseFuture<ResBody, S::Error>;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, S::Error>> + Send + 'static>,
+    >;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -143,7 +143,7 @@ where
                 let timed = Timed::new(inner, Arc::clone(&routed.rule));
                 let mut service: RateLimitService<Timed<S, C>, RuleBackend<C>, RuleKey> =
                     routed.layer.layer(timed);
-                service.call(request)
+                Box::pin(service.call(request))
             }
             None => {
                 let mut inner = inner;

@@ -8,7 +8,7 @@
 //! | the limiters of a file, by name | [`RuleSet::load`], then [`RuleSet::get`] (a [`RuleLimiter`]: `take().await`, `try_acquire_key(..)`) |
 //! | to check a file (CI, an editor) | [`check_file`], or the `limiter check FILE` binary |
 //! | the rules applied to HTTP requests by route and method | [`RuleSet::layer`] ([`RulesLayer`], on `limiter-tower`) |
-//! | to apply an edited file | [`RuleSet::reload`], [`RuleSet::watch`] (the file watcher), SIGHUP in `limiter watch FILE` |
+//! | to apply an edited file | [`RuleSet::reload`], [`RuleSet::watch`] (the file watcher), [`RuleSet::reload_with`] (watch and SIGHUP, on `limiter-reload`), `limiter watch FILE` |
 //! | what went wrong, where, and the fix | [`ConfigErrors`] / [`ConfigError`] / [`Problem`] |
 //!
 //! # Example: seed 004's file

@@ -117,11 +117,15 @@ fn watch(file: PathBuf) -> ExitCode {
             }
         };
         println!("generation 1: {} rule(s)", rules.snapshot().rules().count());
-        let _watcher = match rules.watch_with(|outcome| {
-            if let Err(errors) = outcome {
-                eprintln!("edit not applied, the previous rules stay:\n{errors}");
-            }
-        }) {
+        // The file watch and SIGHUP through one reloader: one change, one
+        // reload, whichever noticed it.
+        let _reloader = match rules.reload_with(
+            limiter_reload::Reloader::builder().sighup(true),
+            |outcome| match outcome {
+                Ok(report) => println!("reloaded: {report:?}"),
+                Err(errors) => eprintln!("edit not applied, the previous rules stay:\n{errors}"),
+            },
+        ) {
             Ok(w) => w,
             Err(e) => {
                 eprintln!("cannot watch {}: {e}", file.display());
@@ -129,19 +133,8 @@ fn watch(file: PathBuf) -> ExitCode {
             }
         };
         let mut generations = rules.subscribe();
-        let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("cannot listen for SIGHUP: {e}");
-                return ExitCode::from(1);
-            }
-        };
         loop {
             tokio::select! {
-                _ = hup.recv() => match rules.reload() {
-                    Ok(report) => println!("SIGHUP: {report:?}"),
-                    Err(errors) => eprintln!("SIGHUP: not reloaded, the previous rules stay:\n{errors}"),
-                },
                 changed = generations.changed() => {
                     if changed.is_err() {
                         return ExitCode::SUCCESS;
