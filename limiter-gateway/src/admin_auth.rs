@@ -23,7 +23,10 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
+use http_body_util::Full;
+use limiter_tower::problem::Problem;
 
 /// The shortest token accepted (16 characters: 96 bits of base64).
 pub const MIN_TOKEN_LEN: usize = 16;
@@ -183,6 +186,20 @@ impl AuthDenied {
     /// The `WWW-Authenticate` header a `401` carries.
     pub fn challenge(self) -> Option<HeaderValue> {
         (self == AuthDenied::Missing).then(|| HeaderValue::from_static(CHALLENGE))
+    }
+
+    /// The answer: the problem document (the workspace's one writer) with
+    /// its status, and the challenge on a `401`.
+    pub fn into_response(self) -> Response<Full<Bytes>> {
+        let mut response = Problem::new(self.status())
+            .detail(self.detail())
+            .into_response();
+        if let Some(challenge) = self.challenge() {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, challenge);
+        }
+        response
     }
 }
 
@@ -352,6 +369,16 @@ mod tests {
         assert_eq!(AuthDenied::Wrong.status(), StatusCode::FORBIDDEN);
         assert_eq!(AuthDenied::Missing.challenge().unwrap(), CHALLENGE);
         assert_eq!(AuthDenied::Wrong.challenge(), None);
+        let missing = AuthDenied::Missing.into_response();
+        assert_eq!(missing.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(missing.headers()[header::WWW_AUTHENTICATE], CHALLENGE);
+        assert_eq!(
+            missing.headers()[header::CONTENT_TYPE],
+            "application/problem+json"
+        );
+        let wrong = AuthDenied::Wrong.into_response();
+        assert_eq!(wrong.status(), StatusCode::FORBIDDEN);
+        assert!(!wrong.headers().contains_key(header::WWW_AUTHENTICATE));
         assert!(!format!("{t:?}").contains("0123"));
     }
 

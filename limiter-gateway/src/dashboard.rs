@@ -33,7 +33,7 @@ use http_body_util::Full;
 use limiter_config::RuleSet;
 use limiter_keyed::TopKeys;
 
-use crate::proxy::json_escape;
+use limiter_tower::problem::write_json_string;
 
 /// The page, compiled in.
 pub const DASHBOARD_HTML: &str = include_str!("dashboard/index.html");
@@ -223,9 +223,9 @@ impl Dashboard {
             let c = now.get(&rule.name).copied().unwrap_or_default();
             let keys = rule.keys.map_or("null".to_owned(), |k| k.to_string());
             out.push_str(&format!(
-                "{{\"name\":\"{}\",\"limit\":\"{}\",\"keys\":{keys},{},\"samples\":[",
-                json_escape(&rule.name),
-                json_escape(&rule.limit),
+                "{{\"name\":{},\"limit\":{},\"keys\":{keys},{},\"samples\":[",
+                json_string(&rule.name),
+                json_string(&rule.limit),
                 counts_json(c),
             ));
             for (j, s) in history.iter().enumerate() {
@@ -245,8 +245,8 @@ impl Dashboard {
                         out.push(',');
                     }
                     out.push_str(&format!(
-                        "{{\"key\":\"{}\",\"count\":{},\"error\":{}}}",
-                        json_escape(&t.key),
+                        "{{\"key\":{},\"count\":{},\"error\":{}}}",
+                        json_string(&t.key),
                         t.count,
                         t.error
                     ));
@@ -285,6 +285,13 @@ impl Dashboard {
         );
         Some(response)
     }
+}
+
+/// `s` as a JSON string literal (the workspace's one escaper).
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    write_json_string(&mut out, s);
+    out
 }
 
 fn counts_json(c: Counts) -> String {
