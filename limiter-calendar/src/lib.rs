@@ -18,6 +18,12 @@
 //!   [`ManualClock`](limiter_core::ManualClock) set to the instants that
 //!   matter (a month end, 29 February, a DST change).
 //!
+//! # Features
+//!
+//! * `redis`: [`RedisCalendar`](crate::RedisCalendar), the count kept in
+//!   Redis (one key per subject and period, expiring after it), shared by
+//!   instances and kept across restarts.
+//!
 //! # Why a crate of its own
 //!
 //! Calendar periods need the time-zone database. `limiter-core` is `no_std`
@@ -47,11 +53,15 @@ mod clock;
 mod decide;
 mod limiter;
 mod period;
+#[cfg(feature = "redis")]
+mod redis;
 mod sync;
 
 pub use clock::UnixClock;
 pub use limiter::{CalendarGrant, CalendarLimiter};
 pub use period::{CalendarError, CalendarQuota, Period, Window, WindowError};
+#[cfg(feature = "redis")]
+pub use redis::{EXPIRY_GRACE, RedisCalendar};
 
 /// The pure decision, for the deliberately broken variant in `loom-tests`
 /// that must make the same decisions as [`CalendarLimiter`] and differ only
