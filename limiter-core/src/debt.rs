@@ -251,6 +251,9 @@ mod tests {
     }
 
     proptest! {
+        // miri does not see PROPTEST_CASES: 4 cases there, as elsewhere.
+        #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 4 } else { 256 }))]
+
         /// Whatever the state and the charge, the next permit is never more
         /// than max(cap, t) away after it, and nothing is charged that the
         /// cap allowed to drop... unless the cap was reached.
