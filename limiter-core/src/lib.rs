@@ -81,6 +81,7 @@ mod change_lock;
 mod clock;
 mod composite;
 mod debt;
+mod decision;
 mod error;
 mod gcra;
 mod identity;
@@ -104,7 +105,7 @@ pub use adaptive::{
 };
 #[cfg(feature = "std")]
 pub use cell::CellRefunds;
-pub use cell::GcraCell;
+pub use cell::{CellClock, GcraCell};
 #[cfg(feature = "tsc")]
 pub use clock::TscClock;
 pub use clock::{BlockingClock, Clock, DefaultClock, ManualClock};
@@ -112,6 +113,7 @@ pub use clock::{BlockingClock, Clock, DefaultClock, ManualClock};
 pub use clock::{CoarseClock, MonotonicClock};
 pub use composite::{AllOfError, AllReservation, Limit, cancel_all, reserve_all, try_acquire_all};
 pub use debt::{ChargeAfter, Debt, charge_in_chunks};
+pub use decision::{Decide, Decider, Denial, Grant, Policy, Unavailable};
 pub use error::{AcquireError, QuotaError};
 pub use limiter::RateLimiter;
 pub use limiter_trait::Limiter;

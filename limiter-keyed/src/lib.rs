@@ -59,6 +59,7 @@
 
 mod charge;
 mod composite;
+mod decision;
 mod error;
 mod eviction;
 mod limiter;
