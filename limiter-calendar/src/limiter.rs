@@ -17,7 +17,9 @@
 
 use core::time::Duration;
 
-use limiter_core::{AcquireError, Clock, Headroom, Limiter, Reservation};
+use limiter_core::{
+    AcquireError, Clock, Decide, Decider, Denial, Grant, Headroom, Limiter, Policy, Reservation,
+};
 
 use crate::clock::UnixClock;
 use crate::decide::{self, Refusal, pack, start, used};
@@ -300,5 +302,42 @@ impl<C: Clock> Limiter for CalendarLimiter<C> {
 
     fn now(&self) -> u64 {
         self.clock.now()
+    }
+}
+
+/// The decision seam: one subject (`Key = ()`), grants that cannot be
+/// given back (`Ticket = ()`, `cancel` is `false`), and a policy of `limit`
+/// permits per current period (`burst = limit`, `interval = period / limit`,
+/// so `window()` is the period's length, 23 or 25 hours on a DST day).
+impl<C: Clock> Decider for CalendarLimiter<C> {
+    type Key = ();
+    type Ticket = ();
+
+    fn cancel(&self, _key: &(), _ticket: ()) -> bool {
+        false
+    }
+
+    fn policy(&self, _key: &()) -> Policy {
+        let limit = self.limit();
+        let period = self.window().map_or(Duration::ZERO, |w| {
+            Duration::from_secs(u64::from(w.end - w.start))
+        });
+        Policy {
+            burst: limit,
+            interval: period / limit,
+        }
+    }
+}
+
+/// Grants at once or refuses; a wait never helps before the reset, which
+/// the denial's `retry_after` names.
+impl<C: Clock> Decide for CalendarLimiter<C> {
+    fn decide(&self, _key: &(), cost: u32, _max_wait: Duration) -> Result<Grant<()>, Denial> {
+        let grant = self.acquire_n(cost)?;
+        Ok(Grant {
+            ticket: (),
+            wait: Duration::ZERO,
+            headroom: grant.headroom,
+        })
     }
 }

@@ -105,6 +105,16 @@ fn a_daily_quota_in_new_york_across_both_dst_changes() {
     let grant = limiter.acquire_n(2).unwrap();
     assert_eq!(grant.reset_at, secs("2024-03-11T04:00:00Z")); // midnight EDT
     assert_eq!(grant.headroom.refill_in, Duration::from_secs(23 * 3600));
+    // Through the decision seam: the policy spans the 23-hour day.
+    use limiter_core::{Decide, Decider, Denial};
+    let policy = limiter.policy(&());
+    assert_eq!(
+        (policy.burst, policy.window()),
+        (2, Duration::from_secs(23 * 3600))
+    );
+    let denial = limiter.decide_now(&(), 1).unwrap_err();
+    assert!(matches!(denial, Denial::RateLimited { .. }));
+    assert_eq!(denial.retry_after(), Some(Duration::from_secs(23 * 3600)));
     // 02:30 local does not exist that day; the period is unaffected.
     set(&clock, "2024-03-10T07:30:00Z");
     assert_eq!(limiter.try_acquire_n(1), limited(20 * 3600 + 1800));
