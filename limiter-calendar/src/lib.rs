@@ -20,7 +20,7 @@
 //!
 //! # Features
 //!
-//! * `redis`: [`RedisCalendar`](crate::RedisCalendar), the count kept in
+//! * `redis`: `RedisCalendar`, the count kept in
 //!   Redis (one key per subject and period, expiring after it), shared by
 //!   instances and kept across restarts.
 //!
