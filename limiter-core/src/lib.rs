@@ -80,6 +80,7 @@ mod cell;
 mod change_lock;
 mod clock;
 mod composite;
+mod debt;
 mod decision;
 mod error;
 mod follow;
@@ -112,6 +113,7 @@ pub use clock::{BlockingClock, Clock, DefaultClock, ManualClock};
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, MonotonicClock};
 pub use composite::{AllOfError, AllReservation, Limit, cancel_all, reserve_all, try_acquire_all};
+pub use debt::{ChargeAfter, Debt, charge_in_chunks};
 pub use decision::{Decide, Decider, Denial, Grant, Policy, Unavailable};
 pub use error::{AcquireError, QuotaError};
 pub use follow::{CellQuota, QuotaOf, SharedQuota};

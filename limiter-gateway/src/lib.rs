@@ -39,7 +39,9 @@
 //! ```
 
 mod admin;
+mod admin_auth;
 mod config;
+mod dashboard;
 pub mod echo;
 mod forward;
 mod proxy;
@@ -49,8 +51,16 @@ mod upgrade;
 pub mod upstream;
 
 pub use admin::{metrics_handle, rules_json};
+pub use admin_auth::{
+    AdminToken, AdminTokenError, AuthDenied, CHALLENGE, MIN_TOKEN_LEN, PublicAdminWithoutToken,
+    authorize, check_admin_bind, is_read_only,
+};
 pub use config::{
     GatewayConfig, GatewayConfigError, Timeouts, Upstream, parse_addr, parse_upstream_url,
+};
+pub use dashboard::{
+    Counts, DASHBOARD_HTML, Dashboard, HISTORY, MAX_RULES, RuleView, TOP_LISTED,
+    counts_from_prometheus, rule_views,
 };
 pub use forward::{HOP_BY_HOP, add_forwarding, strip_hop_by_hop};
 pub use proxy::{Proxy, ProxyBody, problem};

@@ -57,14 +57,20 @@
 //!   limiter, with the FIFO, timeout and deadline semantics of
 //!   `limiter-async`'s `AsyncLimiter`.
 
+mod charge;
 mod composite;
 mod decision;
 mod error;
 mod eviction;
 mod limiter;
+mod penalty;
 #[cfg(feature = "tokio")]
 mod take;
+mod top_keys;
 
+pub use charge::ChargeKeyAfter;
 pub use composite::KeyLimit;
 pub use error::KeyedError;
 pub use limiter::{KeyedBuilder, KeyedLimiter, WhenFull};
+pub use penalty::{MAX_STRIKES, Penalty, PenaltyBox, PenaltyError, Strike};
+pub use top_keys::{TopKey, TopKeys};

@@ -1,0 +1,267 @@
+//! The dashboard in a real browser: a gateway under traffic from three
+//! client addresses, the dashboard page served beside it, headless Chromium
+//! (Debian's `chromium`) rendering it, and the rendered numbers compared
+//! with `/metrics`. Also writes the screenshot used in docs/operations.md
+//! (to `DASHBOARD_SCREENSHOT` when set, else under the test's temp dir).
+
+mod support;
+
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use limiter_gateway::echo::Echo;
+use limiter_gateway::{Dashboard, metrics_handle, rule_views};
+use support::{Rig, TempDir, sample};
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::process::Command;
+
+const RULES: &str = "\
+rate_limits:
+  per_client:
+    algorithm: token_bucket
+    rate: 5
+    burst: 5
+    key: ip
+    match: { prefix: \"/api\" }
+";
+
+/// One GET from the source address `from` (loopback), its status.
+async fn get_from(from: IpAddr, to: SocketAddr, path: &str) -> StatusCode {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::new(from, 0)).unwrap();
+    let stream = socket.connect(to).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let request = Request::get(path)
+        .header("host", to.to_string())
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    response.status()
+}
+
+/// Serves the dashboard for `rig`'s rules and the process's recorder on a
+/// loopback port; the task ends with the test.
+async fn serve_dashboard(dashboard: Arc<Dashboard>, rig: &Rig) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let rules = rig.rules.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let dashboard = dashboard.clone();
+            let rules = rules.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |request: Request<hyper::body::Incoming>| {
+                    let metrics = metrics_handle().render();
+                    let answer = dashboard
+                        .answer(request.uri().path(), &rule_views(&rules), &metrics)
+                        .unwrap_or_else(|| {
+                            let mut r = Response::new(Full::new(Bytes::from_static(b"not found")));
+                            *r.status_mut() = StatusCode::NOT_FOUND;
+                            r
+                        });
+                    std::future::ready(Ok::<_, Infallible>(answer))
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+/// Runs headless Chromium with the flags of the brief and `extra`, in a
+/// fresh profile, killed if it has not finished in 60 s; its stdout.
+async fn chromium(profile: &Path, extra: &[String], url: &str) -> String {
+    let child = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("Debian's `chromium` on PATH (scripts/test-all installs it)");
+    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("chromium finished within 60 s")
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "chromium failed: {:?}",
+        output.status
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// The text of the first element after `from` carrying `data-field="field"`.
+fn field<'a>(dom: &'a str, from: &str, field: &str) -> &'a str {
+    let at = dom
+        .find(from)
+        .unwrap_or_else(|| panic!("{from} in the DOM"));
+    let rest = &dom[at..];
+    let marker = format!("data-field=\"{field}\"");
+    let start = rest.find(&marker).unwrap_or_else(|| panic!("{marker}")) + marker.len();
+    let rest = &rest[start..];
+    let open = rest.find('>').unwrap() + 1;
+    let close = rest[open..].find('<').unwrap();
+    &rest[open..open + close]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_renders_what_metrics_says() {
+    let echo = Echo::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let rig = Rig::start(RULES, &echo.url(), |_| {}).await;
+    let dashboard = Arc::new(Dashboard::new());
+    let page = serve_dashboard(dashboard.clone(), &rig).await;
+
+    // Three clients: 127.0.0.2 stays within its burst, .3 and .4 exceed it.
+    // Rejections are recorded per client key as the 429s come back (the
+    // rules crate reports them itself once the gateway wires the summary).
+    let clients: [(IpAddr, usize); 3] = [
+        ("127.0.0.2".parse().unwrap(), 4), // in the first round only
+        ("127.0.0.3".parse().unwrap(), 2), // per round
+        ("127.0.0.4".parse().unwrap(), 6), // per round
+    ];
+    dashboard.sample(&metrics_handle().render());
+    let mut rejected_by = std::collections::BTreeMap::<IpAddr, u64>::new();
+    for round in 0..6 {
+        for (i, &(ip, n)) in clients.iter().enumerate() {
+            let n = if i == 0 && round > 0 { 0 } else { n };
+            for _ in 0..n {
+                match get_from(ip, rig.addr(), "/api/orders").await {
+                    StatusCode::OK => {}
+                    StatusCode::TOO_MANY_REQUESTS => {
+                        *rejected_by.entry(ip).or_default() += 1;
+                        dashboard.record_rejection("per_client", &ip.to_string());
+                    }
+                    other => panic!("unexpected {other}"),
+                }
+            }
+        }
+        dashboard.sample(&metrics_handle().render());
+    }
+
+    let dir = TempDir::new();
+    let url = format!("http://{page}/");
+    let dom = chromium(
+        &dir.path().join("profile-dom"),
+        &["--virtual-time-budget=3000".into(), "--dump-dom".into()],
+        &url,
+    )
+    .await;
+    assert!(
+        dom.contains("data-ready=\"true\""),
+        "the page rendered:\n{dom}"
+    );
+
+    let metrics = rig.admin("/metrics").await;
+    let rule = "data-rule=\"per_client\"";
+    for (name, shown) in [
+        ("allowed", "allowed"),
+        ("rejected", "rejected"),
+        ("delayed", "delayed"),
+    ] {
+        let expected = sample(
+            &metrics,
+            &format!("rate_limit_{name}{{limiter=\"per_client\"}}"),
+        );
+        assert_eq!(
+            field(&dom, rule, shown).parse::<f64>().unwrap(),
+            expected,
+            "{name} on the page and in /metrics"
+        );
+    }
+    let rejected = sample(&metrics, "rate_limit_rejected{limiter=\"per_client\"}");
+    assert!(rejected > 0.0, "the traffic exceeded the limit");
+    assert!(
+        field(&dom, rule, "limit").contains('5'),
+        "the limit is shown"
+    );
+    // The chart has one polyline per series, one point per interval.
+    assert_eq!(dom.matches("data-series=").count(), 4);
+    let points = field_attr(&dom, "data-series=\"allowed\"", "points");
+    assert_eq!(points.split(' ').count(), 6, "{points}");
+    // Top keys: the heaviest offender first, with its exact count.
+    let top = &dom[dom.find("data-field=\"top\"").expect("the top-keys table")..];
+    let heaviest = top.find("127.0.0.4").expect("127.0.0.4 listed");
+    if let Some(lighter) = top.find("127.0.0.3") {
+        assert!(heaviest < lighter, "sorted by rejections");
+    }
+    let total_recorded: u64 = dashboard_total(&dom);
+    assert_eq!(
+        total_recorded as f64, rejected,
+        "every rejection recorded once"
+    );
+    for (ip, n) in &rejected_by {
+        let row = &top[top.find(&format!("data-key=\"{ip}\"")).expect("listed")..];
+        assert_eq!(field(row, "<", "count"), n.to_string(), "{ip}'s count");
+    }
+    assert!(
+        !top.contains("127.0.0.2"),
+        "a client within its limit is not listed"
+    );
+
+    // The screenshot for docs/operations.md.
+    let png = std::env::var_os("DASHBOARD_SCREENSHOT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| dir.path().join("dashboard.png"));
+    chromium(
+        &dir.path().join("profile-shot"),
+        &[
+            "--virtual-time-budget=3000".into(),
+            "--window-size=1200,640".into(),
+            format!("--screenshot={}", png.display()),
+        ],
+        &url,
+    )
+    .await;
+    let bytes = std::fs::read(&png).expect("chromium wrote the screenshot");
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "a PNG");
+}
+
+/// The value of the attribute `attr` of the element whose tag holds `at`.
+fn field_attr<'a>(dom: &'a str, at: &str, attr: &str) -> &'a str {
+    let tag_start = dom[..dom.find(at).expect("the element")]
+        .rfind('<')
+        .unwrap();
+    let tag = &dom[tag_start..];
+    let tag = &tag[..tag.find('>').unwrap()];
+    let marker = format!("{attr}=\"");
+    let start = tag.find(&marker).expect("the attribute") + marker.len();
+    &tag[start..start + tag[start..].find('"').unwrap()]
+}
+
+/// The sum of the `count` cells of the top-keys table.
+fn dashboard_total(dom: &str) -> u64 {
+    dom.split("data-field=\"count\">")
+        .skip(1)
+        .map(|s| s[..s.find('<').unwrap()].parse::<u64>().unwrap())
+        .sum()
+}
