@@ -77,11 +77,11 @@
 mod alarm;
 mod clock;
 mod decide;
+mod instants;
 mod limiter;
 mod precise;
 mod real_time;
 mod slot_wait;
-mod slots;
 mod throttle;
 mod wait;
 mod wake;

@@ -16,7 +16,7 @@ use limiter_core::{AcquireError, Limiter, Quota, RateLimiter};
 use tokio::time::Instant;
 
 use crate::clock::TokioClock;
-use crate::slots::SlotMap;
+use crate::instants::InstantMap;
 use crate::throttle::Throttled;
 use crate::wait::acquire;
 use crate::wake::{WakeUp, Waking};
@@ -81,7 +81,7 @@ use crate::wake::{WakeUp, Waking};
 #[derive(Debug)]
 pub struct AsyncLimiter<L = RateLimiter<TokioClock>> {
     core: Arc<L>,
-    slots: SlotMap,
+    slots: InstantMap,
     wake: WakeUp,
     /// The core's catch-up window (`burst · t`) in ns, read at each wait
     /// (the quota may change); 0 for algorithms that do not say.
@@ -139,7 +139,7 @@ impl AsyncLimiter {
     pub fn with_clock(quota: Quota, clock: TokioClock) -> AsyncLimiter {
         AsyncLimiter {
             core: Arc::new(RateLimiter::with_clock(quota, clock)),
-            slots: SlotMap::of_clock(&clock),
+            slots: InstantMap::of_clock(&clock),
             wake: WakeUp::default(),
             catch_up: |core| core.quota().burst_span_nanos(),
         }
@@ -174,7 +174,7 @@ impl<L: Limiter> AsyncLimiter<L> {
     /// # }
     /// ```
     pub fn from_limiter(limiter: L) -> AsyncLimiter<L> {
-        let slots = SlotMap::pairing_now_with(limiter.now());
+        let slots = InstantMap::pairing_now_with(limiter.now());
         AsyncLimiter {
             core: Arc::new(limiter),
             slots,

@@ -5,7 +5,7 @@
 //!
 //! A [`PreciseSleep`] puts its deadline (a `std::time::Instant`, i.e. the
 //! system's monotonic clock, the clock tokio's timer runs on when time is not
-//! paused) and a shared [`Slot`] into a min-heap, and, if its deadline is
+//! paused) and a shared [`Waiter`] into a min-heap, and, if its deadline is
 //! earlier than the one the thread sleeps towards, moves the thread's alarm
 //! forward (see [`crate::alarm`]: on Linux it re-arms a `timerfd`, which
 //! costs a system call and no wake-up of the thread; elsewhere it unparks
@@ -49,7 +49,7 @@ use crate::alarm::{Alarm, Sleeper, timerfd_pair};
 
 /// What a sleep and the timer thread share: fired yet, and whom to wake.
 #[derive(Debug, Default)]
-struct Slot {
+struct Waiter {
     state: Mutex<SlotState>,
 }
 
@@ -59,7 +59,7 @@ struct SlotState {
     waker: Option<Waker>,
 }
 
-impl Slot {
+impl Waiter {
     fn state(&self) -> MutexGuard<'_, SlotState> {
         // A panic while holding the lock cannot leave the state torn (two
         // plain fields, each written in one step): ignore the poison.
@@ -85,7 +85,7 @@ impl Slot {
 struct Entry {
     at: Instant,
     seq: u64,
-    slot: Arc<Slot>,
+    slot: Arc<Waiter>,
 }
 
 impl PartialEq for Entry {
@@ -119,7 +119,7 @@ struct Queue {
 
 impl Queue {
     /// Pops every entry due at `now` into `due`.
-    fn pop_due(&mut self, now: Instant, due: &mut Vec<Arc<Slot>>) {
+    fn pop_due(&mut self, now: Instant, due: &mut Vec<Arc<Waiter>>) {
         while self.heap.peek().is_some_and(|Reverse(top)| top.at <= now) {
             if let Some(Reverse(entry)) = self.heap.pop() {
                 due.push(entry.slot);
@@ -221,7 +221,7 @@ fn set_fine_timer_slack() {
 /// Dropping it clears its waker; nothing else is owed.
 #[derive(Debug)]
 pub(crate) struct PreciseSleep {
-    slot: Arc<Slot>,
+    slot: Arc<Waiter>,
 }
 
 impl PreciseSleep {
@@ -229,7 +229,7 @@ impl PreciseSleep {
     /// be started.
     pub(crate) fn until(at: Instant) -> Option<PreciseSleep> {
         let timer = timer()?;
-        let slot = Arc::new(Slot::default());
+        let slot = Arc::new(Waiter::default());
         {
             let mut queue = timer.shared.queue();
             let seq = queue.next_seq;
@@ -296,7 +296,7 @@ mod tests {
     fn the_queue_pops_due_entries_by_deadline_then_registration() {
         let base = Instant::now();
         let mut queue = Queue::default();
-        let slots: Vec<Arc<Slot>> = (0..4).map(|_| Arc::new(Slot::default())).collect();
+        let slots: Vec<Arc<Waiter>> = (0..4).map(|_| Arc::new(Waiter::default())).collect();
         // (deadline offset µs, seq): slot 2 and slot 0 share a deadline.
         for (i, (us, seq)) in [(10, 0), (30, 1), (10, 2), (20, 3)].into_iter().enumerate() {
             queue.heap.push(Reverse(Entry {
@@ -334,7 +334,7 @@ mod tests {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = futures::task::waker(Arc::clone(&count));
         let mut sleep = PreciseSleep {
-            slot: Arc::new(Slot::default()),
+            slot: Arc::new(Waiter::default()),
         };
         let mut cx = Context::from_waker(&waker);
         assert!(Pin::new(&mut sleep).poll(&mut cx).is_pending());

@@ -27,7 +27,7 @@ use limiter_core::{AcquireError, Limiter, RateLimiter};
 use tokio::time::Instant;
 
 use crate::clock::TokioClock;
-use crate::slots::SlotMap;
+use crate::instants::InstantMap;
 use crate::wait::{ReservationGuard, SlotTimer};
 use crate::wake::{WakeUp, Waking};
 
@@ -144,7 +144,7 @@ impl<T: fmt::Debug> Error for Refused<T> {
 #[must_use = "streams do nothing unless polled"]
 pub struct Throttled<S: Stream, L: Limiter = RateLimiter<TokioClock>> {
     limiter: Arc<L>,
-    slots: SlotMap,
+    slots: InstantMap,
     wake: WakeUp,
     /// The limiter's catch-up window in ns (see `AsyncLimiter`).
     catch_up: fn(&L) -> u64,
@@ -156,7 +156,7 @@ pub struct Throttled<S: Stream, L: Limiter = RateLimiter<TokioClock>> {
 impl<S: Stream, L: Limiter> Throttled<S, L> {
     pub(crate) fn new(
         limiter: Arc<L>,
-        slots: SlotMap,
+        slots: InstantMap,
         (wake, catch_up): (WakeUp, fn(&L) -> u64),
         source: S,
     ) -> Throttled<S, L> {

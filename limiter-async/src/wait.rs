@@ -10,7 +10,7 @@
 //!    `ready_at` is later than the one before it (the theoretical arrival
 //!    time `tat` only grows), so waiters are served first come, first served.
 //! 2. **Sleep until the slot.** Until the slot's absolute instant (the
-//!    [`SlotMap`] gives it as a tokio `Instant`), on the timer the limiter's
+//!    [`InstantMap`] gives it as a tokio `Instant`), on the timer the limiter's
 //!    [`WakeUp`](crate::WakeUp) picks (see [`crate::wake`]): in real time
 //!    the precise timer thread for waiters that tokio's lateness would cost
 //!    rate, tokio's timer otherwise. Never a retry loop.
@@ -54,9 +54,9 @@ use std::future::Future;
 use limiter_core::{AcquireError, Limiter, Reservation};
 use tokio::time::{Instant, Sleep, sleep, sleep_until};
 
+use crate::instants::InstantMap;
 use crate::precise::PreciseSleep;
 use crate::slot_wait::{Refund, SlotWait};
-use crate::slots::SlotMap;
 use crate::wake::Waking;
 
 /// Owns a reservation while it is waited for; cancels it on drop unless
@@ -75,7 +75,7 @@ impl<L: Limiter> ReservationGuard<L> {
     /// maps to tokio instants.
     pub(crate) fn new(
         limiter: L,
-        slots: &SlotMap,
+        slots: &InstantMap,
         reservation: Reservation,
     ) -> ReservationGuard<L> {
         let deadline = slots.deadline(reservation.ready_at(), reservation.wait());
@@ -136,7 +136,7 @@ impl<L: Limiter> Refund for LimiterRefund<L> {
 /// cancels the reservation (see the module doc).
 pub(crate) fn wait_for<'a, L: Limiter>(
     limiter: &'a L,
-    slots: &SlotMap,
+    slots: &InstantMap,
     wake: Waking,
     reservation: Reservation,
 ) -> impl Future<Output = ()> + Send + 'a {
@@ -162,7 +162,7 @@ pub(crate) fn wait_for<'a, L: Limiter>(
 /// after each exact computed wait while the deadline allows (module doc).
 pub(crate) async fn acquire<L: Limiter>(
     limiter: &L,
-    slots: &SlotMap,
+    slots: &InstantMap,
     wake: Waking,
     n: u32,
     max_wait: Duration,
@@ -249,14 +249,14 @@ mod tests {
         window: Duration::ZERO,
     };
 
-    fn core(per_second: u32, burst: u32) -> (Core, SlotMap) {
+    fn core(per_second: u32, burst: u32) -> (Core, InstantMap) {
         let quota = Quota::per_second(per_second)
             .and_then(|q| q.with_burst(burst))
             .expect("valid quota");
         let clock = TokioClock::new();
         (
             RateLimiter::with_clock(quota, clock),
-            SlotMap::of_clock(&clock),
+            InstantMap::of_clock(&clock),
         )
     }
 

@@ -444,7 +444,7 @@ impl GcraCell {
     /// let q = Quota::per_second(10)?; // slots 100 ms apart
     /// let reserve = || cell.reserve_n_with_refunds(&refunds, on, q, 1, Duration::MAX).unwrap();
     /// let (_now, first, _second) = (reserve()?, reserve()?, reserve()?);
-    /// assert!(cell.cancel_with_refunds(&refunds, first, on)); // refunded at 100 ms
+    /// assert!(cell.cancel_with_refunds(&refunds, first, on, q)); // refunded at 100 ms
     /// assert_eq!(reserve()?.wait(), Duration::from_millis(100));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -525,8 +525,8 @@ impl GcraCell {
     /// let q = Quota::per_second(10)?;
     /// let reserve = || cell.reserve_n_with_refunds(&refunds, on, q, 1, Duration::MAX).unwrap();
     /// let (_now, first, second) = (reserve()?, reserve()?, reserve()?);
-    /// assert!(cell.cancel_with_refunds(&refunds, first, on)); // not the last
-    /// assert!(cell.cancel_with_refunds(&refunds, second, on)); // unwinds both
+    /// assert!(cell.cancel_with_refunds(&refunds, first, on, q)); // not the last
+    /// assert!(cell.cancel_with_refunds(&refunds, second, on, q)); // unwinds both
     /// assert_eq!(reserve()?.wait(), Duration::from_millis(100));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -889,7 +889,7 @@ impl CellRefunds {
     /// let on = CellClock { clock: &clock, origin: 0 };
     /// let quota = Quota::per_second(10)?;
     /// let r = cell.reserve_n_with_refunds(&refunds, on, quota, 1, Duration::ZERO).unwrap()?;
-    /// assert!(cell.cancel_with_refunds(&refunds, r, on));
+    /// assert!(cell.cancel_with_refunds(&refunds, r, on, quota));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn new() -> CellRefunds {

@@ -9,11 +9,11 @@
 //!
 //! # The shared quota
 //!
-//! The [`QuotaSlots`] of the global limiter, with the generation in a word
-//! of its own: a change writes the next slot (its version is the full
+//! The [`QuotaVersions`] of the global limiter, with the generation in a word
+//! of its own: a change writes the next entry (its version is the full
 //! 64-bit number of the change) and then publishes the generation with a
 //! release store, under a lock that serialises changes. A reader loads the
-//! word (acquire) and reads the slot with its version.
+//! word (acquire) and reads the entry with its version.
 //!
 //! # The protocol of a following cell
 //!
@@ -27,14 +27,14 @@
 //!
 //! 1. `v == V`: it decides on `tat` under `p` and CASes the word. After a
 //!    successful CAS it checks that the cell's version is still `v` and the
-//!    shared slot it read was not rewritten; otherwise the outcome is void
+//!    shared entry it read was not rewritten; otherwise the outcome is void
 //!    (nothing is granted on it, its permits stay counted, and it decides
-//!    again), as rule 2 of [`crate::quota_slots`].
+//!    again), as rule 2 of [`crate::quota_versions`].
 //! 2. `v < V`: it moves the cell: CAS `tat → LOCKED` (acquire), rescale
 //!    `tat` through each change from `v + 1` to `V` at that change's own
 //!    time, as `RateLimiter::set_quota` would have then (the debt scaled by
 //!    `t_new / t_old`, an idle cell moved to the change's time); when a
-//!    slot of that chain has been reused (more than 15 changes behind),
+//!    entry of that chain has been reused (more than 15 changes behind),
 //!    from the cell's quota straight to `V`'s at `V`'s time. Then it stores
 //!    the cell's `t`, `burst` and `version = V`, and the new `tat` with
 //!    release, and decides again from a fresh load.
@@ -62,8 +62,8 @@
 use crate::change_lock::ChangeLock;
 use crate::gcra::Params;
 use crate::quota::{MAX_SPAN, Quota};
-use crate::quota_slots::{
-    CYCLE, GENERATIONS, QuotaSlots, SlotRead, generation, next_generation, pack,
+use crate::quota_versions::{
+    CYCLE, GENERATIONS, QuotaRead, QuotaVersions, generation, next_generation, pack,
 };
 use crate::sync::{AtomicU32, AtomicU64, Ordering, spin_hint};
 
@@ -82,7 +82,7 @@ const _: () = assert!(LOCKED > MAX_SPAN);
 ///
 /// # Memory ordering
 ///
-/// A change writes the next of 16 versioned slots and publishes it with a
+/// A change writes the next of 16 versioned entries and publishes it with a
 /// release store; a reader acquires it. Changes are serialised by a lock
 /// that no decision takes.
 ///
@@ -105,11 +105,11 @@ const _: () = assert!(LOCKED > MAX_SPAN);
 /// ```
 #[derive(Debug)]
 pub struct SharedQuota {
-    /// `pack(generation, 0)`: the slot of the quota in force.
+    /// `pack(generation, 0)`: the entry of the quota in force.
     word: AtomicU64,
-    slots: QuotaSlots,
-    /// The time (on the cells' clock) of the change each slot holds,
-    /// written before the slot's version is published.
+    quotas: QuotaVersions,
+    /// The time (on the cells' clock) of the change each entry holds,
+    /// written before the entry's version is published.
     changed_at: [AtomicU64; GENERATIONS],
     lock: ChangeLock,
 }
@@ -117,7 +117,7 @@ pub struct SharedQuota {
 /// The quota in force as a decision read it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Current {
-    pub(crate) read: SlotRead,
+    pub(crate) read: QuotaRead,
 }
 
 impl Current {
@@ -133,7 +133,7 @@ impl SharedQuota {
     pub fn new(quota: Quota) -> SharedQuota {
         SharedQuota {
             word: AtomicU64::new(pack(0, 0)),
-            slots: QuotaSlots::new(quota),
+            quotas: QuotaVersions::new(quota),
             changed_at: core::array::from_fn(|_| AtomicU64::new(0)),
             lock: ChangeLock::new(),
         }
@@ -153,17 +153,17 @@ impl SharedQuota {
         // Relaxed: only setters write the word, under the lock we hold.
         let current = self.word.load(Ordering::Relaxed);
         let next = next_generation(generation(current));
-        // Relaxed: published by the slot's release version store below.
+        // Relaxed: published by the entry's release version store below.
         self.changed_at[next].store(now.min(MAX_SPAN), Ordering::Relaxed);
-        self.slots.begin_change(&guard, next, Params::from(quota));
-        // Release: a reader that sees this generation sees its slot.
+        self.quotas.begin_change(&guard, next, Params::from(quota));
+        // Release: a reader that sees this generation sees its entry.
         self.word.store(pack(next, 0), Ordering::Release);
         drop(guard);
     }
 
     /// How many changes have been made.
     pub fn changes(&self) -> u64 {
-        self.slots.changes()
+        self.quotas.changes()
     }
 
     /// [`set`](SharedQuota::set), and drops the refunds of `refunds`: they
@@ -175,15 +175,16 @@ impl SharedQuota {
         refunds.clear_during(|| self.set(quota, now));
     }
 
-    /// The parameters and change time of version `version`, if its slot
-    /// still holds it (a slot is reused after 16 changes).
+    /// The parameters and change time of version `version`, if its entry
+    /// still holds it (an entry is reused after 16 changes).
     fn version_of(&self, version: u64) -> Option<(Params, u64)> {
         // Versions and generations advance together from (0, 0).
         let generation = (version % CYCLE as u64) as usize;
-        let read = self.slots.read(pack(generation, 0));
+        let read = self.quotas.read(pack(generation, 0));
         // Relaxed: the acquire of the version in `read` orders it.
         let at = self.changed_at[generation].load(Ordering::Relaxed);
-        (read.version() == version && self.slots.unchanged_since(read)).then_some((read.params, at))
+        (read.version() == version && self.quotas.unchanged_since(read))
+            .then_some((read.params, at))
     }
 
     #[inline]
@@ -191,14 +192,14 @@ impl SharedQuota {
         // Acquire: pairs with the release store in `set`.
         let word = self.word.load(Ordering::Acquire);
         Current {
-            read: self.slots.read(word),
+            read: self.quotas.read(word),
         }
     }
 
-    /// Whether the slot `current` came from still holds it.
+    /// Whether the entry `current` came from still holds it.
     #[inline]
     pub(crate) fn unchanged_since(&self, current: Current) -> bool {
-        self.slots.unchanged_since(current.read)
+        self.quotas.unchanged_since(current.read)
     }
 }
 
@@ -429,7 +430,7 @@ fn move_cell(
         return;
     }
     // Apply each change since the record's version in turn, at its own
-    // time, as an eager change would have (while the slots still hold
+    // time, as an eager change would have (while the entries still hold
     // them); else the latest alone, at its time.
     let (from, to) = (record.version.load(Ordering::Relaxed), current.version());
     let mut params = record.params();

@@ -39,7 +39,7 @@
 //! `docs/design.md` derives the math and argues the memory orderings, and
 //! each module opens with the invariants it keeps: the math is in `gcra`,
 //! the CAS loop in `state`, the word layout and quota slots in
-//! `quota_slots`, cancellations in `refunds` and `change_lock`.
+//! `quota_versions`, cancellations in `refunds` and `change_lock`.
 //!
 //! # Example
 //!
@@ -91,7 +91,7 @@ mod limiter_trait;
 mod metered;
 mod priority;
 mod quota;
-mod quota_slots;
+mod quota_versions;
 #[cfg(feature = "std")]
 mod refunds;
 mod reservation;

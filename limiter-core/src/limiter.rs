@@ -1,6 +1,6 @@
 //! [`RateLimiter`]: the GCRA decision of [`crate::gcra`] applied to one
 //! [`AtomicState`](crate::state::AtomicState) word, with hot quota changes
-//! through [`crate::quota_slots`].
+//! through [`crate::quota_versions`].
 //!
 //! Every acquisition is: one clock read, one load of the state word, the
 //! pure decision, and on admission one `compare_exchange_weak` (retried with
@@ -16,7 +16,7 @@ use crate::error::AcquireError;
 use crate::gcra::{self, Params, Refusal};
 use crate::identity::Owner;
 use crate::quota::{Quota, saturating_nanos};
-use crate::quota_slots::{QuotaSlots, generation, next_generation, pack, tat};
+use crate::quota_versions::{QuotaVersions, generation, next_generation, pack, tat};
 #[cfg(feature = "std")]
 use crate::refunds::{Pending, Refund, WordUndo};
 use crate::reservation::{Headroom, Reservation, Undo};
@@ -56,9 +56,9 @@ use crate::state::AtomicState;
 /// ```
 #[derive(Debug)]
 pub struct RateLimiter<C: Clock = DefaultClock> {
-    /// `[gen:4 | tat:60]`, `tat` in ns since `epoch` (see `quota_slots`).
+    /// `[gen:4 | tat:60]`, `tat` in ns since `epoch` (see `quota_versions`).
     state: AtomicState,
-    slots: QuotaSlots,
+    quotas: QuotaVersions,
     /// Serialises quota changes, cancellations and the refund table.
     lock: ChangeLock,
     /// Whether the refund table may hold refunds (read without the lock).
@@ -121,7 +121,7 @@ impl<C: Clock> RateLimiter<C> {
     pub fn with_clock(quota: Quota, clock: C) -> RateLimiter<C> {
         RateLimiter {
             state: AtomicState::new(pack(0, 0)),
-            slots: QuotaSlots::new(quota),
+            quotas: QuotaVersions::new(quota),
             lock: ChangeLock::new(),
             #[cfg(feature = "std")]
             pending: Pending::default(),
@@ -327,8 +327,12 @@ impl<C: Clock> RateLimiter<C> {
                 // Read before the decision: a quota change that begins after
                 // this read moves the word, so our CAS fails and we read it
                 // again.
-                let changes = if CANCELLABLE { self.slots.changes() } else { 0 };
-                let read = self.slots.read(word);
+                let changes = if CANCELLABLE {
+                    self.quotas.changes()
+                } else {
+                    0
+                };
+                let read = self.quotas.read(word);
                 let usable = usable(read.params);
                 match gcra::reserve_within(tat(word), now, n, max_wait, read.params, usable, limit)
                 {
@@ -364,10 +368,10 @@ impl<C: Clock> RateLimiter<C> {
             match decided {
                 // A zero-permit grant writes nothing: nothing to check.
                 Ok((reservation, read, full, decided)) => {
-                    if n != 0 && !self.slots.unchanged_since(read) {
+                    if n != 0 && !self.quotas.unchanged_since(read) {
                         // The slot was rewritten while we decided: the CAS
                         // may have matched a word that now names another
-                        // quota (`quota_slots`, rule 2). Void: grant nothing
+                        // quota (`quota_versions`, rule 2). Void: grant nothing
                         // on it, keep its permits counted, decide again.
                         continue;
                     }
@@ -398,7 +402,7 @@ impl<C: Clock> RateLimiter<C> {
                     // Too far for `max_wait`; a refund may come sooner.
                     let fresh_slot = now.saturating_add(saturating_nanos(wait));
                     let mut guard = self.lock.lock();
-                    let changes = self.slots.changes();
+                    let changes = self.quotas.changes();
                     return match guard.refunds().take(
                         self.owner.get(),
                         now,
@@ -450,7 +454,7 @@ impl<C: Clock> RateLimiter<C> {
     #[cold]
     fn prefer_refund(&self, fresh: Reservation, now: u64, max_wait: u64) -> Reservation {
         let mut guard = self.lock.lock();
-        let changes = self.slots.changes();
+        let changes = self.quotas.changes();
         let Undo::Word {
             changes: made_at, ..
         } = fresh.undo
@@ -541,7 +545,7 @@ impl<C: Clock> RateLimiter<C> {
         reservation: Reservation,
         now: u64,
     ) -> bool {
-        let changes = self.slots.changes();
+        let changes = self.quotas.changes();
         match reservation.undo {
             Undo::Word {
                 before,
@@ -638,7 +642,7 @@ impl<C: Clock> RateLimiter<C> {
     pub(crate) fn available_within(&self, usable: impl Fn(Params) -> u32) -> u32 {
         let now = self.epoch.elapsed(self.clock.now());
         let word = self.state.load();
-        let params = self.slots.params(word);
+        let params = self.quotas.params(word);
         gcra::available_within(tat(word), now, params, usable(params), self.epoch.limit())
     }
 
@@ -655,7 +659,7 @@ impl<C: Clock> RateLimiter<C> {
     /// # Ok::<(), limiter_core::QuotaError>(())
     /// ```
     pub fn quota(&self) -> Quota {
-        self.slots.params(self.state.load()).into()
+        self.quotas.params(self.state.load()).into()
     }
 
     /// Replaces the quota, atomically as a unit, keeping the fill level in
@@ -696,9 +700,9 @@ impl<C: Clock> RateLimiter<C> {
         let current = self.state.load();
         // Only setters change the generation and we hold the lock, so the
         // generation (and hence `old`) is fixed for the whole loop.
-        let old = self.slots.params(current);
+        let old = self.quotas.params(current);
         let next = next_generation(generation(current));
-        self.slots.begin_change(&guard, next, new);
+        self.quotas.begin_change(&guard, next, new);
         let installed: Result<(), core::convert::Infallible> = self.state.update(|word| {
             let moved = moved_tat(tat(word), now, old, new, limit);
             Ok((pack(next, moved), ()))
@@ -762,7 +766,7 @@ impl<C: Clock> Decide for RateLimiter<C> {
 /// which no reading at or after `now` can tell apart and which is stricter
 /// for a clock that steps back. Moving it keeps 16 quota changes on an idle
 /// limiter from returning the word to a value a stalled decision loaded,
-/// though correctness does not rest on it (see [`crate::quota_slots`] on
+/// though correctness does not rest on it (see [`crate::quota_versions`] on
 /// ABA). A clock past the limit decides nothing, so it moves nothing: an
 /// idle `tat` is left as it is (rescale keeps it), and a clock that comes
 /// back into range finds the limiter as it was.

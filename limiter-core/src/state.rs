@@ -19,7 +19,7 @@
 //!    cache-line invalidation for the other threads.
 //! 3. Every write is a read-modify-write. That keeps a release made by any
 //!    earlier write (such as a new quota generation, see
-//!    [`crate::quota_slots`]) visible to every later acquiring reader, through
+//!    [`crate::quota_versions`]) visible to every later acquiring reader, through
 //!    the release sequence.
 //!
 //! The loop is lock-free: a CAS fails only because another thread's

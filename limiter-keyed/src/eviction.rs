@@ -134,7 +134,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
 
     /// Room for a new key: a free slot, or one made by a step (see the
     /// module doc).
-    pub(crate) fn claim_slot(&self, now: u64) -> Result<Room, KeyedError> {
+    pub(crate) fn claim_room(&self, now: u64) -> Result<Room, KeyedError> {
         if self.try_claim() {
             return Ok(Room::Slot);
         }

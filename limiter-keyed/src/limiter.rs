@@ -898,7 +898,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         // bound of the new key's tat (for `lower` below), and the time the
         // sweep that may make room runs at.
         let now = self.now();
-        let room = self.claim_slot(now)?;
+        let room = self.claim_room(now)?;
         let quota = match self.overrides.get(key) {
             Some(&own) => CellQuota::pinned(own),
             None => CellQuota::following(&self.shared),

@@ -1,5 +1,5 @@
 //! Model checks of the spin lock that serialises quota changes
-//! (`QuotaSlots::lock`: a weak CAS 0 → 1 with acquire, a release store of 0
+//! (`QuotaVersions::lock`: a weak CAS 0 → 1 with acquire, a release store of 0
 //! on drop).
 //!
 //! Two setters must behave as if one ran entirely before the other: the

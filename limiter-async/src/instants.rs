@@ -1,4 +1,4 @@
-//! [`SlotMap`]: the tokio instant of a reserved slot.
+//! [`InstantMap`]: the tokio instant of a reserved slot.
 //!
 //! A reservation names its slot as a reading of the limiter's clock
 //! (`ready_at`, ns) and as a wait from the decision. Sleeping needs a tokio
@@ -33,7 +33,7 @@ use crate::real_time::tokio_follows_real_time;
 ///   reservation's wait, read when the wait begins: the limiter's clock and
 ///   tokio's are paired at every wait, so they cannot drift apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SlotMap {
+pub(crate) enum InstantMap {
     /// Virtual time: a fixed pairing.
     Fixed {
         /// The tokio instant paired with `nanos`.
@@ -45,26 +45,26 @@ pub(crate) enum SlotMap {
     Live,
 }
 
-impl SlotMap {
+impl InstantMap {
     /// The map of a limiter on `clock`.
-    pub(crate) fn of_clock(clock: &TokioClock) -> SlotMap {
+    pub(crate) fn of_clock(clock: &TokioClock) -> InstantMap {
         if clock.reads_tokio() {
-            SlotMap::Fixed {
+            InstantMap::Fixed {
                 instant: clock.origin(),
                 nanos: 0,
             }
         } else {
-            SlotMap::Live
+            InstantMap::Live
         }
     }
 
     /// The map of a limiter whose clock reads `nanos` now: fixed in virtual
     /// time, live in real time.
-    pub(crate) fn pairing_now_with(nanos: u64) -> SlotMap {
+    pub(crate) fn pairing_now_with(nanos: u64) -> InstantMap {
         if tokio_follows_real_time() {
-            SlotMap::Live
+            InstantMap::Live
         } else {
-            SlotMap::Fixed {
+            InstantMap::Fixed {
                 instant: Instant::now(),
                 nanos,
             }
@@ -75,8 +75,8 @@ impl SlotMap {
     /// is `wait` from the decision that reserved it.
     pub(crate) fn deadline(&self, ready_at: u64, wait: Duration) -> Instant {
         match *self {
-            SlotMap::Fixed { instant, nanos } => shifted(instant, nanos, ready_at),
-            SlotMap::Live => saturating_add(Instant::now(), wait),
+            InstantMap::Fixed { instant, nanos } => shifted(instant, nanos, ready_at),
+            InstantMap::Live => saturating_add(Instant::now(), wait),
         }
     }
 }
@@ -99,13 +99,13 @@ mod tests {
     #[test]
     fn a_fixed_map_is_exact_and_a_live_one_adds_the_wait() {
         let origin = Instant::now();
-        let fixed = SlotMap::of_clock(&TokioClock::tokio_time(origin));
+        let fixed = InstantMap::of_clock(&TokioClock::tokio_time(origin));
         assert_eq!(
             fixed.deadline(5_000, Duration::from_secs(9)),
             origin + Duration::from_micros(5)
         );
-        let live = SlotMap::of_clock(&TokioClock::with_origin(origin));
-        assert_eq!(live, SlotMap::Live);
+        let live = InstantMap::of_clock(&TokioClock::with_origin(origin));
+        assert_eq!(live, InstantMap::Live);
         assert!(live.deadline(0, Duration::from_secs(9)) >= origin + Duration::from_secs(9));
     }
 }
