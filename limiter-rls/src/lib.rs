@@ -1,0 +1,36 @@
+//! A drop-in replacement for Envoy's global rate limit service
+//! (envoyproxy/ratelimit): the same gRPC API
+//! (`envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`), the same
+//! YAML configuration and environment variables, with an exact GCRA
+//! decision by default (no boundary bursts, refused requests charge
+//! nothing, all descriptors of a request decided together) and a
+//! `fixed_window` algorithm whose Redis keys are bit-compatible with theirs.
+//!
+//! # Layout
+//!
+//! * [`proto`]: the wire messages (prost derives with Envoy's field numbers).
+//! * [`config`](RuleSet): their YAML, every error with file:line:column.
+//! * `matcher`: which rule a descriptor gets ([`RuleSet::find`]).
+//!
+//! See docs/rls.md for running it beside Envoy and migrating.
+
+pub mod backend;
+pub mod exporter;
+pub mod grpc;
+pub mod json;
+pub mod proto;
+pub mod reload;
+pub mod server;
+pub mod settings;
+pub mod stats;
+pub mod statsd;
+pub mod window;
+
+mod config;
+mod decide;
+mod matcher;
+mod service;
+
+pub use config::{ConfigError, ConfigErrors, LimitSpec, Pos, Problem, Rule, RuleSet};
+pub use matcher::Matched;
+pub use service::{Options, RateLimiter, RequestError};
