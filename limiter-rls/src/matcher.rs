@@ -114,15 +114,14 @@ impl RuleSet {
             detailed.push_str(&final_key);
             let mut next = level.map.get(&final_key);
             let mut wildcard_key: Option<&str> = None;
-            if next.is_none() {
-                if let Some(w) = level
+            if next.is_none()
+                && let Some(w) = level
                     .wildcards
                     .iter()
                     .find(|w| wildcard_match(&w.parts, &final_key))
-                {
-                    next = level.map.get(&w.key);
-                    wildcard_key = Some(&w.key);
-                }
+            {
+                next = level.map.get(&w.key);
+                wildcard_key = Some(&w.key);
             }
             let by_exact_value = next.is_some();
             if next.is_none() {

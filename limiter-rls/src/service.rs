@@ -409,10 +409,10 @@ fn metadata(req: &RateLimitRequest, matched: &[Option<Matched>], passed: &[usize
     }
     let mut merged = serde_json::Map::new();
     for &i in passed {
-        if let Some(Some(m)) = matched.get(i) {
-            if let Some(md) = &m.metadata {
-                merge(&mut merged, md);
-            }
+        if let Some(Some(m)) = matched.get(i)
+            && let Some(md) = &m.metadata
+        {
+            merge(&mut merged, md);
         }
     }
     if !merged.is_empty() {

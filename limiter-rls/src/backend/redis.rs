@@ -31,6 +31,9 @@ use super::{Backend, BackendError, Charge, Part, PartState};
 use crate::window::{self, UnixClock};
 use limiter_core::Clock;
 
+/// Distinct `(key, quota, n)` of a call, and each part's index among them.
+type Merged = (Vec<(String, Quota, u32)>, Vec<usize>);
+
 /// GCRA on Redis; see the module docs.
 #[derive(Debug)]
 pub struct RedisGcra {
@@ -70,11 +73,7 @@ impl RedisGcra {
 
     /// Parts merged by key (one descriptor twice in a request adds up),
     /// with their quotas, and each part's index in the merged list.
-    fn merged(
-        &self,
-        parts: &[Part],
-        peek: bool,
-    ) -> Result<(Vec<(String, Quota, u32)>, Vec<usize>), BackendError> {
+    fn merged(&self, parts: &[Part], peek: bool) -> Result<Merged, BackendError> {
         let mut list: Vec<(String, Quota, u32)> = Vec::with_capacity(parts.len());
         let mut at: HashMap<(String, crate::config::LimitSpec), usize> = HashMap::new();
         let mut index = Vec::with_capacity(parts.len());

@@ -84,8 +84,7 @@ impl Rls {
     pub(crate) fn terminate(mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();
         Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        let status = self.child.wait().unwrap();
-        status
+        self.child.wait().unwrap()
     }
 }
 
@@ -237,10 +236,8 @@ static_resources:
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if let Ok(r) = get(admin, "/ready", &[]) {
-                if r.status == 200 {
-                    break;
-                }
+            if get(admin, "/ready", &[]).is_ok_and(|r| r.status == 200) {
+                break;
             }
             let exited = envoy.child.try_wait().ok().flatten().is_some();
             assert!(
