@@ -17,8 +17,8 @@
 //! Every part passed has `1 <= hits <= requests_per_unit` and a known unit
 //! (the policy answers the others itself).
 
-pub(crate) mod memory;
-pub(crate) mod redis;
+pub mod memory;
+pub mod redis;
 
 use core::time::Duration;
 
