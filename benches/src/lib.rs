@@ -23,6 +23,8 @@
 //! anything on a shared machine; see `docs/benchmarks.md`.
 
 pub mod async_paths;
+pub mod concurrency_bench;
+pub mod concurrency_sim;
 pub mod floors;
 pub mod measure;
 pub mod mutex_gcra;

@@ -76,15 +76,19 @@
 
 mod alarm;
 mod clock;
+mod decide;
 mod limiter;
 mod precise;
 mod real_time;
+mod slot_wait;
 mod slots;
 mod throttle;
 mod wait;
 mod wake;
 
 pub use clock::TokioClock;
+pub use decide::AsyncDecide;
+pub use slot_wait::{CancelGrant, Refund, SlotWait};
 pub use wake::{PRECISE_RANGE, WakeUp};
 
 /// The README's code, compiled and run as doc tests so it cannot drift.

@@ -55,6 +55,7 @@ use limiter_core::{AcquireError, Limiter, Reservation};
 use tokio::time::{Instant, Sleep, sleep, sleep_until};
 
 use crate::precise::PreciseSleep;
+use crate::slot_wait::{Refund, SlotWait};
 use crate::slots::SlotMap;
 use crate::wake::Waking;
 
@@ -114,24 +115,42 @@ impl<L: Limiter> core::fmt::Debug for ReservationGuard<L> {
     }
 }
 
-/// Waits until `reservation`'s slot on `limiter`. Completes on the first
-/// poll, with no timer, when the slot is now. The guard is taken before the
-/// future exists, so dropping the future at any point before it completes
-/// (even unpolled) cancels the reservation (see the module doc).
+/// A reservation of a [`Limiter`], given back through its `cancel` when a
+/// [`SlotWait`] is dropped before the slot.
+pub(crate) struct LimiterRefund<L: Limiter> {
+    limiter: L,
+    reservation: Reservation,
+}
+
+impl<L: Limiter> Refund for LimiterRefund<L> {
+    fn refund(self) {
+        // Refused only after a quota change, or for a slot already past:
+        // the permits then stay spent, which errs on the strict side.
+        let _given_back = self.limiter.cancel(self.reservation);
+    }
+}
+
+/// Waits until `reservation`'s slot on `limiter`: the one [`SlotWait`].
+/// Completes on the first poll, with no timer, when the slot is now.
+/// Dropping the future at any point before it completes (even unpolled)
+/// cancels the reservation (see the module doc).
 pub(crate) fn wait_for<'a, L: Limiter>(
     limiter: &'a L,
     slots: &SlotMap,
     wake: Waking,
     reservation: Reservation,
 ) -> impl Future<Output = ()> + Send + 'a {
-    let wait = reservation.wait();
-    let guard = ReservationGuard::new(limiter, slots, reservation);
+    let (wait, deadline) = (
+        reservation.wait(),
+        slots.deadline(reservation.ready_at(), reservation.wait()),
+    );
+    let refund = LimiterRefund {
+        limiter,
+        reservation,
+    };
+    let slot = SlotWait::until(deadline, wait, wake.mode, wake.window, refund);
     async move {
-        // A slot that is now needs no timer: no sleep is constructed.
-        if !wait.is_zero() {
-            wake.sleep(guard.deadline(), wait).await;
-        }
-        guard.keep();
+        let _kept = slot.await;
     }
 }
 

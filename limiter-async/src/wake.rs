@@ -18,7 +18,9 @@
 
 use core::time::Duration;
 
-use tokio::time::{Instant, sleep_until};
+use tokio::time::Instant;
+#[cfg(test)]
+use tokio::time::sleep_until;
 
 use crate::precise::PreciseSleep;
 use crate::real_time::tokio_follows_real_time;
@@ -73,6 +75,7 @@ pub(crate) struct Waking {
 impl Waking {
     /// Sleeps until a slot at `deadline`, which is `wait` from now, on the
     /// timer the rule of the module doc picks for it.
+    #[cfg(test)]
     pub(crate) async fn sleep(self, deadline: Instant, wait: Duration) {
         match self.precise(deadline, wait) {
             Some(precise) => precise.await,

@@ -1,6 +1,6 @@
-//! The HTTP half's two adapters onto `limiter-tower`: [`RuleBackend`] (a
+//! The HTTP half's two adapters onto `limiter-tower`: `RuleBackend` (a
 //! rule's limiter as a `limiter_tower::Backend`, whatever its algorithm or
-//! store) and [`RuleKey`] (the rule's `key` as a `KeyExtractor`).
+//! store) and `RuleKey` (the rule's `key` as a `KeyExtractor`).
 //!
 //! `limiter-tower` implements `Backend` for `RateLimiter`, `KeyedLimiter`
 //! and (its `RedisBackend`) `RedisLimiter`; a rule can be any of six
@@ -16,17 +16,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::HeaderName;
-use limiter_core::{Headroom, Limiter, Quota, Reservation};
-use limiter_tower::{
-    Backend, ClientIp, Denial, Grant, KeyError, KeyExtractor, PeerIp, Policy, RequestHead,
-};
+use limiter_async::AsyncDecide;
+use limiter_core::{Decider, Denial, Grant, Headroom, Limiter, Policy, Quota, Reservation};
+use limiter_tower::{ClientIp, KeyError, KeyExtractor, PeerIp, RequestHead};
 
 use crate::limiter::RuleLimiter;
 use crate::live::Core;
-use crate::schema::{Algorithm, KeyPart, MatchSpec, PathMatch};
+use limiter_rules::{Algorithm, KeyPart, MatchSpec, PathMatch};
 
-/// A rule's limiter as a [`Backend`] of `limiter-tower`.
-pub struct RuleBackend<C: RuleClock>(pub(crate) Arc<RuleLimiter<C>>);
+/// A rule's limiter as a `limiter-tower` backend (an [`AsyncDecide`]).
+pub(crate) struct RuleBackend<C: RuleClock>(pub(crate) Arc<RuleLimiter<C>>);
 
 impl<C: RuleClock> std::fmt::Debug for RuleBackend<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -39,7 +38,7 @@ impl<C: RuleClock> std::fmt::Debug for RuleBackend<C> {
 /// What a grant of a rule hands back: the reservation and, for a keyed
 /// rule, the key's limiter it came from.
 #[derive(Debug)]
-pub struct RuleTicket {
+pub(crate) struct RuleTicket {
     reservation: Option<Reservation>,
 }
 
@@ -50,8 +49,7 @@ fn exact_grant((reservation, left): (Reservation, Headroom)) -> Grant<RuleTicket
         ticket: RuleTicket {
             reservation: Some(reservation),
         },
-        remaining: left.remaining,
-        reset: left.refill_in,
+        headroom: left,
     }
 }
 
@@ -74,8 +72,10 @@ fn grant(reservation: Reservation, quota: Quota, available: u32) -> Grant<RuleTi
             reservation: Some(reservation),
         },
         wait,
-        remaining,
-        reset,
+        headroom: Headroom {
+            remaining,
+            refill_in: reset,
+        },
     }
 }
 
@@ -90,9 +90,9 @@ fn decide_local(
     available: impl FnOnce() -> u32,
 ) -> Result<Grant<RuleTicket>, Denial> {
     let reservation = limiter.reserve_n(cost, max_wait).map_err(Denial::from)?;
-    let period = policy.window / policy.limit.max(1);
+    let period = policy.interval;
     let quota = Quota::with_period(period.max(Duration::from_nanos(1)))
-        .and_then(|q| q.with_burst(policy.limit.max(1)))
+        .and_then(|q| q.with_burst(policy.burst.max(1)))
         .unwrap_or_else(|_| Quota::from_nanos(1, 1).expect("1 ns, burst 1 is valid"));
     Ok(grant(reservation, quota, available()))
 }
@@ -160,56 +160,23 @@ impl<C: RuleClock> RuleBackend<C> {
             Core::Priority(p, _) => p.quota().into(),
             Core::Redis { limiter, .. } => limiter.quota().into(),
             Core::SlidingWindow(l) => Policy {
-                limit: l.limit(),
-                window: l.window(),
+                burst: l.limit(),
+                interval: l.window() / l.limit().max(1),
             },
             Core::WarmUp(_) => match self.0.spec.algorithm {
                 Algorithm::WarmUp { quota, .. } => quota.into(),
                 _ => Policy {
-                    limit: 1,
-                    window: Duration::from_secs(1),
+                    burst: 1,
+                    interval: Duration::from_secs(1),
                 },
             },
         }
     }
 }
 
-impl<C: RuleClock> Backend for RuleBackend<C> {
+impl<C: RuleClock> Decider for RuleBackend<C> {
     type Key = String;
     type Ticket = RuleTicket;
-
-    async fn decide(
-        &self,
-        key: &String,
-        cost: u32,
-        max_wait: Duration,
-    ) -> Result<Grant<RuleTicket>, Denial> {
-        if let Some(decision) = self.decide_sync(key, cost, max_wait) {
-            return decision;
-        }
-        let Core::Redis { http, keyed, .. } = &self.0.live.core else {
-            unreachable!("every other core decides synchronously")
-        };
-        // limiter-tower's RedisBackend: its exact reset from the script's
-        // `reset_after`, its injective Redis keys.
-        let global = String::from("global");
-        let redis_key = if *keyed { key } else { &global };
-        http.decide(redis_key, cost, max_wait).await.map(|g| Grant {
-            ticket: RuleTicket { reservation: None },
-            wait: g.wait,
-            remaining: g.remaining,
-            reset: g.reset,
-        })
-    }
-
-    fn decide_now(
-        &self,
-        key: &String,
-        cost: u32,
-        max_wait: Duration,
-    ) -> Option<Result<Grant<RuleTicket>, Denial>> {
-        self.decide_sync(key, cost, max_wait)
-    }
 
     fn cancel(&self, key: &String, ticket: RuleTicket) -> bool {
         let Some(reservation) = ticket.reservation else {
@@ -227,9 +194,41 @@ impl<C: RuleClock> Backend for RuleBackend<C> {
     }
 }
 
+impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
+    async fn decide_async(
+        &self,
+        key: &String,
+        cost: u32,
+        max_wait: Duration,
+    ) -> Result<Grant<RuleTicket>, Denial> {
+        if let Some(decision) = self.decide_sync(key, cost, max_wait) {
+            return decision;
+        }
+        let Core::Redis { http, keyed, .. } = &self.0.live.core else {
+            unreachable!("every other core decides synchronously")
+        };
+        // limiter-tower's RedisBackend: its exact reset from the script's
+        // `reset_after`, its injective Redis keys.
+        let global = String::from("global");
+        let redis_key = if *keyed { key } else { &global };
+        http.decide_async(redis_key, cost, max_wait)
+            .await
+            .map(|g| g.map_ticket(|()| RuleTicket { reservation: None }))
+    }
+
+    fn decide_ready(
+        &self,
+        key: &String,
+        cost: u32,
+        max_wait: Duration,
+    ) -> Option<Result<Grant<RuleTicket>, Denial>> {
+        self.decide_sync(key, cost, max_wait)
+    }
+}
+
 /// The key extractor of a rule.
 #[derive(Debug, Clone)]
-pub struct RuleKey {
+pub(crate) struct RuleKey {
     parts: Vec<Part>,
     /// The rule's match path, the key of `route` without axum's
     /// `MatchedPath`.
@@ -293,11 +292,17 @@ impl KeyExtractor for RuleKey {
                 Part::Peer(p) => key.push_str(&p.extract(request)?.to_string()),
                 Part::Client(c) => key.push_str(&c.extract(request)?.to_string()),
                 Part::Route => {
-                    let matched = request.extensions().get::<axum::extract::MatchedPath>();
-                    let route = matched
-                        .map(|m| m.as_str())
-                        .or(self.route.as_deref())
-                        .unwrap_or("<unmatched>");
+                    // axum's matched route template (through limiter-tower's
+                    // `Route`, under its `axum` feature), else the rule's own
+                    // match path.
+                    #[cfg(feature = "axum")]
+                    let matched = limiter_tower::Route.extract(request)?;
+                    #[cfg(feature = "axum")]
+                    let matched =
+                        (&*matched != limiter_tower::Route::UNMATCHED).then_some(&*matched);
+                    #[cfg(not(feature = "axum"))]
+                    let matched: Option<&str> = None;
+                    let route = matched.or(self.route.as_deref()).unwrap_or("<unmatched>");
                     escape_into(&mut key, route.as_bytes());
                 }
                 Part::Class(name) => {
@@ -322,8 +327,8 @@ impl KeyExtractor for RuleKey {
 mod tests {
     use super::*;
     use crate::live::Live;
-    use crate::source::Format;
     use limiter_core::ManualClock;
+    use limiter_rules::Format;
 
     fn backend(yaml: &str, clock: &ManualClock) -> RuleBackend<ManualClock> {
         let spec = crate::check_str("t.yaml".as_ref(), yaml, Format::Yaml)
@@ -340,15 +345,21 @@ mod tests {
         for yaml in [rule.to_owned(), format!("{rule}    key: ip\n")] {
             let b = backend(&yaml, &clock);
             let key = "1.2.3.4".to_owned();
-            let g = b.decide_now(&key, 1, Duration::ZERO).unwrap().unwrap();
-            assert_eq!((g.remaining, g.reset), (2, Duration::from_millis(100)));
+            let g = b.decide_ready(&key, 1, Duration::ZERO).unwrap().unwrap();
+            assert_eq!(
+                (g.headroom.remaining, g.headroom.refill_in),
+                (2, Duration::from_millis(100))
+            );
             // Half an emission interval later, one more grant: one permit
             // left, the next in 50 ms (not a whole period).
             clock.advance(Duration::from_millis(50));
-            let g = b.decide_now(&key, 1, Duration::ZERO).unwrap().unwrap();
-            assert_eq!((g.remaining, g.reset), (1, Duration::from_millis(50)));
+            let g = b.decide_ready(&key, 1, Duration::ZERO).unwrap().unwrap();
+            assert_eq!(
+                (g.headroom.remaining, g.headroom.refill_in),
+                (1, Duration::from_millis(50))
+            );
             let held = b
-                .decide_now(&key, 2, Duration::from_secs(1))
+                .decide_ready(&key, 2, Duration::from_secs(1))
                 .unwrap()
                 .unwrap();
             assert_eq!(held.wait, Duration::from_millis(50));

@@ -102,7 +102,11 @@ async fn redis_rules_limit_http_requests() {
     };
     let ok = get("127.0.0.1").await;
     assert_eq!(ok.status(), StatusCode::OK);
-    assert_eq!(ok.headers()["ratelimit-policy"], r#""shared";q=1;w=1"#);
+    // 10/s, burst 1: the steady rate, and the burst beside it.
+    assert_eq!(
+        ok.headers()["ratelimit-policy"],
+        r#""shared";q=10;w=1;limiter-burst=1"#
+    );
     assert_eq!(ok.headers()["ratelimit"], r#""shared";r=0;t=1"#);
     assert_eq!(
         get("127.0.0.1").await.status(),

@@ -80,7 +80,7 @@ async fn sighup_reloads() {
     let dir = TempDir::new();
     let path = dir.write("rules.yaml", &rules(10));
     let rules_set = RuleSet::load_with_clock(&path, ManualClock::new()).unwrap();
-    let task = rules_set.reload_on_sighup().unwrap();
+    let reloader = rules_set.reload_on_sighup().unwrap();
     std::fs::write(&path, rules(30)).unwrap();
     let status = std::process::Command::new("kill")
         .args(["-HUP", &std::process::id().to_string()])
@@ -90,5 +90,49 @@ async fn sighup_reloads() {
     generation(&rules_set, 2).await;
     let quota = rules_set.get("api").unwrap().gcra().unwrap().quota();
     assert_eq!(quota, Quota::per_second(30).unwrap().with_burst(2).unwrap());
-    task.abort();
+    drop(reloader);
+}
+
+/// An operator saves a bad file and sends SIGHUP: one refused reload, one
+/// error, whichever trigger came first; the next good save is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_save_and_a_sighup_count_one_error() {
+    let dir = TempDir::new();
+    let path = dir.write("rules.yaml", &rules(10));
+    let rules_set = RuleSet::load_with_clock(&path, ManualClock::new()).unwrap();
+    let (tx, mut outcomes) = tokio::sync::mpsc::unbounded_channel();
+    let _reloader = rules_set
+        .reload_with(
+            limiter_reload::Reloader::builder().sighup(true),
+            move |outcome| {
+                let _ = tx.send(outcome.map(|r| r.generation).map_err(|e| e.to_string()));
+            },
+        )
+        .unwrap();
+    std::fs::write(
+        &path,
+        "rate_limits:\n  api:\n    algorithm: token_bucket\n    rate: -1\n",
+    )
+    .unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &std::process::id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+    let mut next = async || {
+        tokio::time::timeout(Duration::from_secs(20), outcomes.recv())
+            .await
+            .expect("a reload within 20 s")
+            .expect("reloader alive")
+    };
+    let first = next().await;
+    assert!(
+        first.as_ref().is_err_and(|e| e.contains("field `rate`")),
+        "{first:?}"
+    );
+    // A good save: the very next outcome is its success, so neither the
+    // watcher nor the SIGHUP retried the bad file.
+    std::fs::write(&path, rules(20)).unwrap();
+    assert_eq!(next().await, Ok(2));
+    assert_eq!(rules_set.generation(), 2);
 }

@@ -42,7 +42,9 @@
 
 use core::time::Duration;
 
+use crate::clock::Clock;
 use crate::error::AcquireError;
+use crate::follow::{LOCKED, QuotaOf};
 use crate::gcra::{self, Params, Refusal};
 use crate::identity::Owner;
 use crate::limiter::acquire_error;
@@ -50,8 +52,45 @@ use crate::quota::{MAX_SPAN, Quota, saturating_nanos};
 #[cfg(feature = "std")]
 use crate::refunds::{Pending, Refund, Refunds, WordUndo};
 use crate::reservation::{Headroom, Reservation, Undo};
-use crate::state::update_word;
 use crate::sync::{AtomicU64, Ordering};
+
+/// The clock a [`GcraCell`] decides on: `clock`'s readings counted from
+/// the caller's epoch `origin` (a reading of that clock), so a clock of any
+/// origin works and reservations report clock readings. A reading before
+/// `origin` counts as 0 (time never runs ahead).
+///
+/// # Examples
+///
+/// ```
+/// use limiter_core::{CellClock, ManualClock};
+///
+/// let clock = ManualClock::starting_at(1_000);
+/// let on = CellClock { clock: &clock, origin: 400 };
+/// assert_eq!(on.now(), 600);
+/// ```
+#[derive(Debug)]
+pub struct CellClock<'a, C: ?Sized> {
+    /// The clock read.
+    pub clock: &'a C,
+    /// The reading the cell's time counts from.
+    pub origin: u64,
+}
+
+impl<C: ?Sized> Clone for CellClock<'_, C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<C: ?Sized> Copy for CellClock<'_, C> {}
+
+impl<C: Clock + ?Sized> CellClock<'_, C> {
+    /// Nanoseconds since `origin` (0 before it).
+    #[inline]
+    pub fn now(&self) -> u64 {
+        self.clock.now().saturating_sub(self.origin)
+    }
+}
 
 // A retired word can never be mistaken for a tat.
 const _: () = assert!(GcraCell::RETIRED > MAX_SPAN);
@@ -168,7 +207,8 @@ impl GcraCell {
         now: u64,
         n: u32,
     ) -> Option<Result<(), AcquireError>> {
-        self.reserve_at(quota, 0, now, n, 0).map(|r| r.map(|_| ()))
+        self.reserve_at(quota.into(), 0, || now, n, 0)
+            .map(|(outcome, _)| outcome.map(|_| ()))
     }
 
     /// Claims the earliest slot for `n` permits at `now` if it comes within
@@ -200,110 +240,151 @@ impl GcraCell {
         n: u32,
         max_wait: Duration,
     ) -> Option<Result<Reservation, AcquireError>> {
-        self.reserve_at(quota, 0, now, n, saturating_nanos(max_wait))
+        self.reserve_at(quota.into(), 0, || now, n, saturating_nanos(max_wait))
+            .map(|(outcome, _)| outcome)
     }
 
-    /// As [`reserve_n`](GcraCell::reserve_n) for a caller whose epoch is the
-    /// clock reading `origin`: `now` is nanoseconds since `origin`, and the
-    /// reservation's [`ready_at`](Reservation::ready_at) is a clock reading,
-    /// `origin` plus the slot.
+    /// As [`reserve_n`](GcraCell::reserve_n), at the time `clock` reads: its
+    /// readings as nanoseconds since the caller's epoch, and the
+    /// reservation's [`ready_at`](Reservation::ready_at) a reading of its
+    /// clock (the epoch plus the slot).
+    ///
+    /// The clock is read once, and again after a CAS lost to another
+    /// decision: that decision may have read the clock later than this one
+    /// did, and deciding on its word with the earlier reading would refuse
+    /// a request that conforms now, or report one permit too few left.
     ///
     /// # Errors
     ///
     /// As [`reserve_n`](GcraCell::reserve_n), and
     /// [`AcquireError::TimeOutOfRange`] (with `now` as a clock reading) for
     /// a slot whose clock reading would pass `u64::MAX`.
-    #[inline]
     ///
     /// # Examples
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{CellClock, GcraCell, ManualClock, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
-    /// let origin = 5_000_000_000; // the caller's epoch, as a clock reading
-    /// cell.reserve_n_since(origin, quota, 0, 1, Duration::ZERO).unwrap()?;
-    /// let r = cell.reserve_n_since(origin, quota, 0, 1, Duration::MAX).unwrap()?;
-    /// assert_eq!(r.ready_at(), origin + 100_000_000);
+    /// let clock = ManualClock::starting_at(5_000_000_000);
+    /// let on = CellClock { clock: &clock, origin: 5_000_000_000 }; // the caller's epoch
+    /// cell.reserve_n_on(on, quota, 1, Duration::ZERO).unwrap()?;
+    /// let r = cell.reserve_n_on(on, quota, 1, Duration::MAX).unwrap()?;
+    /// assert_eq!(r.ready_at(), 5_100_000_000);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn reserve_n_since(
+    #[inline]
+    pub fn reserve_n_on<'a, C: Clock + ?Sized>(
         &self,
-        origin: u64,
-        quota: Quota,
-        now: u64,
+        clock: CellClock<'_, C>,
+        quota: impl Into<QuotaOf<'a>>,
         n: u32,
         max_wait: Duration,
     ) -> Option<Result<Reservation, AcquireError>> {
-        self.reserve_at(quota, origin, now, n, saturating_nanos(max_wait))
+        self.reserve_at(
+            quota.into(),
+            clock.origin,
+            || clock.now(),
+            n,
+            saturating_nanos(max_wait),
+        )
+        .map(|(outcome, _)| outcome)
     }
 
+    /// The decision, with the time (since `origin`) it was made at: `now()`
+    /// read once, and again after each CAS lost to another decision.
+    ///
+    /// The CAS loop of [`crate::state`], with two additions for a cell that
+    /// follows a shared quota (see [`crate::follow`]): a word that cannot be
+    /// decided on yet (the cell is moving, or has just been moved) is loaded
+    /// again, and a successful CAS whose quota changed meanwhile is void.
     #[inline]
     fn reserve_at(
         &self,
-        quota: Quota,
+        quota: QuotaOf<'_>,
         origin: u64,
-        now: u64,
+        read_clock: impl Fn() -> u64,
         n: u32,
         max_wait: u64,
-    ) -> Option<Result<Reservation, AcquireError>> {
-        let params = Params::from(quota);
+    ) -> Option<(Result<Reservation, AcquireError>, u64)> {
         // The furthest slot whose clock reading `origin + slot` exists.
         let last_slot = u64::MAX - origin;
-        let refuse = |refusal| {
-            Some(acquire_error(
-                refusal,
+        let mut at = read_clock();
+        // Acquire (every load and CAS of the word): a word written by a
+        // move publishes the cell's quota record (`follow`). For a fixed
+        // quota the word names no other data, and on x86 these cost nothing.
+        let mut current = self.word.load(Ordering::Acquire);
+        loop {
+            if current == Self::RETIRED {
+                return None;
+            }
+            let Ok((params, stamp)) = quota.prepare(&self.word, current) else {
+                current = self.word.load(Ordering::Acquire);
+                continue;
+            };
+            let now = at;
+            let refuse =
+                |refusal| acquire_error(refusal, n, origin.saturating_add(now), params.burst);
+            let grant = match gcra::reserve_within(
+                current,
+                now,
                 n,
-                origin.saturating_add(now),
+                max_wait,
+                params,
                 params.burst,
-            ))
-        };
-        // Relaxed throughout: the word names no other data; the CAS alone
-        // orders decisions on this cell among themselves (linearizable).
-        let outcome = update_word(
-            &self.word,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-            |current| {
-                if current == Self::RETIRED {
-                    return Err(None);
+                MAX_SPAN,
+            ) {
+                Ok(grant) => grant,
+                Err(refusal) => return Some((Err(refuse(refusal)), at)),
+            };
+            // now ≤ MAX_SPAN and wait ≤ tat ≤ MAX_SPAN: no overflow.
+            let slot = now + grant.wait;
+            if slot > last_slot {
+                return Some((Err(refuse(Refusal::OutOfRange)), at));
+            }
+            let undo = if n == 0 {
+                Undo::Nothing
+            } else {
+                Undo::Word {
+                    before: current,
+                    after: grant.tat,
+                    changes: stamp.version,
                 }
-                let grant =
-                    gcra::reserve_within(current, now, n, max_wait, params, params.burst, MAX_SPAN)
-                        .map_err(refuse)?;
-                // now ≤ MAX_SPAN and wait ≤ tat ≤ MAX_SPAN: no overflow.
-                let slot = now + grant.wait;
-                if slot > last_slot {
-                    return Err(refuse(Refusal::OutOfRange));
-                }
-                let undo = if n == 0 {
-                    Undo::Nothing
-                } else {
-                    Undo::Word {
-                        before: current,
-                        after: grant.tat,
-                        changes: 0,
+            };
+            let reservation = Reservation {
+                permits: n,
+                ready_at: origin + slot,
+                wait: grant.wait,
+                owner: self.owner,
+                undo,
+            };
+            if grant.tat == current {
+                return Some((Ok(reservation), at));
+            }
+            #[cfg(all(test, not(loom)))]
+            tests::stall_before_cas();
+            match self.word.compare_exchange_weak(
+                current,
+                grant.tat,
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                Ok(_) if quota.stands(stamp) => return Some((Ok(reservation), at)),
+                // Void: the quota changed while we decided. Its permits stay
+                // counted (stricter, never looser); decide again.
+                Ok(_) => current = self.word.load(Ordering::Acquire),
+                Err(actual) => {
+                    // A CAS lost to another decision (not a spurious
+                    // failure, which leaves the word as it was): that
+                    // decision may have read the clock after us.
+                    if actual != current {
+                        at = read_clock();
                     }
-                };
-                Ok((
-                    grant.tat,
-                    Reservation {
-                        permits: n,
-                        ready_at: origin + slot,
-                        wait: grant.wait,
-                        owner: self.owner,
-                        undo,
-                    },
-                ))
-            },
-        );
-        match outcome {
-            Ok(reservation) => Some(Ok(reservation)),
-            Err(None) => None,
-            Err(Some(error)) => Some(Err(error)),
+                    current = actual;
+                }
+            }
         }
     }
 
@@ -341,43 +422,45 @@ impl GcraCell {
                 .is_ok()
     }
 
-    /// As [`reserve_n_since`](GcraCell::reserve_n_since), taking a refund of
+    /// As [`reserve_n_on`](GcraCell::reserve_n_on), taking a refund of
     /// this cell from `refunds` when its fresh slot would wait and a refund
     /// comes sooner (see [`cancel_with_refunds`](GcraCell::cancel_with_refunds)).
     /// The fresh slot is then given back. A reservation whose permits are
     /// free now, or an empty table, costs nothing more than
-    /// `reserve_n_since`.
+    /// `reserve_n_on`.
     ///
     /// # Errors
     ///
-    /// As [`reserve_n_since`](GcraCell::reserve_n_since).
+    /// As [`reserve_n_on`](GcraCell::reserve_n_on).
     ///
     /// # Examples
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{CellRefunds, GcraCell, Quota};
+    /// use limiter_core::{CellClock, CellRefunds, GcraCell, ManualClock, Quota};
     ///
-    /// let (cell, refunds) = (GcraCell::new(), CellRefunds::new());
+    /// let (cell, refunds, clock) = (GcraCell::new(), CellRefunds::new(), ManualClock::new());
+    /// let on = CellClock { clock: &clock, origin: 0 };
     /// let q = Quota::per_second(10)?; // slots 100 ms apart
-    /// let reserve = || cell.reserve_n_with_refunds(&refunds, 0, q, 0, 1, Duration::MAX).unwrap();
+    /// let reserve = || cell.reserve_n_with_refunds(&refunds, on, q, 1, Duration::MAX).unwrap();
     /// let (_now, first, _second) = (reserve()?, reserve()?, reserve()?);
-    /// assert!(cell.cancel_with_refunds(&refunds, first, 0, 0)); // refunded at 100 ms
+    /// assert!(cell.cancel_with_refunds(&refunds, first, on)); // refunded at 100 ms
     /// assert_eq!(reserve()?.wait(), Duration::from_millis(100));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[cfg(feature = "std")]
-    pub fn reserve_n_with_refunds(
+    pub fn reserve_n_with_refunds<'a, C: Clock + ?Sized>(
         &self,
         refunds: &CellRefunds,
-        origin: u64,
-        quota: Quota,
-        now: u64,
+        clock: CellClock<'_, C>,
+        quota: impl Into<QuotaOf<'a>>,
         n: u32,
         max_wait: Duration,
     ) -> Option<Result<Reservation, AcquireError>> {
         let max_wait = saturating_nanos(max_wait);
-        let fresh = self.reserve_at(quota, origin, now, n, max_wait)?;
+        let origin = clock.origin;
+        let quota = quota.into();
+        let (fresh, now) = self.reserve_at(quota, origin, || clock.now(), n, max_wait)?;
         if !refunds.pending.any() {
             return Some(fresh);
         }
@@ -387,6 +470,13 @@ impl GcraCell {
             _ => return Some(fresh),
         };
         let mut table = refunds.lock();
+        // Under the table's lock no quota change can begin (see
+        // `SharedQuota::set_clearing`): the table holds refunds of the
+        // version in force only, and a fresh slot of an older one is kept.
+        let version = quota.version_now();
+        if matches!(&fresh, Ok(r) if undo_version(r) != version) {
+            return Some(fresh);
+        }
         let owner = self.owner.get();
         let sooner_than = now.saturating_add(fresh_wait);
         let Some(refund) = table.take(owner, now, n, max_wait, sooner_than, &refunds.pending)
@@ -396,7 +486,7 @@ impl GcraCell {
         if let Ok(fresh) = fresh {
             self.give_back(&mut table, refunds, fresh, origin, now);
         }
-        let undo = refund.undo(0);
+        let undo = refund.undo(version);
         Some(Ok(Reservation {
             permits: refund.permits,
             // The refund's slot was a slot of this cell, which lay in range.
@@ -409,9 +499,9 @@ impl GcraCell {
 
     /// Gives back the permits of a reservation made on this cell, whether or
     /// not later reservations depend on them; returns whether they are back.
-    /// `origin` is the caller's epoch as in
-    /// [`reserve_n_since`](GcraCell::reserve_n_since), `now` the time since
-    /// it. Refuses a reservation of any other cell.
+    /// `clock` is the one the reservation was made on (see
+    /// [`reserve_n_on`](GcraCell::reserve_n_on)). Refuses a reservation of
+    /// any other cell.
     ///
     /// If the cell still holds what the reservation left, its word is
     /// restored, as [`cancel`](GcraCell::cancel) does. Otherwise its slot
@@ -429,28 +519,37 @@ impl GcraCell {
     /// use core::time::Duration;
     /// use limiter_core::{CellRefunds, GcraCell, Quota};
     ///
-    /// let (cell, refunds) = (GcraCell::new(), CellRefunds::new());
+    /// use limiter_core::{CellClock, ManualClock};
+    /// let (cell, refunds, clock) = (GcraCell::new(), CellRefunds::new(), ManualClock::new());
+    /// let on = CellClock { clock: &clock, origin: 0 };
     /// let q = Quota::per_second(10)?;
-    /// let reserve = || cell.reserve_n_with_refunds(&refunds, 0, q, 0, 1, Duration::MAX).unwrap();
+    /// let reserve = || cell.reserve_n_with_refunds(&refunds, on, q, 1, Duration::MAX).unwrap();
     /// let (_now, first, second) = (reserve()?, reserve()?, reserve()?);
-    /// assert!(cell.cancel_with_refunds(&refunds, first, 0, 0)); // not the last
-    /// assert!(cell.cancel_with_refunds(&refunds, second, 0, 0)); // unwinds both
+    /// assert!(cell.cancel_with_refunds(&refunds, first, on)); // not the last
+    /// assert!(cell.cancel_with_refunds(&refunds, second, on)); // unwinds both
     /// assert_eq!(reserve()?.wait(), Duration::from_millis(100));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[cfg(feature = "std")]
-    pub fn cancel_with_refunds(
+    pub fn cancel_with_refunds<'a, C: Clock + ?Sized>(
         &self,
         refunds: &CellRefunds,
         reservation: Reservation,
-        origin: u64,
-        now: u64,
+        clock: CellClock<'_, C>,
+        quota: impl Into<QuotaOf<'a>>,
     ) -> bool {
         if reservation.owner != self.owner || reservation.permits == 0 {
             return false;
         }
+        let now = clock.now();
         let mut table = refunds.lock();
-        self.give_back(&mut table, refunds, reservation, origin, now)
+        // A reservation made before a change of the shared quota it follows
+        // belongs to the old quota: refused, checked under the lock that
+        // changes take (see `SharedQuota::set_clearing`).
+        if !quota.into().still_in_force(undo_version(&reservation)) {
+            return false;
+        }
+        self.give_back(&mut table, refunds, reservation, clock.origin, now)
     }
 
     /// `cancel_with_refunds` with the table locked.
@@ -529,20 +628,44 @@ impl GcraCell {
     /// assert_eq!(cell.available(quota, 200_000_000), 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn available(&self, quota: Quota, now: u64) -> u32 {
-        // Relaxed: a snapshot of one value.
-        match self.word.load(Ordering::Relaxed) {
-            Self::RETIRED => 0,
-            tat => gcra::available(tat, now, Params::from(quota), MAX_SPAN),
+    ///
+    /// A cell that follows a shared quota is moved to it first, if it has
+    /// not been yet (see [`SharedQuota`](crate::SharedQuota)).
+    pub fn available<'a>(&self, quota: impl Into<QuotaOf<'a>>, now: u64) -> u32 {
+        let quota = quota.into();
+        loop {
+            let tat = self.settled();
+            if tat == Self::RETIRED {
+                return 0;
+            }
+            if let Ok((params, _)) = quota.prepare(&self.word, tat) {
+                return gcra::available(tat, now, params, MAX_SPAN);
+            }
         }
     }
 
-    /// The [`Headroom`] that `reservation`, made by this cell at `now` under
-    /// `quota`, left: computed from the word the decision wrote (kept in the
-    /// reservation), so a concurrent caller cannot skew it. `None` for a
-    /// reservation of another cell. A reservation of 0 permits wrote nothing:
-    /// its headroom is the cell's state now. One served from a refunded slot
-    /// reports 0 remaining and its wait plus one emission interval.
+    /// The word, once no move is in progress (a move is a few stores).
+    #[inline]
+    fn settled(&self) -> u64 {
+        loop {
+            // Acquire: as in the decision, the word may publish the record.
+            let word = self.word.load(Ordering::Acquire);
+            if word != LOCKED {
+                return word;
+            }
+            crate::sync::spin_hint();
+        }
+    }
+
+    /// The [`Headroom`] that `reservation`, made by this cell under `quota`
+    /// on a clock whose epoch is the reading `origin` (0 for
+    /// [`reserve_n`](GcraCell::reserve_n)), left: computed from the word the
+    /// decision wrote (kept in the reservation) at the time it was decided
+    /// (its `ready_at` less its wait), so a concurrent caller cannot skew it.
+    /// `None` for a reservation of another cell. A reservation of 0 permits
+    /// wrote nothing: its headroom is the cell's state now. One served from a
+    /// refunded slot reports 0 remaining and its wait plus one emission
+    /// interval.
     ///
     /// # Examples
     ///
@@ -553,26 +676,32 @@ impl GcraCell {
     /// let quota = Quota::per_second(10)?.with_burst(3)?; // t = 100 ms
     /// let cell = GcraCell::new();
     /// let r = cell.reserve_n(quota, 0, 1, Duration::ZERO).unwrap()?;
-    /// let left = cell.headroom_after(&r, quota, 0);
+    /// let left = cell.headroom_of(&r, quota, 0);
     /// assert_eq!(left, Some(Headroom { remaining: 2, refill_in: Duration::from_millis(100) }));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
-    pub fn headroom_after(
+    pub fn headroom_of<'a>(
         &self,
         reservation: &Reservation,
-        quota: Quota,
-        now: u64,
+        quota: impl Into<QuotaOf<'a>>,
+        origin: u64,
     ) -> Option<Headroom> {
         if reservation.owner != self.owner {
             return None;
         }
-        let params = Params::from(quota);
+        // The decision's time since `origin`: its slot less its wait.
+        let now = reservation
+            .ready_at
+            .saturating_sub(origin)
+            .saturating_sub(reservation.wait);
+        // For a following cell, the quota its record holds (the one the
+        // decision used, unless a change came right after it).
+        let params = quota.into().params_now();
         let (remaining, refill_in) = match reservation.undo {
             Undo::Word { after, .. } => gcra::headroom(after, now, params, params.burst, MAX_SPAN),
             Undo::Nothing => {
-                // Relaxed: a snapshot of one value.
-                let tat = self.word.load(Ordering::Relaxed);
+                let tat = self.settled();
                 if tat == Self::RETIRED {
                     (0, 0)
                 } else {
@@ -626,8 +755,7 @@ impl GcraCell {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn is_idle(&self, now: u64) -> bool {
-        // Relaxed: a snapshot of one value.
-        let tat = self.word.load(Ordering::Relaxed);
+        let tat = self.settled();
         tat != Self::RETIRED && tat <= now
     }
 
@@ -648,8 +776,7 @@ impl GcraCell {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn tat(&self) -> Option<u64> {
-        // Relaxed: a snapshot of one value.
-        match self.word.load(Ordering::Relaxed) {
+        match self.settled() {
             Self::RETIRED => None,
             tat => Some(tat),
         }
@@ -674,7 +801,8 @@ impl GcraCell {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn retire_if_idle(&self, now: u64) -> bool {
-        // Relaxed: as in the acquisition CAS.
+        // A moving cell (LOCKED) is above every `now`: not idle.
+        // Relaxed: the word alone decides; nothing else is read.
         let tat = self.word.load(Ordering::Relaxed);
         tat != Self::RETIRED
             && tat <= now
@@ -702,8 +830,31 @@ impl GcraCell {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn retire(&self) -> bool {
-        // Relaxed: as in the acquisition CAS.
-        self.word.swap(Self::RETIRED, Ordering::Relaxed) != Self::RETIRED
+        // Not over a move in progress, whose last store would bring the
+        // cell back: wait for it to settle, then CAS.
+        loop {
+            let word = self.settled();
+            if word == Self::RETIRED {
+                return false;
+            }
+            // Relaxed: the word alone decides; nothing else is read.
+            if self
+                .word
+                .compare_exchange(word, Self::RETIRED, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                return true;
+            }
+        }
+    }
+}
+
+/// The quota version a reservation was decided under (0 for a fixed quota).
+#[cfg(feature = "std")]
+fn undo_version(reservation: &Reservation) -> u64 {
+    match reservation.undo {
+        Undo::Word { changes, .. } | Undo::Refund { changes, .. } => changes,
+        _ => 0,
     }
 }
 
@@ -732,12 +883,13 @@ impl CellRefunds {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{CellRefunds, GcraCell, Quota};
+    /// use limiter_core::{CellClock, CellRefunds, GcraCell, ManualClock, Quota};
     ///
-    /// let (cell, refunds) = (GcraCell::new(), CellRefunds::new());
+    /// let (cell, refunds, clock) = (GcraCell::new(), CellRefunds::new(), ManualClock::new());
+    /// let on = CellClock { clock: &clock, origin: 0 };
     /// let quota = Quota::per_second(10)?;
-    /// let r = cell.reserve_n_with_refunds(&refunds, 0, quota, 0, 1, Duration::ZERO).unwrap()?;
-    /// assert!(cell.cancel_with_refunds(&refunds, r, 0, 0));
+    /// let r = cell.reserve_n_with_refunds(&refunds, on, quota, 1, Duration::ZERO).unwrap()?;
+    /// assert!(cell.cancel_with_refunds(&refunds, r, on));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn new() -> CellRefunds {
@@ -745,6 +897,14 @@ impl CellRefunds {
             table: crate::sync::Mutex::new(Refunds::new()),
             pending: Pending::default(),
         }
+    }
+
+    /// Runs `change` (a quota change) with the table locked, then drops
+    /// every refund: they belong to the quota before it.
+    pub(crate) fn clear_during(&self, change: impl FnOnce()) {
+        let mut table = self.lock();
+        change();
+        table.clear(&self.pending);
     }
 
     fn lock(&self) -> crate::sync::MutexGuard<'_, Refunds> {
@@ -763,7 +923,11 @@ impl Default for CellRefunds {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use std::boxed::Box;
+    use std::cell::RefCell;
+
     use super::*;
+    use crate::ManualClock;
 
     fn quota() -> Quota {
         Quota::per_second(10).unwrap().with_burst(3).unwrap()
@@ -902,22 +1066,131 @@ mod tests {
     #[test]
     fn a_reservation_since_an_origin_is_ready_at_a_clock_reading() {
         let origin = 1_800_000_000_000_000_000;
+        let clock = ManualClock::starting_at(origin + 5);
+        let on = CellClock {
+            clock: &clock,
+            origin,
+        };
         let cell = GcraCell::new();
         let first = cell
-            .reserve_n_since(origin, quota(), 5, 3, Duration::ZERO)
+            .reserve_n_on(on, quota(), 3, Duration::ZERO)
             .unwrap()
             .unwrap();
         assert_eq!(first.ready_at(), origin + 5);
         let second = cell
-            .reserve_n_since(origin, quota(), 5, 1, Duration::from_secs(1))
+            .reserve_n_on(on, quota(), 1, Duration::from_secs(1))
             .unwrap()
             .unwrap();
         assert_eq!(second.ready_at(), origin + 5 + 100_000_000);
         // A slot whose clock reading would pass u64::MAX is out of range.
         let late = GcraCell::new();
+        let clock = ManualClock::starting_at(u64::MAX - 5);
+        let on = CellClock {
+            clock: &clock,
+            origin: u64::MAX - 10,
+        };
+        assert!(matches!(
+            late.reserve_n_on(on, quota(), 3, Duration::ZERO),
+            Some(Ok(_))
+        ));
         assert_eq!(
-            late.reserve_n_since(u64::MAX - 10, quota(), 20, 1, Duration::ZERO),
-            Some(Err(AcquireError::TimeOutOfRange { now: u64::MAX }))
+            late.reserve_n_on(on, quota(), 1, Duration::from_secs(1)),
+            Some(Err(AcquireError::TimeOutOfRange { now: u64::MAX - 5 }))
+        );
+    }
+
+    std::thread_local! {
+        /// Run once by the next decision of this thread, between its
+        /// decision and its CAS: a deterministic stall.
+        static STALL: RefCell<Option<Box<dyn FnOnce()>>> = RefCell::new(None);
+    }
+
+    pub(super) fn stall_before_cas() {
+        if let Some(stall) = STALL.with(|s| s.borrow_mut().take()) {
+            stall();
+        }
+    }
+
+    #[test]
+    fn a_decision_after_a_lost_cas_reads_the_clock_again() {
+        // t = 100 ms, burst 2, a full cell. A decision reads the clock at 0;
+        // before its CAS the clock reaches 1 s and another decision takes
+        // one permit (tat 1.1 s). On the stale reading the retry would
+        // refuse (it needs tat ≤ 0.1 s); at 1 s one permit is free, and
+        // none is left after it.
+        let clock = ManualClock::new();
+        let quota = Quota::per_second(10).unwrap().with_burst(2).unwrap();
+        let cell = std::sync::Arc::new(GcraCell::new());
+        let (other, winner_clock) = (std::sync::Arc::clone(&cell), clock.clone());
+        STALL.with(|s| {
+            *s.borrow_mut() = Some(Box::new(move || {
+                winner_clock.set(1_000_000_000);
+                let on = CellClock {
+                    clock: &winner_clock,
+                    origin: 0,
+                };
+                let _kept = other
+                    .reserve_n_on(on, quota, 1, Duration::ZERO)
+                    .unwrap()
+                    .unwrap();
+            }))
+        });
+        let on = CellClock {
+            clock: &clock,
+            origin: 0,
+        };
+        let r = cell
+            .reserve_n_on(on, quota, 1, Duration::ZERO)
+            .unwrap()
+            .expect("decided on a reading taken before the winner's");
+        assert_eq!(r.ready_at(), 1_000_000_000);
+        // The headroom is that of the fresh reading: 0 left, the next in 100 ms.
+        assert_eq!(
+            cell.headroom_of(&r, quota, 0),
+            Some(Headroom {
+                remaining: 0,
+                refill_in: Duration::from_millis(100)
+            })
+        );
+    }
+
+    #[test]
+    fn a_grant_after_a_lost_cas_reports_the_headroom_of_the_fresh_reading() {
+        // t = 100 ms, burst 4. A decision reads 0; meanwhile the clock
+        // reaches 150 ms and a winner takes one permit at 150 ms (tat 250
+        // ms). The loser's grant leaves tat 350 ms: at 150 ms, 2 permits
+        // (and 100 ms to the next); on the stale reading it would say 0.
+        let clock = ManualClock::new();
+        let quota = Quota::per_second(10).unwrap().with_burst(4).unwrap();
+        let cell = std::sync::Arc::new(GcraCell::new());
+        let (other, winner_clock) = (std::sync::Arc::clone(&cell), clock.clone());
+        STALL.with(|s| {
+            *s.borrow_mut() = Some(Box::new(move || {
+                winner_clock.set(150_000_000);
+                let on = CellClock {
+                    clock: &winner_clock,
+                    origin: 0,
+                };
+                let _kept = other
+                    .reserve_n_on(on, quota, 1, Duration::ZERO)
+                    .unwrap()
+                    .unwrap();
+            }))
+        });
+        let on = CellClock {
+            clock: &clock,
+            origin: 0,
+        };
+        let r = cell
+            .reserve_n_on(on, quota, 1, Duration::ZERO)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            cell.headroom_of(&r, quota, 0),
+            Some(Headroom {
+                remaining: 2,
+                refill_in: Duration::from_millis(100)
+            })
         );
     }
 }

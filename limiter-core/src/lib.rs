@@ -80,7 +80,9 @@ mod cell;
 mod change_lock;
 mod clock;
 mod composite;
+mod decision;
 mod error;
+mod follow;
 mod gcra;
 mod identity;
 mod limiter;
@@ -103,14 +105,16 @@ pub use adaptive::{
 };
 #[cfg(feature = "std")]
 pub use cell::CellRefunds;
-pub use cell::GcraCell;
+pub use cell::{CellClock, GcraCell};
 #[cfg(feature = "tsc")]
 pub use clock::TscClock;
 pub use clock::{BlockingClock, Clock, DefaultClock, ManualClock};
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, MonotonicClock};
 pub use composite::{AllOfError, AllReservation, Limit, cancel_all, reserve_all, try_acquire_all};
+pub use decision::{Decide, Decider, Denial, Grant, Policy, Unavailable};
 pub use error::{AcquireError, QuotaError};
+pub use follow::{CellQuota, QuotaOf, SharedQuota};
 pub use limiter::RateLimiter;
 pub use limiter_trait::Limiter;
 pub use metered::{Metered, Stats};
@@ -143,6 +147,11 @@ pub mod __loom {
             .map(|grant| (grant.tat, grant.wait))
             .map_err(|refusal| crate::limiter::acquire_error(refusal, n, now, p.burst))
     }
+
+    /// Makes a following cell's move skip its `LOCKED` step (the broken
+    /// variant of the keyed quota-change model). Set before a model runs.
+    pub static BROKEN_MOVE: std::sync::atomic::AtomicBool =
+        std::sync::atomic::AtomicBool::new(false);
 
     /// The `tat` that [`RateLimiter::set_quota`](crate::RateLimiter::set_quota)
     /// installs when the quota changes from `old` to `new` at `now`.

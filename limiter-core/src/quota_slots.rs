@@ -108,9 +108,9 @@ pub(crate) fn generation(word: u64) -> usize {
 /// reused: all 16, except under loom, where a cycle of 2 lets a model reach
 /// slot reuse (and the ABA it could cause) with two quota changes.
 #[cfg(not(loom))]
-const CYCLE: usize = GENERATIONS;
+pub(crate) const CYCLE: usize = GENERATIONS;
 #[cfg(loom)]
-const CYCLE: usize = 2;
+pub(crate) const CYCLE: usize = 2;
 
 /// The generation after `generation`, wrapping after [`CYCLE`].
 #[inline]
@@ -141,6 +141,15 @@ pub(crate) struct SlotRead {
 pub(crate) struct QuotaSlots {
     slots: [Slot; GENERATIONS],
     changes: AtomicU64,
+}
+
+impl SlotRead {
+    /// The number of the quota change that wrote the slot (0: the first
+    /// quota).
+    #[inline]
+    pub(crate) fn version(&self) -> u64 {
+        self.version
+    }
 }
 
 impl QuotaSlots {

@@ -238,7 +238,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
             };
             cursor.pass_min = cursor.pass_min.min(tat);
             if evict {
-                let (debt, t) = (tat.saturating_sub(now), e.quota.period_nanos());
+                let (debt, t) = (tat.saturating_sub(now), e.quota.quota().period_nanos());
                 if victim.as_ref().is_none_or(|v| v.costs_more_than(debt, t)) {
                     victim = Some(Victim {
                         debt,

@@ -63,8 +63,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use limiter_core::{
-    AcquireError, CellRefunds, Clock, DefaultClock, GcraCell, Headroom, Quota, QuotaError,
-    Reservation,
+    AcquireError, CellClock, CellQuota, CellRefunds, Clock, DefaultClock, GcraCell, Headroom,
+    Quota, QuotaError, QuotaOf, Reservation, SharedQuota,
 };
 
 use scc::HashIndex;
@@ -100,13 +100,13 @@ pub enum WhenFull {
     EvictLeastRecent,
 }
 
-/// One key's state: its cell and the quota it is decided under. Held boxed
-/// in the map, so that resizing moves a pointer, never the cell (see the
-/// module doc).
+/// One key's state: its cell and the quota its `tat` is expressed in (the
+/// shared one it follows, or its pinned override). Held boxed in the map,
+/// so that resizing moves a pointer, never the cell (see the module doc).
 #[derive(Debug)]
 pub(crate) struct Entry {
     pub(crate) cell: GcraCell,
-    pub(crate) quota: Quota,
+    pub(crate) quota: CellQuota,
 }
 
 /// A rate limiter per key, sharing one quota, with bounded memory.
@@ -140,7 +140,8 @@ pub(crate) struct Entry {
 /// ```
 pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     pub(crate) map: HashIndex<K, Box<Entry>>,
-    pub(crate) quota: Quota,
+    /// The quota every key without an override follows (see `set_quota`).
+    pub(crate) shared: SharedQuota,
     pub(crate) overrides: StdHashMap<K, Quota>,
     pub(crate) clock: C,
     pub(crate) max_keys: usize,
@@ -165,7 +166,7 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
 impl<K, C: Clock> core::fmt::Debug for KeyedLimiter<K, C> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("KeyedLimiter")
-            .field("quota", &self.quota)
+            .field("quota", &self.shared.quota())
             .field("len", &self.count.load(Ordering::Relaxed))
             .field("max_keys", &self.max_keys)
             .field("when_full", &self.when_full)
@@ -405,7 +406,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
         let origin = self.clock.now();
         KeyedLimiter {
             map: HashIndex::with_capacity(self.max_keys.clamp(1, PRESIZED_KEYS)),
-            quota: self.quota,
+            shared: SharedQuota::new(self.quota),
             overrides: self.overrides,
             clock: self.clock,
             max_keys: self.max_keys.max(1),
@@ -478,9 +479,9 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_acquire_n(&self, key: &K, n: u32) -> Result<(), KeyedError> {
-        self.decide(key, |e, now| {
+        self.decide(key, |e| {
             e.cell
-                .reserve_n_since(self.origin, e.quota, now, n, Duration::ZERO)
+                .reserve_n_on(self.cell_clock(), self.quota_of_entry(e), n, Duration::ZERO)
                 .map(|r| r.map(|_| ()))
         })
     }
@@ -518,16 +519,21 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         n: u32,
         max_wait: Duration,
     ) -> Result<Reservation, KeyedError> {
-        self.decide(key, |e, now| {
-            e.cell
-                .reserve_n_with_refunds(&self.refunds, self.origin, e.quota, now, n, max_wait)
+        self.decide(key, |e| {
+            e.cell.reserve_n_with_refunds(
+                &self.refunds,
+                self.cell_clock(),
+                self.quota_of_entry(e),
+                n,
+                max_wait,
+            )
         })
     }
 
     /// As [`reserve_n`](KeyedLimiter::reserve_n), with the [`Headroom`] the
     /// decision left for `key`: the permits a caller right after it would
     /// get at once, and the time until one more, computed from the state
-    /// this decision wrote (see [`GcraCell::headroom_after`]).
+    /// this decision wrote (see [`GcraCell::headroom_of`]).
     ///
     /// # Errors
     ///
@@ -553,21 +559,23 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         n: u32,
         max_wait: Duration,
     ) -> Result<(Reservation, Headroom), KeyedError> {
-        self.decide(key, |e, now| {
+        self.decide(key, |e| {
             let decided = e.cell.reserve_n_with_refunds(
                 &self.refunds,
-                self.origin,
-                e.quota,
-                now,
+                self.cell_clock(),
+                self.quota_of_entry(e),
                 n,
                 max_wait,
             )?;
             Some(decided.map(|r| {
                 // The cell made `r`, so this is always `Some`.
-                let left = e.cell.headroom_after(&r, e.quota, now).unwrap_or(Headroom {
-                    remaining: 0,
-                    refill_in: r.wait(),
-                });
+                let left = e
+                    .cell
+                    .headroom_of(&r, self.quota_of_entry(e), self.origin)
+                    .unwrap_or(Headroom {
+                        remaining: 0,
+                        refill_in: r.wait(),
+                    });
                 (r, left)
             }))
         })
@@ -601,11 +609,14 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn cancel(&self, key: &K, reservation: Reservation) -> bool {
-        let now = self.now();
         self.map
             .peek_with(key, |_, e| {
-                e.cell
-                    .cancel_with_refunds(&self.refunds, reservation, self.origin, now)
+                e.cell.cancel_with_refunds(
+                    &self.refunds,
+                    reservation,
+                    self.cell_clock(),
+                    self.quota_of_entry(e),
+                )
             })
             .unwrap_or(false)
     }
@@ -637,7 +648,9 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         let now = self.now();
         self.map
             .peek_with(key, |_, e| {
-                e.cell.tat().map(|_| e.cell.available(e.quota, now))
+                e.cell
+                    .tat()
+                    .map(|_| e.cell.available(self.quota_of_entry(e), now))
             })
             .flatten()
             .unwrap_or_else(|| GcraCell::available_when_new(self.quota_of(key), now))
@@ -647,7 +660,18 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// that: the strict choice, time never runs ahead).
     #[inline]
     pub(crate) fn now(&self) -> u64 {
-        self.clock.now().saturating_sub(self.origin)
+        self.cell_clock().now()
+    }
+
+    /// The clock every cell decides on: the limiter's, counted from its
+    /// construction. A cell reads it at its decision, and again after a CAS
+    /// lost to another decision.
+    #[inline]
+    pub(crate) fn cell_clock(&self) -> CellClock<'_, C> {
+        CellClock {
+            clock: &self.clock,
+            origin: self.origin,
+        }
     }
 
     /// How many keys hold state; never more than
@@ -730,7 +754,53 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn quota(&self) -> Quota {
-        self.quota
+        self.shared.quota()
+    }
+
+    /// Replaces the shared quota of every key (those with their own quota
+    /// from [`quota_for`](KeyedBuilder::quota_for) keep it), each key
+    /// keeping its fill level in permits, as
+    /// [`RateLimiter::set_quota`](limiter_core::RateLimiter::set_quota)
+    /// does: where a key owes time, the debt is scaled by `t_new / t_old`
+    /// (rounded up); an idle key stays full at the new burst.
+    ///
+    /// The change is applied lazily: it costs one write now, and each key
+    /// moves to the new quota on its own next decision (or look), so no
+    /// call ever passes over all keys. No decision mixes the old and the new
+    /// quota (`docs/design.md`, "Keyed quota changes"). Reservations made
+    /// before the change keep their slots but can no longer be cancelled,
+    /// and refunds of cancelled reservations are dropped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{ManualClock, Quota};
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(10)?.with_burst(4)?)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// limiter.try_acquire_n(&"alice", 2)?; // half empty
+    /// limiter.set_quota(Quota::per_second(1)?.with_burst(4)?);
+    /// assert_eq!(limiter.available(&"alice"), 2); // still half empty, in permits
+    /// assert_eq!(limiter.available(&"bob"), 4); // a new key: full
+    /// let wait = limiter.try_acquire_n(&"alice", 3).unwrap_err().retry_after();
+    /// assert_eq!(wait, Some(Duration::from_secs(1)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_quota(&self, quota: Quota) {
+        self.shared.set_clearing(quota, self.now(), &self.refunds);
+    }
+
+    /// The quota `entry` is decided under: the shared one it follows, or
+    /// its pinned override.
+    #[inline]
+    pub(crate) fn quota_of_entry<'a>(&'a self, entry: &'a Entry) -> QuotaOf<'a> {
+        QuotaOf::Following {
+            shared: &self.shared,
+            record: &entry.quota,
+        }
     }
 
     /// The quota `key` is (or would be) decided under.
@@ -748,7 +818,10 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn quota_of(&self, key: &K) -> Quota {
-        self.overrides.get(key).copied().unwrap_or(self.quota)
+        self.overrides
+            .get(key)
+            .copied()
+            .unwrap_or_else(|| self.shared.quota())
     }
 
     /// The clock.
@@ -775,7 +848,10 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// Runs `decide` on `key`'s entry, inserting the key if it is new, and
-    /// looking again when the entry turns out retired.
+    /// looking again when the entry turns out retired. `decide` reads the
+    /// clock itself (through [`cell_clock`](KeyedLimiter::cell_clock)), so a
+    /// decision made again on an entry another thread published first is
+    /// made on a reading taken after that thread's.
     ///
     /// A new key's first decision is made on its entry *before* the entry
     /// is published, so a key enters the map already carrying its first
@@ -787,13 +863,12 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     fn decide<T>(
         &self,
         key: &K,
-        decide: impl Fn(&Entry, u64) -> Option<Result<T, AcquireError>>,
+        decide: impl Fn(&Entry) -> Option<Result<T, AcquireError>>,
     ) -> Result<T, KeyedError> {
-        let now = self.now();
         loop {
             // Lock-free: the guard pins this thread's epoch, nothing shared
             // is written; the entry outlives the closure (see the module doc).
-            let found = self.map.peek_with(key, |_, entry| decide(entry, now));
+            let found = self.map.peek_with(key, |_, entry| decide(entry));
             match found {
                 Some(Some(result)) => return result.map_err(KeyedError::Limited),
                 // Retired: it is being removed; help, then look again.
@@ -803,7 +878,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
                 }
                 None => {}
             }
-            if let Some(result) = self.insert(key, now, &decide)? {
+            if let Some(result) = self.insert(key, &decide)? {
                 return result.map_err(KeyedError::Limited);
             }
         }
@@ -817,16 +892,23 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     fn insert<T>(
         &self,
         key: &K,
-        now: u64,
-        decide: &impl Fn(&Entry, u64) -> Option<Result<T, AcquireError>>,
+        decide: &impl Fn(&Entry) -> Option<Result<T, AcquireError>>,
     ) -> Result<Option<Result<T, AcquireError>>, KeyedError> {
+        // Read before the decision, which reads the clock again: a lower
+        // bound of the new key's tat (for `lower` below), and the time the
+        // sweep that may make room runs at.
+        let now = self.now();
         let room = self.claim_slot(now)?;
+        let quota = match self.overrides.get(key) {
+            Some(&own) => CellQuota::pinned(own),
+            None => CellQuota::following(&self.shared),
+        };
         let entry = Entry {
             cell: GcraCell::new(),
-            quota: self.quota_of(key),
+            quota,
         };
         // A fresh cell is never retired, so this is always `Some`.
-        let result = decide(&entry, now);
+        let result = decide(&entry);
         if room == Room::Unkept {
             // Decided as if inserted and at once evicted (see eviction).
             return Ok(result);

@@ -5,13 +5,14 @@
 //! one CAS on its cell (slots of one key are handed out in CAS order, so
 //! waiters on a key are served first come, first served), then **sleep
 //! until** the slot's absolute instant on the [`TokioClock`]
-//! (`sleep_until(instant_at(ready_at))`, never a relative sleep or a retry
-//! loop). A timeout or a deadline is decided before sleeping: a slot beyond
+//! (`instant_at(ready_at)`) with limiter-async's one wait, `SlotWait`: the
+//! precise wake-up for short waits in real time, never a relative sleep or
+//! a retry loop. A timeout or a deadline is decided before sleeping: a slot beyond
 //! it fails at once and consumes nothing; a deadline already passed allows
 //! no wait at all.
 //!
 //! Invariant (cancel safety): between the reservation and the end of the
-//! sleep, the reservation is owned by a guard; dropping the future hands the
+//! sleep, the reservation is owned by the `SlotWait`; dropping it hands the
 //! permits back through [`KeyedLimiter::cancel`]: the key's state is
 //! restored when no later reservation of that key depends on them, and
 //! otherwise the slot goes to the key's next waiter that would wait longer.
@@ -21,29 +22,11 @@
 use core::hash::Hash;
 use core::time::Duration;
 
-use limiter_async::TokioClock;
-use limiter_core::Reservation;
-use tokio::time::{Instant, sleep_until};
+use limiter_async::{CancelGrant, SlotWait, TokioClock, WakeUp};
+use tokio::time::Instant;
 
 use crate::error::KeyedError;
 use crate::limiter::KeyedLimiter;
-
-/// Owns a key's reservation while it is waited for; cancels it on drop
-/// unless kept.
-struct Waiting<'a, K: Hash + Eq + Clone + Send + Sync> {
-    limiter: &'a KeyedLimiter<K, TokioClock>,
-    key: &'a K,
-    reservation: Option<Reservation>,
-}
-
-impl<K: Hash + Eq + Clone + Send + Sync> Drop for Waiting<'_, K> {
-    fn drop(&mut self) {
-        if let Some(reservation) = self.reservation.take() {
-            // Refused only for a slot already passed or an evicted state.
-            let _given_back = self.limiter.cancel(self.key, reservation);
-        }
-    }
-}
 
 impl<K: Hash + Eq + Clone + Send + Sync> KeyedLimiter<K, TokioClock> {
     /// Waits for one permit for `key`, served in FIFO order with the key's
@@ -294,17 +277,17 @@ impl<K: Hash + Eq + Clone + Send + Sync> KeyedLimiter<K, TokioClock> {
     async fn take_n_within(&self, key: &K, n: u32, max_wait: Duration) -> Result<(), KeyedError> {
         let reservation = self.reserve_n(key, n, max_wait)?;
         let wait = reservation.wait();
+        // A slot that is now needs no timer (SlotWait arms none).
         let deadline = self.clock.instant_at(reservation.ready_at());
-        let mut waiting = Waiting {
-            limiter: self,
+        // The catch-up window of the key's quota: what lateness the wake-up
+        // may have without costing rate (see limiter-async's WakeUp).
+        let window = Duration::from_nanos(self.quota_of(key).burst_span_nanos());
+        let refund = CancelGrant {
+            decider: self,
             key,
-            reservation: Some(reservation),
+            ticket: reservation,
         };
-        // A slot that is now needs no timer.
-        if !wait.is_zero() {
-            sleep_until(deadline).await;
-        }
-        waiting.reservation = None;
+        let _kept = SlotWait::until(deadline, wait, WakeUp::Precise, window, refund).await;
         Ok(())
     }
 }

@@ -1,8 +1,8 @@
 //! Waiting for permits: reserve a slot in the script, then sleep until it.
 //!
 //! Every `take*` is [`RedisLimiter::reserve_n`] with a wait allowance
-//! (unbounded, a timeout, or the time left before a deadline), then one
-//! `tokio::time::sleep` of the granted `wait`. The slot is claimed first, so
+//! (unbounded, a timeout, or the time left before a deadline), then
+//! limiter-async's one wait (`SlotWait::after`) for the granted `wait`. The slot is claimed first, so
 //! waiters on every machine are served in the order Redis saw their
 //! reservations, and a slot beyond the allowance is refused at once,
 //! consuming nothing. The sleep starts when the reply arrives: the slot lies
@@ -19,6 +19,7 @@
 
 use core::time::Duration;
 
+use limiter_async::{SlotWait, WakeUp};
 use tokio::time::Instant;
 
 use crate::admission::Admission;
@@ -266,10 +267,11 @@ impl RedisLimiter {
         max_wait: Duration,
     ) -> Result<Admission, RedisLimitError> {
         let admission = self.reserve_n(key, n, max_wait).await?;
-        // A slot that is now needs no timer.
-        if !admission.wait.is_zero() {
-            tokio::time::sleep(admission.wait).await;
-        }
+        // The one wait: the slot relative to the reply (a zero wait arms no
+        // timer), woken precisely when the key's catch-up window is short;
+        // nothing to give back if dropped.
+        let window = Duration::from_nanos(self.quota().burst_span_nanos());
+        SlotWait::after(admission.wait, WakeUp::Precise, window, ()).await;
         Ok(admission)
     }
 }

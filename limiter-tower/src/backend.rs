@@ -1,378 +1,96 @@
-//! [`Backend`]: "decide `cost` permits for this key, allowing up to
-//! `max_wait`", the one question the layer asks of a limiter.
+//! [`Backend`]: what the layer asks of a limiter, which is the workspace's
+//! one decision seam: limiter-core's [`Decide`](limiter_core::Decide) for
+//! the limiters that decide in memory, limiter-async's [`AsyncDecide`] for
+//! those that need an `.await` (Redis). `Backend` is a blanket over
+//! `AsyncDecide` (itself a blanket over `Decide`): every algorithm of
+//! limiter-core, a [`KeyedLimiter`](limiter_keyed::KeyedLimiter), a
+//! composite `(A, B)` and `RedisBackend` work in the layer, with headers
+//! from their own decision.
 //!
 //! A decision is either a [`Grant`] (the permits are claimed, possibly for a
-//! slot `wait` from now, and can be given back with [`Backend::cancel`]) or a
-//! [`Denial`] that consumed nothing. The grant carries the remaining permits
-//! and the time until more, computed from the state the decision itself
-//! wrote ([`Headroom`]), so the `RateLimit` header describes that decision
-//! rather than a second look that a concurrent request could already have
-//! moved.
+//! slot `wait` from now, and can be given back with
+//! [`Decider::cancel`](limiter_core::Decider::cancel)) or a [`Denial`] that
+//! consumed nothing. The grant carries the [`Headroom`](limiter_core::Headroom)
+//! its decision left, computed from the state that decision wrote, so the
+//! `RateLimit` header describes that decision rather than a second look
+//! that a concurrent request could already have moved. The layer writes:
 //!
-//! Implemented for a global [`RateLimiter`] (key `()`), for
-//! [`KeyedLimiter<K>`] (key `K`), and for `Arc` of either. Times are
-//! [`Duration`]s relative to the decision, so a backend's clock never leaks
-//! into the layer: the layer sleeps `wait` on tokio's clock.
+//! | header | from |
+//! |---|---|
+//! | `RateLimit-Policy` | [`Decider::policy`](limiter_core::Decider::policy) of the key (burst and emission interval) |
+//! | `RateLimit` `r` | `grant.headroom.remaining` |
+//! | `RateLimit` `t` | `grant.headroom.refill_in`, less the wait of a held request |
+//! | `Retry-After` | the denial's `retry_after` |
+//!
+//! Times are [`Duration`](std::time::Duration)s relative to the decision,
+//! so a backend's clock never leaks into the layer.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::time::Duration;
+//! use limiter_core::{Decide, Decider, ManualClock, Quota, RateLimiter};
+//!
+//! let limiter = RateLimiter::with_clock(Quota::per_second(2)?, ManualClock::new());
+//! let grant = limiter.decide(&(), 1, Duration::ZERO)?;
+//! assert_eq!((grant.wait, grant.headroom.remaining), (Duration::ZERO, 0));
+//! // Waiting up to a second: the next slot, 500 ms away, is claimed ...
+//! let held = limiter.decide(&(), 1, Duration::from_secs(1))?;
+//! assert_eq!(held.wait, Duration::from_millis(500));
+//! assert!(Decider::cancel(&limiter, &(), held.ticket)); // ... and given back.
+//! let denied = limiter.decide(&(), 1, Duration::ZERO).unwrap_err();
+//! assert_eq!(denied.retry_after(), Some(Duration::from_millis(500)));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Cancel safety
+//!
+//! The layer drops the future of
+//! [`decide_async`](AsyncDecide::decide_async) only before it resolves (the
+//! client went away); a backend whose decision has side effects after an
+//! `.await` must tolerate that. In-memory backends decide synchronously
+//! ([`decide_ready`](AsyncDecide::decide_ready)), without a future.
 
-use std::future::Future;
-use std::hash::Hash;
-use std::sync::Arc;
-use std::time::Duration;
+use limiter_async::AsyncDecide;
 
-use limiter_core::{AcquireError, Clock, Headroom, Quota, RateLimiter, Reservation};
-use limiter_keyed::{KeyedError, KeyedLimiter};
-
-/// The error a backend reports when it cannot decide (a store that is down,
-/// a key table that is full). Boxed so each backend keeps its own error type.
-pub type BackendError = Box<dyn std::error::Error + Send + Sync + 'static>;
-
-/// A limiter the layer can ask for permits.
+/// A limiter the layer can ask for permits: any [`AsyncDecide`] whose key
+/// and ticket can live in a request's future (see the [module docs](self)).
 ///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use limiter_core::{ManualClock, Quota, RateLimiter};
-/// use limiter_tower::{Backend, Denial};
-///
-/// let limiter = RateLimiter::with_clock(Quota::per_second(2)?, ManualClock::new());
-/// let grant = limiter.decide_now(&(), 1, Duration::ZERO).unwrap()?;
-/// assert_eq!((grant.wait, grant.remaining), (Duration::ZERO, 0));
-/// // Waiting up to a second: the next slot, 500 ms away, is claimed.
-/// let held = limiter.decide_now(&(), 1, Duration::from_secs(1)).unwrap()?;
-/// assert_eq!(held.wait, Duration::from_millis(500));
-/// assert!(Backend::cancel(&limiter, &(), held.ticket)); // and given back
-/// let denied = limiter.decide_now(&(), 1, Duration::ZERO).unwrap().unwrap_err();
-/// assert!(matches!(denied, Denial::RateLimited { retry_after } if retry_after == Duration::from_millis(500)));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-///
-/// # Cancel safety
-///
-/// The layer drops the future returned by [`decide`](Backend::decide) only
-/// before it resolves (the client went away); a backend whose decision has
-/// side effects after an `await` must tolerate that. In-memory backends
-/// decide synchronously.
-pub trait Backend: Send + Sync + 'static {
-    /// What requests are counted by: `()` for one global limit.
-    type Key: Send + Sync + 'static;
-    /// What a grant hands back to [`cancel`](Backend::cancel).
-    type Ticket: Send + 'static;
-
-    /// Claims `cost` permits for `key` if they conform within `max_wait`
-    /// (zero: only now).
-    ///
-    /// # Errors
-    ///
-    /// A [`Denial`]; every variant consumed nothing.
-    fn decide(
-        &self,
-        key: &Self::Key,
-        cost: u32,
-        max_wait: Duration,
-    ) -> impl Future<Output = Result<Grant<Self::Ticket>, Denial>> + Send;
-
-    /// The decision, when the backend can make it without waiting (the
-    /// in-memory ones always can): the layer then answers, or calls the
-    /// inner service, without an asynchronous step. `None` (the default)
-    /// sends the layer to [`decide`](Backend::decide).
-    fn decide_now(
-        &self,
-        key: &Self::Key,
-        cost: u32,
-        max_wait: Duration,
-    ) -> Option<Result<Grant<Self::Ticket>, Denial>> {
-        let _ = (key, cost, max_wait);
-        None
-    }
-
-    /// Gives back the permits of a grant that will not be used (a delayed
-    /// client disconnected); returns whether they are back.
-    fn cancel(&self, key: &Self::Key, ticket: Self::Ticket) -> bool;
-
-    /// The policy `key` is decided under, for `RateLimit-Policy`.
-    fn policy(&self, key: &Self::Key) -> Policy;
-}
-
-/// Permits claimed for a request.
-#[derive(Debug)]
-pub struct Grant<T> {
-    /// Gives the permits back through [`Backend::cancel`].
-    pub ticket: T,
-    /// How long after the decision the permits may be used (zero: now).
-    pub wait: Duration,
-    /// Permits left for the key right after this grant (0 when the grant
-    /// had to wait: the slots before it are taken).
-    pub remaining: u32,
-    /// Time from the decision until the key has more permits than
-    /// `remaining` (zero when it is full).
-    pub reset: Duration,
-}
-
-/// Why a request was not granted. Nothing was consumed.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum Denial {
-    /// The request does not conform within the allowed wait; it would after
-    /// `retry_after`.
-    RateLimited {
-        /// The exact time until the same request would conform.
-        retry_after: Duration,
-    },
-    /// The cost exceeds the burst: the request can never conform, however
-    /// long it waits.
-    OverBurst {
-        /// The permits the request costs.
-        cost: u32,
-        /// The most the key can grant at once.
-        burst: u32,
-    },
-    /// The backend could not decide.
-    Unavailable(BackendError),
-}
-
-impl std::fmt::Display for Denial {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Denial::RateLimited { retry_after } => {
-                write!(f, "rate limited; retry after {retry_after:?}")
-            }
-            Denial::OverBurst { cost, burst } => write!(
-                f,
-                "the request costs {cost} permits but at most {burst} are granted at once; lower the cost or raise the burst"
-            ),
-            Denial::Unavailable(e) => write!(f, "the rate limiter could not decide: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for Denial {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Denial::Unavailable(e) => Some(e.as_ref()),
-            _ => None,
-        }
-    }
-}
-
-impl From<AcquireError> for Denial {
-    fn from(e: AcquireError) -> Denial {
-        match e {
-            AcquireError::RateLimited { wait } => Denial::RateLimited { retry_after: wait },
-            AcquireError::InsufficientCapacity { requested, burst } => Denial::OverBurst {
-                cost: requested,
-                burst,
-            },
-            other => Denial::Unavailable(Box::new(other)),
-        }
-    }
-}
-
-impl From<KeyedError> for Denial {
-    fn from(e: KeyedError) -> Denial {
-        match e {
-            KeyedError::Limited(e) => Denial::from(e),
-            other => Denial::Unavailable(Box::new(other)),
-        }
-    }
-}
-
-/// A limit as the `RateLimit-Policy` header states it: `limit` permits per
-/// `window`.
-///
-/// A GCRA quota of `burst` permits, one earned every `t`, maps to
-/// `limit = burst` and `window = burst · t`: the most a client can send at
-/// once, and the time an emptied limit takes to fill again.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use limiter_core::Quota;
-/// use limiter_tower::Policy;
-///
-/// let policy = Policy::from(Quota::per_second(10)?.with_burst(20)?);
-/// assert_eq!(policy, Policy { limit: 20, window: Duration::from_secs(2) });
-/// # Ok::<(), limiter_core::QuotaError>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Policy {
-    /// Permits (`q`).
-    pub limit: u32,
-    /// The window they are granted over (`w`).
-    pub window: Duration,
-}
-
-impl From<Quota> for Policy {
-    fn from(quota: Quota) -> Policy {
-        Policy {
-            limit: quota.burst(),
-            window: Duration::from_nanos(quota.burst_span_nanos()),
-        }
-    }
-}
-
-/// The grant of a GCRA reservation, with the headroom its decision left.
-fn gcra_grant((reservation, left): (Reservation, Headroom)) -> Grant<Reservation> {
-    Grant {
-        wait: reservation.wait(),
-        ticket: reservation,
-        remaining: left.remaining,
-        reset: left.refill_in,
-    }
-}
-
-/// The synchronous decision of an in-memory limiter.
-trait DecideAtOnce<K> {
-    fn decide_at_once(
-        &self,
-        key: &K,
-        cost: u32,
-        max_wait: Duration,
-    ) -> Result<Grant<Reservation>, Denial>;
-}
-
-impl<C: Clock + 'static> DecideAtOnce<()> for RateLimiter<C> {
-    fn decide_at_once(
-        &self,
-        _key: &(),
-        cost: u32,
-        max_wait: Duration,
-    ) -> Result<Grant<Reservation>, Denial> {
-        RateLimiter::reserve_n_with_headroom(self, cost, max_wait)
-            .map(gcra_grant)
-            .map_err(Denial::from)
-    }
-}
-
-impl<K, C> DecideAtOnce<K> for KeyedLimiter<K, C>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
+/// Implemented for every such type; implement
+/// [`Decider`](limiter_core::Decider) and
+/// [`Decide`](limiter_core::Decide) (in memory) or [`AsyncDecide`] (a
+/// remote store) for a limiter of your own.
+pub trait Backend:
+    AsyncDecide<Key: Sized + Send + Sync + 'static, Ticket: Send + 'static> + Send + Sync + 'static
 {
-    fn decide_at_once(
-        &self,
-        key: &K,
-        cost: u32,
-        max_wait: Duration,
-    ) -> Result<Grant<Reservation>, Denial> {
-        KeyedLimiter::reserve_n_with_headroom(self, key, cost, max_wait)
-            .map(gcra_grant)
-            .map_err(Denial::from)
-    }
 }
 
-impl<C: Clock + 'static> Backend for RateLimiter<C> {
-    type Key = ();
-    type Ticket = Reservation;
-
-    fn decide(
-        &self,
-        key: &(),
-        cost: u32,
-        max_wait: Duration,
-    ) -> impl Future<Output = Result<Grant<Reservation>, Denial>> + Send {
-        std::future::ready(self.decide_at_once(key, cost, max_wait))
-    }
-
-    fn decide_now(
-        &self,
-        key: &(),
-        cost: u32,
-        max_wait: Duration,
-    ) -> Option<Result<Grant<Reservation>, Denial>> {
-        Some(self.decide_at_once(key, cost, max_wait))
-    }
-
-    fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
-        RateLimiter::cancel(self, ticket)
-    }
-
-    fn policy(&self, _key: &()) -> Policy {
-        self.quota().into()
-    }
-}
-
-impl<K, C> Backend for KeyedLimiter<K, C>
+impl<D> Backend for D
 where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
+    D: AsyncDecide + Send + Sync + 'static,
+    D::Key: Sized + Send + Sync + 'static,
+    D::Ticket: Send + 'static,
 {
-    type Key = K;
-    type Ticket = Reservation;
-
-    fn decide(
-        &self,
-        key: &K,
-        cost: u32,
-        max_wait: Duration,
-    ) -> impl Future<Output = Result<Grant<Reservation>, Denial>> + Send {
-        std::future::ready(self.decide_at_once(key, cost, max_wait))
-    }
-
-    fn decide_now(
-        &self,
-        key: &K,
-        cost: u32,
-        max_wait: Duration,
-    ) -> Option<Result<Grant<Reservation>, Denial>> {
-        Some(self.decide_at_once(key, cost, max_wait))
-    }
-
-    fn cancel(&self, key: &K, ticket: Reservation) -> bool {
-        KeyedLimiter::cancel(self, key, ticket)
-    }
-
-    fn policy(&self, key: &K) -> Policy {
-        self.quota_of(key).into()
-    }
-}
-
-impl<B: Backend> Backend for Arc<B> {
-    type Key = B::Key;
-    type Ticket = B::Ticket;
-
-    fn decide(
-        &self,
-        key: &B::Key,
-        cost: u32,
-        max_wait: Duration,
-    ) -> impl Future<Output = Result<Grant<B::Ticket>, Denial>> + Send {
-        (**self).decide(key, cost, max_wait)
-    }
-
-    fn decide_now(
-        &self,
-        key: &B::Key,
-        cost: u32,
-        max_wait: Duration,
-    ) -> Option<Result<Grant<B::Ticket>, Denial>> {
-        (**self).decide_now(key, cost, max_wait)
-    }
-
-    fn cancel(&self, key: &B::Key, ticket: B::Ticket) -> bool {
-        (**self).cancel(key, ticket)
-    }
-
-    fn policy(&self, key: &B::Key) -> Policy {
-        (**self).policy(key)
-    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use limiter_core::ManualClock;
+    use std::time::Duration;
 
-    fn now<F: Future>(f: F) -> F::Output {
-        // Every in-memory decision is ready at once.
-        let waker = std::task::Waker::noop();
-        let mut cx = std::task::Context::from_waker(waker);
-        let mut f = std::pin::pin!(f);
-        match f.as_mut().poll(&mut cx) {
-            std::task::Poll::Ready(v) => v,
-            std::task::Poll::Pending => panic!("an in-memory decision must be ready at once"),
-        }
+    use limiter_core::{Decider, Denial, Grant, ManualClock, Policy, Quota, RateLimiter};
+    use limiter_keyed::KeyedLimiter;
+
+    use super::*;
+
+    /// The layer's view: the decision it gets at once from a backend.
+    fn now<B: Backend>(
+        b: &B,
+        key: &B::Key,
+        cost: u32,
+        max_wait: Duration,
+    ) -> Result<Grant<B::Ticket>, Denial> {
+        b.decide_ready(key, cost, max_wait)
+            .expect("an in-memory decision is ready at once")
     }
 
     #[test]
@@ -381,17 +99,20 @@ mod tests {
             Quota::per_second(10).unwrap().with_burst(3).unwrap(),
             ManualClock::new(),
         );
-        let g = now(limiter.decide(&(), 1, Duration::ZERO)).unwrap();
+        let g = now(&limiter, &(), 1, Duration::ZERO).unwrap();
         assert_eq!(
-            (g.wait, g.remaining, g.reset),
+            (g.wait, g.headroom.remaining, g.headroom.refill_in),
             (Duration::ZERO, 2, Duration::from_millis(100))
         );
-        let g = now(limiter.decide(&(), 2, Duration::ZERO)).unwrap();
-        assert_eq!(g.remaining, 0);
-        let g = now(limiter.decide(&(), 1, Duration::from_secs(1))).unwrap();
+        let g = now(&limiter, &(), 2, Duration::ZERO).unwrap();
+        assert_eq!(g.headroom.remaining, 0);
+        let g = now(&limiter, &(), 1, Duration::from_secs(1)).unwrap();
         assert_eq!(g.wait, Duration::from_millis(100));
-        assert_eq!((g.remaining, g.reset), (0, Duration::from_millis(200)));
-        assert!(Backend::cancel(&limiter, &(), g.ticket));
+        assert_eq!(
+            (g.headroom.remaining, g.headroom.refill_in),
+            (0, Duration::from_millis(200))
+        );
+        assert!(Decider::cancel(&limiter, &(), g.ticket));
     }
 
     #[test]
@@ -403,16 +124,16 @@ mod tests {
             .clock(clock.clone())
             .build()
             .unwrap();
-        now(global.decide(&(), 1, Duration::ZERO)).unwrap();
-        now(keyed.decide(&7u8, 1, Duration::ZERO)).unwrap();
+        now(&global, &(), 1, Duration::ZERO).unwrap();
+        now(&keyed, &7u8, 1, Duration::ZERO).unwrap();
         // Half an emission interval later: tat = 200 ms after the second
         // grant, one whole permit left, the next in 50 ms (not one `t`).
         clock.advance(Duration::from_millis(50));
-        for g in [
-            now(global.decide(&(), 1, Duration::ZERO)).unwrap(),
-            now(keyed.decide(&7u8, 1, Duration::ZERO)).unwrap(),
+        for h in [
+            now(&global, &(), 1, Duration::ZERO).unwrap().headroom,
+            now(&keyed, &7u8, 1, Duration::ZERO).unwrap().headroom,
         ] {
-            assert_eq!((g.remaining, g.reset), (1, Duration::from_millis(50)));
+            assert_eq!((h.remaining, h.refill_in), (1, Duration::from_millis(50)));
         }
     }
 
@@ -423,19 +144,21 @@ mod tests {
             ManualClock::new(),
         );
         assert!(matches!(
-            now(limiter.decide(&(), 3, Duration::MAX)),
+            now(&limiter, &(), 3, Duration::MAX),
             Err(Denial::OverBurst { cost: 3, burst: 2 })
         ));
-        now(limiter.decide(&(), 2, Duration::ZERO)).unwrap();
-        assert!(matches!(
-            now(limiter.decide(&(), 1, Duration::ZERO)),
-            Err(Denial::RateLimited { retry_after }) if retry_after == Duration::from_millis(500)
-        ));
+        now(&limiter, &(), 2, Duration::ZERO).unwrap();
+        assert_eq!(
+            now(&limiter, &(), 1, Duration::ZERO)
+                .unwrap_err()
+                .retry_after(),
+            Some(Duration::from_millis(500))
+        );
         assert_eq!(
             limiter.policy(&()),
             Policy {
-                limit: 2,
-                window: Duration::from_secs(1)
+                burst: 2,
+                interval: Duration::from_millis(500)
             }
         );
     }
@@ -448,9 +171,9 @@ mod tests {
             .when_full(limiter_keyed::WhenFull::RejectNewKeys)
             .build()
             .unwrap();
-        now(limiter.decide(&1u8, 1, Duration::ZERO)).unwrap();
+        now(&limiter, &1u8, 1, Duration::ZERO).unwrap();
         assert!(matches!(
-            now(limiter.decide(&2u8, 1, Duration::ZERO)),
+            now(&limiter, &2u8, 1, Duration::ZERO),
             Err(Denial::Unavailable(_))
         ));
     }

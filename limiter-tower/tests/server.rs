@@ -4,17 +4,15 @@
 //! through the backend, never timed.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
 use http::StatusCode;
-use limiter_core::{Quota, RateLimiter, Reservation};
+use limiter_async::AsyncDecide;
+use limiter_core::{Decide, Decider, Denial, Grant, Policy, Quota, RateLimiter, Reservation};
 use limiter_keyed::KeyedLimiter;
-use limiter_tower::{
-    Backend, ClientIp, Denial, Global, Grant, Header, Mode, PeerIp, Policy, RateLimitLayer, Route,
-};
+use limiter_tower::{ClientIp, Global, Header, Mode, PeerIp, RateLimitLayer, Route};
 use tokio::sync::mpsc;
 
 mod support {
@@ -176,34 +174,37 @@ struct Observed {
     events: mpsc::UnboundedSender<Event>,
 }
 
-impl Backend for Observed {
+impl Decider for Observed {
     type Key = ();
     type Ticket = Reservation;
 
-    fn decide(
-        &self,
-        key: &(),
-        cost: u32,
-        max_wait: Duration,
-    ) -> impl Future<Output = Result<Grant<Reservation>, Denial>> + Send {
-        let decision = self.limiter.decide(key, cost, max_wait);
-        async move {
-            let decision = decision.await;
-            if let Ok(grant) = &decision {
-                let _ = self.events.send(Event::Granted { wait: grant.wait });
-            }
-            decision
-        }
-    }
-
     fn cancel(&self, key: &(), ticket: Reservation) -> bool {
-        let given_back = Backend::cancel(&self.limiter, key, ticket);
+        let given_back = Decider::cancel(&self.limiter, key, ticket);
         let _ = self.events.send(Event::Cancelled { given_back });
         given_back
     }
 
     fn policy(&self, key: &()) -> Policy {
         self.limiter.policy(key)
+    }
+}
+
+/// Decided through a future (no `decide_ready`): the layer's asynchronous
+/// path.
+impl AsyncDecide for Observed {
+    fn decide_async(
+        &self,
+        key: &(),
+        cost: u32,
+        max_wait: Duration,
+    ) -> impl Future<Output = Result<Grant<Reservation>, Denial>> + Send {
+        let decision = Decide::decide(&self.limiter, key, cost, max_wait);
+        async move {
+            if let Ok(grant) = &decision {
+                let _ = self.events.send(Event::Granted { wait: grant.wait });
+            }
+            decision
+        }
     }
 }
 
@@ -271,11 +272,11 @@ async fn delay_mode_serves_a_held_request_at_its_slot() {
     // Two requests at once, one per second: the second is held for its
     // slot (up to a second away), then served.
     let (events, mut seen) = mpsc::unbounded_channel();
-    let backend = Arc::new(Observed {
+    let backend = Observed {
         limiter: RateLimiter::new(Quota::with_period(Duration::from_secs(1)).unwrap()),
         events,
-    });
-    let layer = RateLimitLayer::builder(Arc::clone(&backend), Global)
+    };
+    let layer = RateLimitLayer::builder(backend, Global)
         .mode(Mode::Delay {
             max_delay: Duration::from_secs(60),
         })

@@ -2,10 +2,13 @@
 //! variants, so a broken variant is caught by exactly the assertions that
 //! the real limiter passes. Each returns a coverage label for [`check`](crate::check).
 
+use core::time::Duration;
+
+use limiter_core::{CellClock, CellQuota, GcraCell, QuotaOf, SharedQuota};
 use loom::sync::Arc;
 use loom::thread;
 
-use super::{History, Subject, assert_linearizable, model_quota, quota};
+use super::{FixedClock, History, Subject, assert_linearizable, model_quota, quota};
 
 /// The frozen time of the scenarios, ns.
 pub const NOW: u64 = 1_000;
@@ -88,4 +91,73 @@ pub fn quota_change_on_an_idle_limiter<S: Subject + 'static>(
         &after,
     );
     format!("admitted {admitted}, debt {debt}")
+}
+
+/// A decision on a keyed cell in debt racing a change of the shared quota
+/// it follows (and a look that moves the cell): the quotas of
+/// `tests/keyed_set_quota.rs`. Returns the outcome label, panicking on a
+/// mixed decision.
+pub fn keyed_decision_racing_a_change() -> String {
+    let shared = Arc::new(SharedQuota::new(quota(10, 2)));
+    let cells = Arc::new((GcraCell::new(), CellQuota::following(&shared)));
+    let clock = FixedClock(NOW);
+    let on = CellClock {
+        clock: &clock,
+        origin: 0,
+    };
+    fn follow<'a>(s: &'a SharedQuota, c: &'a (GcraCell, CellQuota)) -> QuotaOf<'a> {
+        QuotaOf::Following {
+            shared: s,
+            record: &c.1,
+        }
+    }
+    let _taken = cells
+        .0
+        .reserve_n_on(on, follow(&shared, &cells), 2, Duration::ZERO)
+        .unwrap()
+        .unwrap();
+    let (s, c) = (shared.clone(), cells.clone());
+    let setter = thread::spawn(move || {
+        s.set(quota(30, 3), NOW);
+        // A look moves the cell, racing the decision's own move.
+        c.0.available(follow(&s, &c), NOW);
+    });
+    let (s, c) = (shared.clone(), cells.clone());
+    let decider = thread::spawn(move || {
+        let clock = FixedClock(NOW);
+        let on = CellClock {
+            clock: &clock,
+            origin: 0,
+        };
+        c.0.reserve_n_on(on, follow(&s, &c), 1, Duration::ZERO)
+            .unwrap()
+            .map(|_kept| ())
+    });
+    setter.join().unwrap();
+    let decided = decider.join().unwrap();
+    // Settled under the new quota: 1 permit free at debt 60, 0 at 90.
+    let free = cells.0.available(follow(&shared, &cells), NOW);
+    match decided {
+        Err(e) => {
+            assert_eq!(
+                e.retry_after(),
+                Some(Duration::from_nanos(10)),
+                "a mixed refusal"
+            );
+            assert_eq!(free, 1, "debt 60 after a refusal");
+            "refused under the old quota".to_string()
+        }
+        Ok(()) => {
+            assert_eq!(free, 0, "debt 90 after an admission");
+            assert_eq!(cells.1.quota(), quota(30, 3));
+            let wait = cells
+                .0
+                .reserve_n_on(on, follow(&shared, &cells), 3, Duration::MAX)
+                .unwrap()
+                .unwrap()
+                .wait();
+            assert_eq!(wait, Duration::from_nanos(90), "final debt");
+            "admitted under the new quota".to_string()
+        }
+    }
 }

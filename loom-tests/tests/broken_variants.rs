@@ -9,6 +9,8 @@
 //! * [`LoadStore`]: the state word is read with a load and written with a
 //!   plain store instead of a CAS, so two threads can both decide on the same
 //!   `tat` and both be admitted;
+//! * a keyed cell's move to a new shared quota without its `LOCKED` step
+//!   (`limiter_core::__loom::BROKEN_MOVE`);
 //! * [`SplitQuota`]: a correct CAS on `tat`, but the quota lives in its own
 //!   atomics instead of behind a generation in the state word, so a decision
 //!   can pass its CAS on a `tat` that a quota change left unchanged (an idle
@@ -139,5 +141,23 @@ fn a_quota_outside_the_state_word_is_caught() {
                 quota: QuotaCells::new(q),
             })
         },
+    );
+}
+
+/// A keyed cell's move without `LOCKED` (the record written, then the word
+/// CASed; see `keyed_set_quota.rs`): a decision can read the new version
+/// with the old `tat`.
+#[test]
+#[should_panic]
+fn a_keyed_move_without_locked_is_caught() {
+    // Only this binary's following cells read it, and only this test makes any.
+    limiter_core::__loom::BROKEN_MOVE.store(true, std::sync::atomic::Ordering::Relaxed);
+    check(
+        "broken move (no LOCKED) vs a decision",
+        &[
+            "admitted under the new quota",
+            "refused under the old quota",
+        ],
+        scenarios::keyed_decision_racing_a_change,
     );
 }

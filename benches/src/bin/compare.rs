@@ -2,7 +2,11 @@
 //! shared machine hits every side alike), a table of nanoseconds per
 //! operation and ratios, and one `summary` line.
 //!
-//! `cargo run --release -p limiter-benches --bin compare -- --quick`
+//! `cargo run --release -p limiter-benches --bin compare -- --quick`, and
+//! the same under the profile many users ship (thin LTO, one codegen unit):
+//! `cargo run --profile release-lto -p limiter-benches --bin compare -- --quick`.
+//! The two profiles can order our limiter and governor differently (inlining
+//! across crates changes what each decision costs), so both are recorded.
 //!
 //! Ratios are computed per round (both sides measured within the same few
 //! milliseconds) and the median over rounds is reported; they are time ours

@@ -20,8 +20,12 @@
 //! headers, and with `use_headers`); our layer rejecting every request (the
 //! 429 path); our layer keyed per peer IP on Redis (a `redis-server` the
 //! runner starts on a free port, sharing the two cores: every request is
-//! one script call). Every case checks its statuses (all 200, or all 429
-//! after the first).
+//! one script call); and delay mode at burst 1 (`Mode::Delay`, 1,000/s
+//! and 10,000/s, one connection sending back to back, so every request is
+//! held for its slot and a late wake-up is lost rate), beside
+//! `AsyncLimiter::take()` pacing one consumer at the same rates in the same
+//! run. Every case checks its statuses (all 200, or all 429 after the
+//! first).
 //!
 //! Two measures per case: requests per second (wall clock), and the CPU
 //! time the process spent per request (server and load generator together,
@@ -41,8 +45,19 @@
 //! * `redis_vs_none` is wall-clock: most of its cost is the redis-server's
 //!   CPU, another process's.
 //!
+//! * `delay_1k_vs_async`, `delay_10k_vs_async`: the achieved rate of the
+//!   delay-mode rows (200s over the permits the quota allows in the
+//!   elapsed time) over `AsyncLimiter`'s achieved rate at the same rate,
+//!   median over rounds (1.0: paces as well).
+//!
+//! `--only NAME` runs one case alone and prints its exact request count;
+//! with `--requests N` each connection sends `N / connections` requests
+//! and stops, whatever the time (for callgrind: the instructions of a run
+//! of 2N requests less those of a run of N, over N, are the instructions
+//! per request, setup cancelled, whatever the machine's load).
+//!
 //! The last line is the summary:
-//! `http summary ours_vs_none=R keyed_vs_none=R ours_vs_tower_governor=R reject_vs_allow=R redis_vs_none=R p99_added_us=N`.
+//! `http summary ours_vs_none=R keyed_vs_none=R ours_vs_tower_governor=R reject_vs_allow=R redis_vs_none=R p99_added_us=N delay_1k_vs_async=R delay_10k_vs_async=R`.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -56,7 +71,7 @@ use hyper_util::rt::TokioIo;
 use limiter_core::{MonotonicClock, Quota, RateLimiter};
 use limiter_keyed::KeyedLimiter;
 use limiter_redis::RedisLimiter;
-use limiter_tower::{Global, PeerIp, RateLimitLayer, RedisBackend};
+use limiter_tower::{Global, Mode, PeerIp, RateLimitLayer, RedisBackend};
 use tokio::net::TcpSocket;
 
 #[path = "../../../limiter-redis/tests/support/mod.rs"]
@@ -77,10 +92,12 @@ enum Case {
     TowerGovernorHeaders,
     Reject,
     Redis,
+    Delay1k,
+    Delay10k,
 }
 
 impl Case {
-    const ALL: [Case; 10] = [
+    const ALL: [Case; 12] = [
         Case::None,
         Case::Ours,
         Case::OursBare,
@@ -91,6 +108,8 @@ impl Case {
         Case::TowerGovernorHeaders,
         Case::Reject,
         Case::Redis,
+        Case::Delay1k,
+        Case::Delay10k,
     ];
 
     fn name(self) -> &'static str {
@@ -105,8 +124,41 @@ impl Case {
             Case::TowerGovernorHeaders => "tower_governor_ip_hdr",
             Case::Reject => "ours_reject_all",
             Case::Redis => "ours_redis_ip",
+            Case::Delay1k => "ours_delay_1k",
+            Case::Delay10k => "ours_delay_10k",
         }
     }
+
+    /// The paced rate of a delay-mode case.
+    fn delay_rate(self) -> Option<u32> {
+        match self {
+            Case::Delay1k => Some(1_000),
+            Case::Delay10k => Some(10_000),
+            _ => None,
+        }
+    }
+
+    /// Keep-alive connections of the load generator.
+    fn conns(self) -> usize {
+        if self.delay_rate().is_some() {
+            1
+        } else {
+            CONNS
+        }
+    }
+}
+
+/// A delay-mode layer at `rate`/s, burst 1: every request held for its slot.
+fn delayed(rate: u32) -> RateLimitLayer<RateLimiter, Global> {
+    let quota = Quota::per_second(rate)
+        .and_then(|q| q.with_burst(1))
+        .expect("a valid quota");
+    RateLimitLayer::builder(RateLimiter::new(quota), Global)
+        .mode(Mode::Delay {
+            max_delay: Duration::from_millis(100),
+        })
+        .build()
+        .expect("valid options")
 }
 
 /// A quota that never limits this benchmark: a million permits per second
@@ -171,6 +223,9 @@ fn app(case: Case, redis: &RedisLimiter) -> Router {
             RedisBackend::<IpAddr>::new(redis.clone()),
             PeerIp::new(),
         )),
+        Case::Delay1k | Case::Delay10k => {
+            hello.layer(delayed(case.delay_rate().expect("a delay case")))
+        }
     }
 }
 
@@ -193,6 +248,11 @@ fn cpu_ns() -> u64 {
 /// One case for one round.
 #[derive(Debug, Clone, Copy)]
 struct Round {
+    /// Requests answered.
+    requests: u64,
+    /// Delay cases: 200s over the permits the quota allows in the elapsed
+    /// time, percent.
+    achieved_pct: f64,
     rps: f64,
     /// CPU µs of the whole process per request.
     cpu_us: f64,
@@ -202,7 +262,7 @@ struct Round {
     other: u64,
 }
 
-async fn run(case: Case, redis: RedisLimiter, time: Duration) -> Round {
+async fn run(case: Case, redis: RedisLimiter, time: Duration, requests: Option<u64>) -> Round {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind loopback");
@@ -217,8 +277,11 @@ async fn run(case: Case, redis: RedisLimiter, time: Duration) -> Round {
     let cpu_start = cpu_ns();
     let start = Instant::now();
     let deadline = start + time;
-    let clients: Vec<_> = (0..CONNS)
-        .map(|i| tokio::spawn(client(addr, i, deadline)))
+    let clients: Vec<_> = (0..case.conns())
+        .map(|i| {
+            let per_conn = requests.map(|n| n / case.conns() as u64);
+            tokio::spawn(client(addr, i, deadline, per_conn))
+        })
         .collect();
     let mut latencies = Vec::new();
     let (mut ok, mut limited, mut other) = (0, 0, 0);
@@ -238,6 +301,10 @@ async fn run(case: Case, redis: RedisLimiter, time: Duration) -> Round {
         .copied()
         .unwrap_or(0);
     Round {
+        requests: latencies.len() as u64,
+        achieved_pct: case.delay_rate().map_or(0.0, |rate| {
+            100.0 * ok as f64 / (f64::from(rate) * elapsed + 1.0)
+        }),
         rps: latencies.len() as f64 / elapsed,
         cpu_us: cpu / 1000.0 / latencies.len().max(1) as f64,
         p99_us: p99 as f64 / 1000.0,
@@ -247,9 +314,15 @@ async fn run(case: Case, redis: RedisLimiter, time: Duration) -> Round {
     }
 }
 
-/// One keep-alive connection from 127.0.0.(i % 64 + 1): latencies in ns and
-/// counts of 200, 429 and anything else.
-async fn client(addr: SocketAddr, i: usize, deadline: Instant) -> (Vec<u64>, u64, u64, u64) {
+/// One keep-alive connection from 127.0.0.(i % 64 + 1), until `deadline`
+/// or, when given, for `requests` requests: latencies in ns and counts of
+/// 200, 429 and anything else.
+async fn client(
+    addr: SocketAddr,
+    i: usize,
+    deadline: Instant,
+    requests: Option<u64>,
+) -> (Vec<u64>, u64, u64, u64) {
     let local = Ipv4Addr::new(127, 0, 0, (i % 64 + 1) as u8);
     let socket = TcpSocket::new_v4().expect("socket");
     socket
@@ -263,7 +336,14 @@ async fn client(addr: SocketAddr, i: usize, deadline: Instant) -> (Vec<u64>, u64
     tokio::spawn(conn);
     let (mut lat, mut ok, mut limited, mut other) = (Vec::with_capacity(100_000), 0, 0, 0);
     let uri: http::Uri = format!("http://{addr}/").parse().expect("uri");
-    while Instant::now() < deadline {
+    loop {
+        let done = match requests {
+            Some(n) => lat.len() as u64 >= n,
+            None => Instant::now() >= deadline,
+        };
+        if done {
+            break;
+        }
         let request = http::Request::get(uri.clone())
             .header(http::header::HOST, "bench")
             .body(Empty::<Bytes>::new())
@@ -326,28 +406,57 @@ fn main() {
         "http_compare: {rounds} interleaved rounds of {time:?} per case, {CONNS} keep-alive connections, server and load generator on one 2-thread runtime"
     );
     if let Some(case) = only {
-        let r = runtime.block_on(run(case, redis.clone(), time * 3));
-        println!("{} {:.0} req/s p99 {:.1} us", case.name(), r.rps, r.p99_us);
+        let requests = args
+            .iter()
+            .position(|a| a == "--requests")
+            .and_then(|i| args.get(i + 1))
+            .and_then(|n| n.parse::<u64>().ok());
+        let r = runtime.block_on(run(case, redis.clone(), time * 3, requests));
+        println!(
+            "{} {:.0} req/s p99 {:.1} us requests={}",
+            case.name(),
+            r.rps,
+            r.p99_us,
+            r.requests
+        );
         return;
     }
     let mut results: Vec<Vec<Round>> = vec![Vec::new(); Case::ALL.len()];
+    // AsyncLimiter pacing one consumer at each delay rate, once per round.
+    let idle = limiter_benches::pacing_burst1::idle_cpu_per_second(Duration::from_millis(200));
+    let mut paced: Vec<Vec<f64>> = vec![Vec::new(); 2];
     for round in 0..rounds {
+        for (i, rate) in [1_000, 10_000].into_iter().enumerate() {
+            let p = limiter_benches::pacing_burst1::run(&runtime, "ours/precise", rate, time, idle);
+            println!(
+                "round {round} async_take_{:<9} {:>6.2} % of the rate  p99 late {:>7.1} us",
+                if rate == 1_000 { "1k" } else { "10k" },
+                p.achieved_pct,
+                p.p99_late_us
+            );
+            paced[i].push(p.achieved_pct);
+        }
         let mut order = Case::ALL;
         if round % 2 == 1 {
             order.reverse();
         }
         for case in order {
             let i = case as usize;
-            let r = runtime.block_on(run(case, redis.clone(), time));
+            let r = runtime.block_on(run(case, redis.clone(), time, None));
             println!(
-                "round {round} {:<18} {:>9.0} req/s  {:>6.2} us cpu/req  p99 {:>7.1} us  200={} 429={} other={}",
+                "round {round} {:<18} {:>9.0} req/s  {:>6.2} us cpu/req  p99 {:>7.1} us  200={} 429={} other={}{}",
                 case.name(),
                 r.rps,
                 r.cpu_us,
                 r.p99_us,
                 r.ok,
                 r.limited,
-                r.other
+                r.other,
+                if case.delay_rate().is_some() {
+                    format!("  {:.2} % of the rate", r.achieved_pct)
+                } else {
+                    String::new()
+                }
             );
             let expected = match case {
                 Case::Reject => r.ok <= 1 && r.other == 0,
@@ -362,6 +471,9 @@ fn main() {
     let rps = |c: Case| median(results[c as usize].iter().map(|r| r.rps).collect());
     let p99 = |c: Case| median(results[c as usize].iter().map(|r| r.p99_us).collect());
     let cpu = |c: Case| median(results[c as usize].iter().map(|r| r.cpu_us).collect());
+    let achieved = |c: Case| median(results[c as usize].iter().map(|r| r.achieved_pct).collect());
+    let async_1k = median(paced[0].clone());
+    let async_10k = median(paced[1].clone());
     println!("medians:");
     for case in Case::ALL {
         println!(
@@ -403,7 +515,14 @@ fn main() {
         rps(Case::Redis),
     );
     println!(
-        "http summary ours_vs_none={:.3} keyed_vs_none={:.3} ours_vs_tower_governor={:.3} reject_vs_allow={:.3} redis_vs_none={:.3} p99_added_us={:.0}",
+        "delay mode at burst 1, achieved rate: 1k/s {:.2} % (AsyncLimiter {:.2} %), 10k/s {:.2} % (AsyncLimiter {:.2} %)",
+        achieved(Case::Delay1k),
+        async_1k,
+        achieved(Case::Delay10k),
+        async_10k,
+    );
+    println!(
+        "http summary ours_vs_none={:.3} keyed_vs_none={:.3} ours_vs_tower_governor={:.3} reject_vs_allow={:.3} redis_vs_none={:.3} p99_added_us={:.0} delay_1k_vs_async={:.3} delay_10k_vs_async={:.3}",
         ratio(Case::Ours, Case::None),
         ratio(Case::Keyed, Case::None),
         // Like for like: both keyed per IP, neither writing headers
@@ -414,5 +533,7 @@ fn main() {
         // another process, which this process's CPU time does not count.
         wall(Case::Redis, Case::None),
         p99(Case::Ours) - p99(Case::None),
+        achieved(Case::Delay1k) / async_1k,
+        achieved(Case::Delay10k) / async_10k,
     );
 }

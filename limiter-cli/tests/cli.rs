@@ -1,0 +1,59 @@
+//! `limiter check FILE`: the rules as understood and exit 0, or every error
+//! and exit 1; usage errors exit 2.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A rule file of limiter-rules' test files.
+fn file(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../limiter-rules/tests/files")
+        .join(name)
+}
+
+fn check(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_limiter"))
+        .args(args)
+        .output()
+        .expect("run limiter");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_good_file_prints_the_rules_as_understood() {
+    let path = file("seed004.yaml");
+    let (code, out, _) = check(&["check".as_ref(), path.as_os_str()]);
+    assert_eq!(code, 0);
+    assert!(out.contains("3 rule(s), no errors"), "{out}");
+    assert!(out.contains(
+        "order_service\n  algorithm: leaky_bucket: rate 800/s (one permit every 1250us), burst 1\n  key: global\n  mode: delay (max_delay 1s)\n  backend: local\n"
+    ), "{out}");
+    assert!(out.contains("payment_gateway\n  algorithm: token_bucket: rate 100/s (one permit every 10ms), burst 200\n  key: ip\n"), "{out}");
+}
+
+#[test]
+fn a_bad_file_prints_every_error_and_exits_1() {
+    let path = file("bad.yaml");
+    let (code, _, err) = check(&["check".as_ref(), path.as_os_str()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("bad.yaml: 9 error(s)"), "{err}");
+    assert!(
+        err.contains(
+            "bad.yaml:3:16: rule `api`, field `algorithm`: unknown algorithm `token-bucket`"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let (code, _, _) = check(&["frobnicate".as_ref()]);
+    assert_eq!(code, 2);
+    let (code, _, err) = check(&["check".as_ref(), "rules.json".as_ref()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("unknown file format"), "{err}");
+}

@@ -1,0 +1,483 @@
+//! Cells that follow a shared quota changed live: [`SharedQuota`] (the
+//! quota of many cells, versioned) and [`CellQuota`] (the quota one cell's
+//! `tat` is expressed in, and the version it came from). A keyed limiter
+//! changes every key's quota by changing its `SharedQuota` once; each cell
+//! moves to the new quota on its own next decision, keeping its fill level
+//! in permits as [`RateLimiter::set_quota`](crate::RateLimiter::set_quota)
+//! does. No pass over the cells, nothing on the decision path but two
+//! loads and a compare when nothing changed.
+//!
+//! # The shared quota
+//!
+//! The [`QuotaSlots`] of the global limiter, with the generation in a word
+//! of its own: a change writes the next slot (its version is the full
+//! 64-bit number of the change) and then publishes the generation with a
+//! release store, under a lock that serialises changes. A reader loads the
+//! word (acquire) and reads the slot with its version.
+//!
+//! # The protocol of a following cell
+//!
+//! The cell's word is `tat`, [`GcraCell::RETIRED`](crate::GcraCell::RETIRED),
+//! or `LOCKED` (`u64::MAX − 1`, also above every `tat`): a cell being moved
+//! to a new quota. The cell's [`CellQuota`] (`t`, `burst`, `version`) is
+//! written only by the thread that holds `LOCKED`.
+//!
+//! A decision loads the word (acquire), the cell's version `v` (acquire)
+//! and the shared quota (version `V`, parameters `p`).
+//!
+//! 1. `v == V`: it decides on `tat` under `p` and CASes the word. After a
+//!    successful CAS it checks that the cell's version is still `v` and the
+//!    shared slot it read was not rewritten; otherwise the outcome is void
+//!    (nothing is granted on it, its permits stay counted, and it decides
+//!    again), as rule 2 of [`crate::quota_slots`].
+//! 2. `v < V`: it moves the cell: CAS `tat → LOCKED` (acquire), rescale
+//!    `tat` through each change from `v + 1` to `V` at that change's own
+//!    time, as `RateLimiter::set_quota` would have then (the debt scaled by
+//!    `t_new / t_old`, an idle cell moved to the change's time); when a
+//!    slot of that chain has been reused (more than 15 changes behind),
+//!    from the cell's quota straight to `V`'s at `V`'s time. Then it stores
+//!    the cell's `t`, `burst` and `version = V`, and the new `tat` with
+//!    release, and decides again from a fresh load.
+//! 3. The word is `LOCKED`: another thread is moving the cell; spin, load
+//!    again. (The only wait in the protocol: a few stores, once per key and
+//!    quota change. It is the one place a decision is not lock-free.)
+//!
+//! Why no decision mixes quotas: a decision's CAS can succeed only on the
+//! value it loaded. If a move happened in between, the CAS succeeds only
+//! when the moved `tat` equals the loaded one (ABA); the CAS then reads
+//! from the mover's release store (or a later RMW in its release sequence),
+//! so the version check after it sees the mover's `version = V' ≠ v` and
+//! voids the decision. If the decision read the mover's new version with
+//! the old word (the loads are not ordered against the mover), it decided
+//! under the new parameters, and its CAS succeeds only on a word equal to
+//! the moved one: the state it decided on is the state it wrote to. A
+//! cell's record, read by a mover after its acquire CAS to `LOCKED`, is the
+//! one the previous mover published with its release store (the words in
+//! between are RMWs, so its release sequence continues), which is the quota
+//! the word's `tat` is expressed in.
+//!
+//! A cell made for a per-key override is *pinned* (`version =
+//! PINNED`): it never moves and is decided under its own record.
+
+use crate::change_lock::ChangeLock;
+use crate::gcra::Params;
+use crate::quota::{MAX_SPAN, Quota};
+use crate::quota_slots::{
+    CYCLE, GENERATIONS, QuotaSlots, SlotRead, generation, next_generation, pack,
+};
+use crate::sync::{AtomicU32, AtomicU64, Ordering, spin_hint};
+
+/// The word of a cell being moved to a new quota: above every `tat`, below
+/// [`GcraCell::RETIRED`](crate::GcraCell::RETIRED).
+pub(crate) const LOCKED: u64 = u64::MAX - 1;
+
+/// The version of a pinned [`CellQuota`], which never follows a change.
+const PINNED: u64 = u64::MAX;
+
+// The moving word is never a tat.
+const _: () = assert!(LOCKED > MAX_SPAN);
+
+/// A quota shared by many cells and changed live, each cell following on
+/// its next decision (see the module docs of `follow`).
+///
+/// # Memory ordering
+///
+/// A change writes the next of 16 versioned slots and publishes it with a
+/// release store; a reader acquires it. Changes are serialised by a lock
+/// that no decision takes.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use limiter_core::{CellClock, CellQuota, GcraCell, ManualClock, Quota, QuotaOf, SharedQuota};
+///
+/// let shared = SharedQuota::new(Quota::per_second(10)?.with_burst(4)?);
+/// let (cell, record) = (GcraCell::new(), CellQuota::following(&shared));
+/// let clock = ManualClock::new();
+/// let on = CellClock { clock: &clock, origin: 0 };
+/// let follow = QuotaOf::Following { shared: &shared, record: &record };
+/// cell.reserve_n_on(on, follow, 2, Duration::ZERO).unwrap()?; // half empty
+/// shared.set(Quota::per_second(1)?.with_burst(4)?, 0);
+/// assert_eq!(cell.available(follow, 0), 2); // still half empty, in permits
+/// assert_eq!(record.quota(), shared.quota()); // moved by that look
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct SharedQuota {
+    /// `pack(generation, 0)`: the slot of the quota in force.
+    word: AtomicU64,
+    slots: QuotaSlots,
+    /// The time (on the cells' clock) of the change each slot holds,
+    /// written before the slot's version is published.
+    changed_at: [AtomicU64; GENERATIONS],
+    lock: ChangeLock,
+}
+
+/// The quota in force as a decision read it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Current {
+    pub(crate) read: SlotRead,
+}
+
+impl Current {
+    /// The number of the change that made this quota (0: the first).
+    #[inline]
+    pub(crate) fn version(&self) -> u64 {
+        self.read.version()
+    }
+}
+
+impl SharedQuota {
+    /// `quota` in force, as version 0.
+    pub fn new(quota: Quota) -> SharedQuota {
+        SharedQuota {
+            word: AtomicU64::new(pack(0, 0)),
+            slots: QuotaSlots::new(quota),
+            changed_at: core::array::from_fn(|_| AtomicU64::new(0)),
+            lock: ChangeLock::new(),
+        }
+    }
+
+    /// The quota in force.
+    pub fn quota(&self) -> Quota {
+        self.current().read.params.into()
+    }
+
+    /// Replaces the quota at `now` (nanoseconds on the cells' clock, as
+    /// their decisions count it); every following cell moves to it on its
+    /// next decision, keeping its fill level in permits as of `now`, as if
+    /// the change had been applied to it then.
+    pub fn set(&self, quota: Quota, now: u64) {
+        let guard = self.lock.lock();
+        // Relaxed: only setters write the word, under the lock we hold.
+        let current = self.word.load(Ordering::Relaxed);
+        let next = next_generation(generation(current));
+        // Relaxed: published by the slot's release version store below.
+        self.changed_at[next].store(now.min(MAX_SPAN), Ordering::Relaxed);
+        self.slots.begin_change(&guard, next, Params::from(quota));
+        // Release: a reader that sees this generation sees its slot.
+        self.word.store(pack(next, 0), Ordering::Release);
+        drop(guard);
+    }
+
+    /// How many changes have been made.
+    pub fn changes(&self) -> u64 {
+        self.slots.changes()
+    }
+
+    /// [`set`](SharedQuota::set), and drops the refunds of `refunds`: they
+    /// belong to the old quota. Holding the table's lock across the change
+    /// serialises it with every cancellation into the table, which checks
+    /// under the same lock that no change came after its reservation.
+    #[cfg(feature = "std")]
+    pub fn set_clearing(&self, quota: Quota, now: u64, refunds: &crate::cell::CellRefunds) {
+        refunds.clear_during(|| self.set(quota, now));
+    }
+
+    /// The parameters and change time of version `version`, if its slot
+    /// still holds it (a slot is reused after 16 changes).
+    fn version_of(&self, version: u64) -> Option<(Params, u64)> {
+        // Versions and generations advance together from (0, 0).
+        let generation = (version % CYCLE as u64) as usize;
+        let read = self.slots.read(pack(generation, 0));
+        // Relaxed: the acquire of the version in `read` orders it.
+        let at = self.changed_at[generation].load(Ordering::Relaxed);
+        (read.version() == version && self.slots.unchanged_since(read)).then_some((read.params, at))
+    }
+
+    #[inline]
+    pub(crate) fn current(&self) -> Current {
+        // Acquire: pairs with the release store in `set`.
+        let word = self.word.load(Ordering::Acquire);
+        Current {
+            read: self.slots.read(word),
+        }
+    }
+
+    /// Whether the slot `current` came from still holds it.
+    #[inline]
+    pub(crate) fn unchanged_since(&self, current: Current) -> bool {
+        self.slots.unchanged_since(current.read)
+    }
+}
+
+/// The quota one cell's `tat` is expressed in, and the version of the
+/// [`SharedQuota`] it came from (or pinned: a quota of its own). 24 bytes.
+///
+/// # Examples
+///
+/// ```
+/// use limiter_core::{CellQuota, Quota, SharedQuota};
+///
+/// let shared = SharedQuota::new(Quota::per_second(10)?);
+/// assert_eq!(CellQuota::following(&shared).quota(), Quota::per_second(10)?);
+/// assert_eq!(CellQuota::pinned(Quota::per_second(1)?).quota(), Quota::per_second(1)?);
+/// # Ok::<(), limiter_core::QuotaError>(())
+/// ```
+#[derive(Debug)]
+pub struct CellQuota {
+    t: AtomicU64,
+    burst: AtomicU32,
+    version: AtomicU64,
+}
+
+impl CellQuota {
+    /// A record of `shared`'s quota in force, for a new (full) cell.
+    pub fn following(shared: &SharedQuota) -> CellQuota {
+        let current = shared.current();
+        CellQuota::with(current.read.params, current.version())
+    }
+
+    /// A record of `quota` that never follows a shared quota.
+    pub fn pinned(quota: Quota) -> CellQuota {
+        CellQuota::with(Params::from(quota), PINNED)
+    }
+
+    fn with(p: Params, version: u64) -> CellQuota {
+        CellQuota {
+            t: AtomicU64::new(p.t),
+            burst: AtomicU32::new(p.burst),
+            version: AtomicU64::new(version),
+        }
+    }
+
+    /// The quota the cell's state is expressed in (a snapshot: the cell
+    /// may be moving).
+    pub fn quota(&self) -> Quota {
+        loop {
+            let p = self.params();
+            if p.t != 0
+                && p.burst != 0
+                && p.t
+                    .checked_mul(u64::from(p.burst))
+                    .is_some_and(|s| s <= MAX_SPAN)
+            {
+                return p.into();
+            }
+            spin_hint();
+        }
+    }
+
+    /// Whether the record never follows a shared quota.
+    pub fn is_pinned(&self) -> bool {
+        // Relaxed: pinned records never change.
+        self.version.load(Ordering::Relaxed) == PINNED
+    }
+
+    #[inline]
+    fn params(&self) -> Params {
+        // Relaxed: the caller acquired the word that published them (or
+        // holds LOCKED, or the record is pinned and never written).
+        Params {
+            t: self.t.load(Ordering::Relaxed),
+            burst: self.burst.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The quota a [`GcraCell`](crate::GcraCell) decision is made under: one
+/// the caller passes in (`Fixed`, the cell's original mode), or a cell
+/// record that follows a [`SharedQuota`].
+#[derive(Debug, Clone, Copy)]
+pub enum QuotaOf<'a> {
+    /// This quota, whatever the cell decided under before.
+    Fixed(Quota),
+    /// The shared quota in force, the cell moved to it first if its record
+    /// is older (see the module docs of `follow`).
+    Following {
+        /// The quota every following cell moves to.
+        shared: &'a SharedQuota,
+        /// This cell's record.
+        record: &'a CellQuota,
+    },
+}
+
+impl From<Quota> for QuotaOf<'_> {
+    fn from(quota: Quota) -> Self {
+        QuotaOf::Fixed(quota)
+    }
+}
+
+/// What a decision used, to check after its CAS.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Stamp {
+    /// The version decided under (0 for a fixed or pinned quota).
+    pub(crate) version: u64,
+    current: Option<Current>,
+}
+
+/// Why a decision cannot be made on the word loaded: load it again.
+#[derive(Debug)]
+pub(crate) struct LookAgain;
+
+impl QuotaOf<'_> {
+    /// The parameters to decide with on `word` (a `tat`), moving the cell
+    /// to the shared quota first if its record is older.
+    #[inline]
+    pub(crate) fn prepare(self, cell: &AtomicU64, word: u64) -> Result<(Params, Stamp), LookAgain> {
+        let (shared, record) = match self {
+            QuotaOf::Fixed(quota) => {
+                return Ok((
+                    Params::from(quota),
+                    Stamp {
+                        version: 0,
+                        current: None,
+                    },
+                ));
+            }
+            QuotaOf::Following { shared, record } => (shared, record),
+        };
+        if word == LOCKED {
+            spin_hint();
+            return Err(LookAgain);
+        }
+        // Acquire: pairs with the mover's release store of the version, so
+        // its parameter stores are seen with it.
+        let version = record.version.load(Ordering::Acquire);
+        if version == PINNED {
+            let stamp = Stamp {
+                version: 0,
+                current: None,
+            };
+            return Ok((record.params(), stamp));
+        }
+        let current = shared.current();
+        let latest = current.version();
+        if version == latest {
+            let stamp = Stamp {
+                version,
+                current: Some(current),
+            };
+            return Ok((current.read.params, stamp));
+        }
+        if version < latest {
+            move_cell(cell, shared, record, word, current);
+        }
+        // Moved (by us or another thread), or our read of the shared quota
+        // predates the cell's: look again.
+        Err(LookAgain)
+    }
+
+    /// Whether a decision whose CAS succeeded stands (module docs, rule 1).
+    #[inline]
+    pub(crate) fn stands(self, stamp: Stamp) -> bool {
+        match (self, stamp.current) {
+            (QuotaOf::Following { shared, record }, Some(current)) => {
+                // Acquire: the successful CAS acquired the word; a mover
+                // that stored a new version before that word is seen.
+                record.version.load(Ordering::Acquire) == stamp.version
+                    && shared.unchanged_since(current)
+            }
+            _ => true,
+        }
+    }
+
+    /// The parameters the cell's state is in now (for a snapshot such as
+    /// `available`): the fixed quota, or the record's.
+    pub(crate) fn params_now(self) -> Params {
+        match self {
+            QuotaOf::Fixed(quota) => Params::from(quota),
+            QuotaOf::Following { record, .. } => Params::from(record.quota()),
+        }
+    }
+
+    /// The version a decision now is made under (0 for a fixed or pinned
+    /// quota).
+    pub(crate) fn version_now(self) -> u64 {
+        match self {
+            QuotaOf::Following { shared, record } if !record.is_pinned() => {
+                shared.current().version()
+            }
+            _ => 0,
+        }
+    }
+
+    /// Whether a reservation made under `version` may still be given back:
+    /// no shared change since (always, for a fixed quota).
+    pub(crate) fn still_in_force(self, version: u64) -> bool {
+        match self {
+            QuotaOf::Following { shared, record } if !record.is_pinned() => {
+                shared.current().version() == version
+            }
+            _ => true,
+        }
+    }
+}
+
+/// Moves the cell from its record's quota to `current`, if its word is
+/// still `word`: rule 2 of the module docs.
+#[cold]
+fn move_cell(
+    cell: &AtomicU64,
+    shared: &SharedQuota,
+    record: &CellQuota,
+    word: u64,
+    current: Current,
+) {
+    #[cfg(loom)]
+    if crate::__loom::BROKEN_MOVE.load(std::sync::atomic::Ordering::Relaxed) {
+        return broken_move(cell, shared, record, word, current);
+    }
+    // Acquire: we read the record the previous mover published before the
+    // word we replace (its release sequence). Relaxed on failure: we only
+    // look again.
+    if cell
+        .compare_exchange(word, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        return;
+    }
+    // Apply each change since the record's version in turn, at its own
+    // time, as an eager change would have (while the slots still hold
+    // them); else the latest alone, at its time.
+    let (from, to) = (record.version.load(Ordering::Relaxed), current.version());
+    let mut params = record.params();
+    let mut tat = word;
+    let mut chain = true;
+    for version in from + 1..=to {
+        match shared.version_of(version) {
+            Some((next, at)) => {
+                tat = crate::limiter::moved_tat(tat, at, params, next, MAX_SPAN);
+                params = next;
+            }
+            None => {
+                chain = false;
+                break;
+            }
+        }
+    }
+    let new = current.read.params;
+    if !chain {
+        let at = shared.version_of(to).map_or(0, |(_, at)| at);
+        tat = crate::limiter::moved_tat(word, at, record.params(), new, MAX_SPAN);
+    }
+    // Relaxed: the release store of the word below publishes them.
+    record.t.store(new.t, Ordering::Relaxed);
+    record.burst.store(new.burst, Ordering::Relaxed);
+    // Release: a decision that reads this version sees the parameters.
+    record.version.store(current.version(), Ordering::Release);
+    // Release: a decision that loads this word sees the record above.
+    cell.store(tat, Ordering::Release);
+}
+
+/// The move without `LOCKED`, for the broken variant of the loom model: the
+/// record is written first and the word CASed to the moved `tat` after, so a
+/// decision can read the new version with the old `tat` and mix the two.
+#[cfg(loom)]
+fn broken_move(
+    cell: &AtomicU64,
+    shared: &SharedQuota,
+    record: &CellQuota,
+    word: u64,
+    current: Current,
+) {
+    let at = shared.version_of(current.version()).map_or(0, |(_, at)| at);
+    let tat = crate::limiter::moved_tat(word, at, record.params(), current.read.params, MAX_SPAN);
+    record.t.store(current.read.params.t, Ordering::Relaxed);
+    record
+        .burst
+        .store(current.read.params.burst, Ordering::Relaxed);
+    record.version.store(current.version(), Ordering::Release);
+    let _ = cell.compare_exchange(word, tat, Ordering::AcqRel, Ordering::Relaxed);
+}
