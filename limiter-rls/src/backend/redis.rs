@@ -1,0 +1,393 @@
+//! The Redis backends (one server or a Cluster), shared by every replica.
+//!
+//! [`RedisGcra`] is limiter-redis's [`RedisLimiter`] and its one-script
+//! multi-key decision (`try_acquire_all`): all keys of a request are
+//! charged or none, in one round trip, with its circuit breaker, per-call
+//! timeout and [`FailurePolicy`]. A peek is the same script with every
+//! `n = 0` (it writes nothing). On a Cluster every key of a domain carries
+//! the hash tag `{domain}` so a request's keys meet in one slot (a domain's
+//! counters then live on one shard).
+//!
+//! [`RedisFixed`] keeps envoyproxy/ratelimit's keys and values bit for bit
+//! (`CACHE_KEY_PREFIX + domain_key_value_…_ + window_start`, `INCRBY`,
+//! `EXPIRE unit`), so Go and Rust replicas can share counters during a
+//! migration. One script checks every key before it increments any (theirs
+//! increments unconditionally, so a refused request charges here nothing
+//! and there everything). Their keys have no hash tag, so on a Cluster each
+//! key is decided by its own script call in request order, and a refusal
+//! takes back (`DECRBY`) what the earlier calls added: all or nothing, not
+//! atomic across keys. Each call is bounded by the call timeout; on failure
+//! the same [`FailurePolicy`] answers (`Local` from a [`MemoryFixed`]).
+
+use core::time::Duration;
+use std::collections::HashMap;
+
+use limiter_core::Quota;
+use limiter_redis::{FailurePolicy, RedisConnection, RedisLimitError, RedisLimiter, Source};
+use redis::Script;
+
+use super::memory::{MemoryFixed, MemoryGcra};
+use super::{Backend, BackendError, Charge, Part, PartState};
+use crate::window::{self, UnixClock};
+use limiter_core::Clock;
+
+/// Distinct `(key, quota, n)` of a call, and each part's index among them.
+type Merged = (Vec<(String, Quota, u32)>, Vec<usize>);
+
+/// GCRA on Redis; see the module docs.
+#[derive(Debug)]
+pub struct RedisGcra {
+    limiter: RedisLimiter,
+    cluster: bool,
+}
+
+impl RedisGcra {
+    /// A backend on `conn`: keys under `prefix`, each call bounded by
+    /// `timeout`, `policy` answering while Redis cannot.
+    ///
+    /// # Errors
+    ///
+    /// limiter-redis's builder errors (a prefix with braces).
+    pub fn new(
+        conn: RedisConnection,
+        prefix: &str,
+        timeout: Duration,
+        policy: FailurePolicy,
+    ) -> Result<RedisGcra, BackendError> {
+        let cluster = conn.is_cluster();
+        let quota = Quota::per_second(1).map_err(|e| BackendError(e.to_string()))?;
+        let limiter = RedisLimiter::builder_with_connection(conn, quota)
+            .key_prefix(if prefix.is_empty() { "rls" } else { prefix })
+            .call_timeout(timeout)
+            .failure_policy(policy)
+            .deny_cache(false)
+            .build()
+            .map_err(|e| BackendError(e.to_string()))?;
+        Ok(RedisGcra { limiter, cluster })
+    }
+
+    /// How many calls failed (for the `redis_error` stat).
+    pub fn failures(&self) -> u64 {
+        self.limiter.redis_failures()
+    }
+
+    /// Parts merged by key (one descriptor twice in a request adds up),
+    /// with their quotas, and each part's index in the merged list.
+    fn merged(&self, parts: &[Part], peek: bool) -> Result<Merged, BackendError> {
+        let mut list: Vec<(String, Quota, u32)> = Vec::with_capacity(parts.len());
+        let mut at: HashMap<(String, crate::config::LimitSpec), usize> = HashMap::new();
+        let mut index = Vec::with_capacity(parts.len());
+        for p in parts {
+            let q = limiter_redis::quota_in_micros(MemoryGcra::<UnixClock>::quota(p.limit)?)
+                .map_err(|e| BackendError(e.to_string()))?;
+            let n = if peek { 0 } else { p.hits };
+            let tail = format!(
+                "{}{}/{}",
+                p.key,
+                p.limit.requests_per_unit,
+                p.limit.unit.name()
+            );
+            let key = if self.cluster {
+                let domain = p.key.get(..p.domain_len).unwrap_or("");
+                format!("{{{domain}}}{tail}")
+            } else {
+                tail
+            };
+            match at.get(&(key.clone(), p.limit)) {
+                Some(&i) => {
+                    list[i].2 = list[i].2.saturating_add(n);
+                    index.push(i);
+                }
+                None => {
+                    at.insert((key.clone(), p.limit), list.len());
+                    index.push(list.len());
+                    list.push((key, q, n));
+                }
+            }
+        }
+        Ok((list, index))
+    }
+
+    async fn call(
+        &self,
+        parts: &[Part],
+        peek: bool,
+    ) -> Result<Option<Vec<PartState>>, BackendError> {
+        let (list, index) = self.merged(parts, peek)?;
+        if list.iter().any(|(_, q, n)| *n > q.burst()) {
+            return Ok(None);
+        }
+        let refs: Vec<(&str, Quota, u32)> =
+            list.iter().map(|(k, q, n)| (k.as_str(), *q, *n)).collect();
+        match self.limiter.try_acquire_all(&refs).await {
+            Ok(admissions) => Ok(Some(
+                index
+                    .iter()
+                    .map(|&i| {
+                        let a = admissions[i];
+                        PartState {
+                            remaining: a.remaining,
+                            reset: a.reset_after,
+                            degraded: !matches!(a.source, Source::Redis),
+                        }
+                    })
+                    .collect(),
+            )),
+            Err(RedisLimitError::RateLimited { source, .. }) if peek => Ok(Some(
+                // Under `Closed` a peek is refused too: nothing remains.
+                parts
+                    .iter()
+                    .map(|_| PartState {
+                        remaining: 0,
+                        reset: Duration::ZERO,
+                        degraded: !matches!(source, Source::Redis),
+                    })
+                    .collect(),
+            )),
+            Err(RedisLimitError::RateLimited { .. }) => Ok(None),
+            Err(e) => Err(BackendError(e.to_string())),
+        }
+    }
+}
+
+impl Backend for RedisGcra {
+    async fn try_all(&self, parts: &[Part]) -> Result<Charge, BackendError> {
+        Ok(match self.call(parts, false).await? {
+            Some(states) => Charge::Granted(states),
+            None => Charge::Refused,
+        })
+    }
+
+    async fn peek(&self, parts: &[Part]) -> Result<Vec<PartState>, BackendError> {
+        Ok(self.call(parts, true).await?.unwrap_or_default())
+    }
+}
+
+/// The fixed-window script: KEYS are counters; ARGV[1] is 1 to charge, 0
+/// to read; then per key: expiry seconds, hits, limit. Every count is read
+/// before any is incremented, and nothing is incremented unless every key
+/// fits. Reply: `{fits (0|1), count_1, …}` (the counts after the charge
+/// when charged).
+const FIXED_SCRIPT: &str = r"
+local charge = ARGV[1] == '1'
+local fits = 1
+local counts = {}
+for i = 1, #KEYS do
+  local j = 2 + 3 * (i - 1)
+  local c = tonumber(redis.call('GET', KEYS[i]) or '0') or 0
+  counts[i] = c
+  if c + tonumber(ARGV[j + 1]) > tonumber(ARGV[j + 2]) then
+    fits = 0
+  end
+end
+if charge and fits == 1 then
+  for i = 1, #KEYS do
+    local j = 2 + 3 * (i - 1)
+    counts[i] = redis.call('INCRBY', KEYS[i], ARGV[j + 1])
+    redis.call('EXPIRE', KEYS[i], ARGV[j])
+  end
+end
+local reply = { fits }
+for i = 1, #KEYS do
+  reply[#reply + 1] = counts[i]
+end
+return reply
+";
+
+/// Fixed windows on Redis; see the module docs.
+#[derive(Debug)]
+pub struct RedisFixed {
+    conn: RedisConnection,
+    prefix: String,
+    timeout: Duration,
+    policy: FailurePolicy,
+    fallback: MemoryFixed,
+    clock: UnixClock,
+    script: Script,
+}
+
+impl RedisFixed {
+    /// A backend on `conn` with envoyproxy/ratelimit's key `prefix`
+    /// (`CACHE_KEY_PREFIX`, may be empty).
+    pub fn new(
+        conn: RedisConnection,
+        prefix: &str,
+        timeout: Duration,
+        policy: FailurePolicy,
+        max_keys: usize,
+    ) -> RedisFixed {
+        RedisFixed {
+            conn,
+            prefix: prefix.to_owned(),
+            timeout,
+            policy,
+            fallback: MemoryFixed::new(UnixClock::new(), max_keys),
+            clock: UnixClock::new(),
+            script: Script::new(FIXED_SCRIPT),
+        }
+    }
+
+    /// The Redis keys of `parts` now.
+    pub fn keys(&self, parts: &[Part], now: u64) -> Vec<String> {
+        parts
+            .iter()
+            .map(|p| {
+                let d = p.limit.unit.seconds().unwrap_or(1);
+                window::cache_key(&self.prefix, &p.key, window::window_start(now, d))
+            })
+            .collect()
+    }
+
+    async fn run(&self, parts: &[Part], keys: &[String], charge: bool) -> Result<Vec<u64>, String> {
+        let mut inv = self.script.prepare_invoke();
+        inv.arg(u8::from(charge));
+        for (p, k) in parts.iter().zip(keys) {
+            inv.key(k);
+            inv.arg(p.limit.unit.seconds().unwrap_or(1))
+                .arg(p.hits)
+                .arg(p.limit.requests_per_unit);
+        }
+        let call = async {
+            match &self.conn {
+                RedisConnection::Single(c) => inv.invoke_async::<Vec<u64>>(&mut c.clone()).await,
+                RedisConnection::Cluster(c) => inv.invoke_async::<Vec<u64>>(&mut c.clone()).await,
+                _ => Err(redis::RedisError::from((
+                    redis::ErrorKind::Client,
+                    "unknown connection",
+                ))),
+            }
+        };
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(Ok(reply)) if reply.len() == keys.len() + 1 => Ok(reply),
+            Ok(Ok(_)) => Err("unexpected script reply".into()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {:?}", self.timeout)),
+        }
+    }
+
+    async fn decr(&self, part: &Part, key: &str) {
+        let mut cmd = redis::cmd("DECRBY");
+        cmd.arg(key).arg(part.hits);
+        let call = async {
+            match &self.conn {
+                RedisConnection::Single(c) => cmd.query_async::<i64>(&mut c.clone()).await,
+                RedisConnection::Cluster(c) => cmd.query_async::<i64>(&mut c.clone()).await,
+                _ => Ok(0),
+            }
+        };
+        // A give-back that fails leaves the count higher: stricter.
+        let _ = tokio::time::timeout(self.timeout, call).await;
+    }
+
+    fn states(&self, parts: &[Part], counts: &[u64], now: u64) -> Vec<PartState> {
+        parts
+            .iter()
+            .zip(counts)
+            .map(|(p, &c)| PartState {
+                remaining: u32::try_from(u64::from(p.limit.requests_per_unit).saturating_sub(c))
+                    .unwrap_or(u32::MAX),
+                reset: window::until_window_end(now, p.limit.unit.seconds().unwrap_or(1)),
+                degraded: false,
+            })
+            .collect()
+    }
+
+    async fn failed(
+        &self,
+        parts: &[Part],
+        charge: bool,
+        why: String,
+    ) -> Result<Option<Vec<PartState>>, BackendError> {
+        tracing::warn!(error = %why, "redis failed; answering by the failure policy");
+        metrics::counter!("rls_redis_errors_total").increment(1);
+        let degraded = |remaining: fn(&Part) -> u32| {
+            parts
+                .iter()
+                .map(|p| PartState {
+                    remaining: remaining(p),
+                    reset: Duration::ZERO,
+                    degraded: true,
+                })
+                .collect()
+        };
+        match self.policy {
+            FailurePolicy::Open => Ok(Some(degraded(|p| p.limit.requests_per_unit))),
+            FailurePolicy::Closed if charge => Ok(None),
+            FailurePolicy::Closed => Ok(Some(degraded(|_| 0))),
+            FailurePolicy::Local { .. } => {
+                let r = if charge {
+                    match self.fallback.try_all(parts).await? {
+                        Charge::Granted(s) => Some(s),
+                        Charge::Refused => None,
+                    }
+                } else {
+                    Some(self.fallback.peek(parts).await?)
+                };
+                Ok(r.map(|s| {
+                    s.into_iter()
+                        .map(|s| PartState {
+                            degraded: true,
+                            ..s
+                        })
+                        .collect()
+                }))
+            }
+            _ => Err(BackendError(why)),
+        }
+    }
+
+    async fn call(
+        &self,
+        parts: &[Part],
+        charge: bool,
+    ) -> Result<Option<Vec<PartState>>, BackendError> {
+        let now = self.clock.now();
+        let keys = self.keys(parts, now);
+        if !self.conn.is_cluster() {
+            return match self.run(parts, &keys, charge).await {
+                Ok(reply) if reply[0] == 1 || !charge => {
+                    Ok(Some(self.states(parts, &reply[1..], now)))
+                }
+                Ok(_) => Ok(None),
+                Err(why) => self.failed(parts, charge, why).await,
+            };
+        }
+        let mut counts = Vec::with_capacity(parts.len());
+        for (i, (p, k)) in parts.iter().zip(&keys).enumerate() {
+            match self
+                .run(std::slice::from_ref(p), std::slice::from_ref(k), charge)
+                .await
+            {
+                Ok(reply) if reply[0] == 1 || !charge => counts.push(reply[1]),
+                Ok(_) => {
+                    for (q, k) in parts[..i].iter().zip(&keys) {
+                        self.decr(q, k).await;
+                    }
+                    return Ok(None);
+                }
+                Err(why) => {
+                    for (q, k) in parts[..i].iter().zip(&keys) {
+                        if charge {
+                            self.decr(q, k).await;
+                        }
+                    }
+                    return self.failed(parts, charge, why).await;
+                }
+            }
+        }
+        Ok(Some(self.states(parts, &counts, now)))
+    }
+}
+
+impl Backend for RedisFixed {
+    async fn try_all(&self, parts: &[Part]) -> Result<Charge, BackendError> {
+        Ok(match self.call(parts, true).await? {
+            Some(states) => Charge::Granted(states),
+            None => Charge::Refused,
+        })
+    }
+
+    async fn peek(&self, parts: &[Part]) -> Result<Vec<PartState>, BackendError> {
+        Ok(self.call(parts, false).await?.unwrap_or_default())
+    }
+}

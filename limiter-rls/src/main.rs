@@ -1,0 +1,103 @@
+//! `limiter-rls`: Envoy's rate limit service, configured as
+//! envoyproxy/ratelimit is (environment variables and the YAML directory;
+//! see docs/rls.md). Prints `limiter-rls listening grpc=… http=… debug=…`
+//! once bound; exits 1 with the reason on a bad setting or config, 0 after
+//! a graceful SIGTERM.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use limiter_rls::backend::AnyBackend;
+use limiter_rls::settings::Settings;
+use limiter_rls::{RuleSet, server};
+
+fn main() -> ExitCode {
+    let settings = match Settings::from_env(|k| std::env::var(k).ok()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("limiter-rls: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(&settings.log_level))
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("limiter-rls: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(settings)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("limiter-rls: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
+    let rules = RuleSet::load_dir(&settings.config_dir)?;
+    let metrics = limiter_rls::exporter::install();
+    let recorder = limiter_rls::exporter::recorder(&settings).await?;
+    let backend: AnyBackend = limiter_rls::backend::build(&settings).await?;
+    let loaded = rules.files().to_vec();
+    let limiter = Arc::new(limiter_rls::RateLimiter::new(
+        rules,
+        backend,
+        settings.options.clone(),
+        recorder,
+    ));
+    limiter.recorder().service("config_load_success");
+    limiter_rls::reload::spawn(
+        Arc::clone(&limiter),
+        settings.config_dir.clone(),
+        settings.reload_interval,
+        &loaded,
+    );
+    let shared = Arc::new(server::Shared {
+        limiter,
+        healthy: AtomicBool::new(true),
+        metrics,
+    });
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+    let mut serving = tokio::spawn(server::serve(
+        Arc::clone(&shared),
+        [
+            settings.grpc.clone(),
+            settings.http.clone(),
+            settings.debug.clone(),
+        ],
+        stop_rx,
+        bound_tx,
+    ));
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    if let Ok(a) = bound_rx.await {
+        println!(
+            "limiter-rls listening grpc={} http={} debug={}",
+            a.grpc, a.http, a.debug
+        );
+    }
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+        r = &mut serving => return Ok(r??),
+    }
+    tracing::info!("shutting down");
+    // Relaxed: the flag stands alone (see `server::healthcheck`).
+    shared
+        .healthy
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    let _ = stop_tx.send(true);
+    serving.await??;
+    Ok(())
+}

@@ -1,0 +1,167 @@
+//! The three listeners and their lifecycle: gRPC (`ShouldRateLimit` and
+//! `grpc.health.v1.Health`), HTTP (`/healthcheck`, `POST /json`) and debug
+//! (`/rlconfig`, `/metrics`), with hot reload and graceful shutdown.
+//!
+//! Shutdown (SIGTERM or SIGINT): health turns NOT_SERVING and
+//! `/healthcheck` answers 500 at once, so balancers and Envoy's health
+//! checks drain this replica; the listeners stop accepting, calls in
+//! flight finish, and the process exits 0.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::sync::watch;
+
+use crate::backend::Backend;
+use crate::grpc::RateLimitServer;
+use crate::proto::Code;
+use crate::service::RateLimiter;
+
+/// Shared state of the HTTP handlers.
+#[derive(Debug)]
+pub struct Shared<B> {
+    /// The service.
+    pub limiter: Arc<RateLimiter<B>>,
+    /// False once shutdown began.
+    pub healthy: AtomicBool,
+    /// The Prometheus handle `/metrics` renders.
+    pub metrics: Option<PrometheusHandle>,
+}
+
+/// The bound addresses.
+#[derive(Debug, Clone, Copy)]
+pub struct Addresses {
+    /// gRPC.
+    pub grpc: SocketAddr,
+    /// HTTP.
+    pub http: SocketAddr,
+    /// Debug.
+    pub debug: SocketAddr,
+}
+
+async fn healthcheck<B: Backend>(State(s): State<Arc<Shared<B>>>) -> Response {
+    // Relaxed: a flag read on its own; a request racing the shutdown may
+    // see either value.
+    if s.healthy.load(Ordering::Relaxed) {
+        (StatusCode::OK, "OK").into_response()
+    } else {
+        (StatusCode::INTERNAL_SERVER_ERROR, "shutting down").into_response()
+    }
+}
+
+async fn json<B: Backend>(State(s): State<Arc<Shared<B>>>, body: Bytes) -> Response {
+    let req = match crate::json::parse_request(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return (StatusCode::BAD_REQUEST, format!("invalid request: {e}\n")).into_response();
+        }
+    };
+    match s.limiter.should_rate_limit(&req).await {
+        Ok(resp) => {
+            let status = if resp.overall_code == Code::OverLimit as i32 {
+                StatusCode::TOO_MANY_REQUESTS
+            } else {
+                StatusCode::OK
+            };
+            let body = crate::json::response_json(&resp).to_string();
+            (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+        }
+        Err(e @ crate::RequestError::Backend(_)) => {
+            (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response()
+        }
+        Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+    }
+}
+
+async fn rlconfig<B: Backend>(State(s): State<Arc<Shared<B>>>) -> Response {
+    let rules = s.limiter.rules();
+    let mut out = rules.dump();
+    for (path, text) in rules.files() {
+        out.push_str(&format!("\n# {}\n{}", path.display(), text));
+        if !text.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], out).into_response()
+}
+
+async fn prometheus<B: Backend>(State(s): State<Arc<Shared<B>>>) -> Response {
+    let body = s
+        .metrics
+        .as_ref()
+        .map(PrometheusHandle::render)
+        .unwrap_or_default();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+}
+
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Binds the listeners and serves until `stop` turns true; returns the
+/// addresses through `bound` as soon as they are bound.
+///
+/// # Errors
+///
+/// A listener could not be bound, or a server failed.
+pub async fn serve<B: Backend>(
+    shared: Arc<Shared<B>>,
+    addrs: [(String, u16); 3],
+    stop: watch::Receiver<bool>,
+    bound: tokio::sync::oneshot::Sender<Addresses>,
+) -> std::io::Result<()> {
+    let [grpc, http, debug] = addrs;
+    let grpc_l = tokio::net::TcpListener::bind((grpc.0.as_str(), grpc.1)).await?;
+    let http_l = tokio::net::TcpListener::bind((http.0.as_str(), http.1)).await?;
+    let debug_l = tokio::net::TcpListener::bind((debug.0.as_str(), debug.1)).await?;
+    let _ = bound.send(Addresses {
+        grpc: grpc_l.local_addr()?,
+        http: http_l.local_addr()?,
+        debug: debug_l.local_addr()?,
+    });
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter.set_serving::<RateLimitServer<B>>().await;
+    reporter
+        .set_service_status("", tonic_health::ServingStatus::Serving)
+        .await;
+
+    let app = Router::new()
+        .route("/healthcheck", get(healthcheck::<B>))
+        .route("/json", post(json::<B>))
+        .with_state(Arc::clone(&shared));
+    let admin = Router::new()
+        .route("/rlconfig", get(rlconfig::<B>))
+        .route("/metrics", get(prometheus::<B>))
+        .route("/healthcheck", get(healthcheck::<B>))
+        .with_state(Arc::clone(&shared));
+
+    let grpc_server = tonic::transport::Server::builder()
+        .add_service(health)
+        .add_service(RateLimitServer::new(Arc::clone(&shared.limiter)))
+        .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(grpc_l), {
+            let stop = stop.clone();
+            let reporter = reporter.clone();
+            async move {
+                stopped(stop).await;
+                reporter.set_not_serving::<RateLimitServer<B>>().await;
+                reporter
+                    .set_service_status("", tonic_health::ServingStatus::NotServing)
+                    .await;
+            }
+        });
+    let http_server = axum::serve(http_l, app).with_graceful_shutdown(stopped(stop.clone()));
+    let debug_server = axum::serve(debug_l, admin).with_graceful_shutdown(stopped(stop));
+    let (g, h, d) = tokio::join!(grpc_server, http_server, debug_server);
+    g.map_err(std::io::Error::other)?;
+    h?;
+    d?;
+    Ok(())
+}

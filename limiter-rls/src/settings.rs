@@ -1,0 +1,378 @@
+//! The environment variables, read as envoyproxy/ratelimit reads them (the
+//! same names and defaults where they have a meaning here; docs/rls.md has
+//! the table of supported, ignored and not-applicable ones).
+//!
+//! A value that does not parse is an error naming the variable and what it
+//! takes (theirs fails at start-up the same way), never a silent default.
+
+use core::time::Duration;
+use std::path::PathBuf;
+
+use limiter_redis::FailurePolicy;
+
+use crate::backend::Algorithm;
+
+/// Where the limits are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Store {
+    /// In this process (`BACKEND_TYPE=memory`, the default).
+    Memory,
+    /// Redis (`BACKEND_TYPE=redis`): `REDIS_URL`, `REDIS_TYPE`, `REDIS_AUTH`.
+    Redis {
+        /// `redis://…` URL(s); a Cluster takes a comma-separated list.
+        urls: Vec<String>,
+        /// `REDIS_TYPE=cluster`.
+        cluster: bool,
+    },
+}
+
+/// Everything the binary reads from the environment.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `HOST`:`PORT` (8080): `/healthcheck`, `POST /json`.
+    pub http: (String, u16),
+    /// `GRPC_HOST`:`GRPC_PORT` (8081).
+    pub grpc: (String, u16),
+    /// `DEBUG_HOST`:`DEBUG_PORT` (6070): `/rlconfig`, `/metrics`.
+    pub debug: (String, u16),
+    /// `RUNTIME_ROOT`/`RUNTIME_SUBDIRECTORY`/`RUNTIME_APPDIRECTORY`.
+    pub config_dir: PathBuf,
+    /// `RUNTIME_ROOT` itself (watched for a symlink swap when
+    /// `RUNTIME_WATCH_ROOT`).
+    pub runtime_root: PathBuf,
+    /// `RUNTIME_WATCH_ROOT` (default true).
+    pub watch_root: bool,
+    /// `RLS_RELOAD_INTERVAL` (default 1s): how often the config is checked.
+    pub reload_interval: Duration,
+    /// `RLS_ALGORITHM`: `gcra` (default) or `fixed_window`.
+    pub algorithm: Algorithm,
+    /// `BACKEND_TYPE` and the Redis variables.
+    pub store: Store,
+    /// `CACHE_KEY_PREFIX`.
+    pub key_prefix: String,
+    /// `REDIS_TIMEOUT` (default 10ms here; theirs is 10s).
+    pub redis_timeout: Duration,
+    /// `RLS_REDIS_FAILURE_POLICY`: open (default), closed, local, error.
+    pub failure_policy: FailurePolicy,
+    /// `RLS_MAX_KEYS` (default 1,000,000 per limit in memory).
+    pub max_keys: usize,
+    /// `SHADOW_MODE`, `QUOTA_MODE`, `RESPONSE_DYNAMIC_METADATA`,
+    /// `LIMIT_RESPONSE_HEADERS_ENABLED` and the header names, `NEAR_LIMIT_RATIO`.
+    pub options: crate::service::Options,
+    /// `USE_STATSD` (default false here; theirs is true) with
+    /// `STATSD_HOST`:`STATSD_PORT`.
+    pub statsd: Option<(String, u16)>,
+    /// `STATS_FLUSH_INTERVAL` (default 10s).
+    pub stats_flush: Duration,
+    /// `LOG_LEVEL` (default warn).
+    pub log_level: String,
+}
+
+/// A variable that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingError {
+    /// The variable.
+    pub name: &'static str,
+    /// Its value.
+    pub value: String,
+    /// What it takes.
+    pub expected: &'static str,
+}
+
+impl core::fmt::Display for SettingError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "{}={:?}: expected {}",
+            self.name, self.value, self.expected
+        )
+    }
+}
+
+impl std::error::Error for SettingError {}
+
+/// Parses a Go duration such as `10s`, `250ms`, `1m30s`, `1.5s`.
+pub fn parse_go_duration(s: &str) -> Option<Duration> {
+    let mut total = 0f64;
+    let mut rest = s.trim();
+    if rest == "0" {
+        return Some(Duration::ZERO);
+    }
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        let n: f64 = rest[..num_end].parse().ok()?;
+        rest = &rest[num_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        total += n * scale;
+        rest = &rest[unit_end..];
+    }
+    Duration::try_from_secs_f64(total).ok()
+}
+
+impl Settings {
+    /// Reads the settings through `get` (the process environment in the
+    /// binary, a map in tests).
+    ///
+    /// # Errors
+    ///
+    /// The first variable that does not parse.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Settings, SettingError> {
+        let text = |name: &str, default: &str| get(name).unwrap_or_else(|| default.to_owned());
+        let bool_of = |name: &'static str, default: bool| -> Result<bool, SettingError> {
+            match get(name) {
+                None => Ok(default),
+                Some(v) => match v.to_ascii_lowercase().as_str() {
+                    "1" | "t" | "true" | "yes" | "on" => Ok(true),
+                    "0" | "f" | "false" | "no" | "off" | "" => Ok(false),
+                    _ => Err(SettingError {
+                        name,
+                        value: v,
+                        expected: "true or false",
+                    }),
+                },
+            }
+        };
+        let port = |name: &'static str, default: u16| -> Result<u16, SettingError> {
+            get(name).map_or(Ok(default), |v| {
+                v.parse().map_err(|_| SettingError {
+                    name,
+                    value: v,
+                    expected: "a port number",
+                })
+            })
+        };
+        let duration = |name: &'static str, default: Duration| -> Result<Duration, SettingError> {
+            get(name).map_or(Ok(default), |v| {
+                parse_go_duration(&v).ok_or(SettingError {
+                    name,
+                    value: v,
+                    expected: "a duration such as 10ms or 1s",
+                })
+            })
+        };
+        let root = PathBuf::from(text("RUNTIME_ROOT", "/srv/runtime_data/current"));
+        let config_dir = root
+            .join(text("RUNTIME_SUBDIRECTORY", ""))
+            .join(text("RUNTIME_APPDIRECTORY", "config"));
+        let algorithm = match get("RLS_ALGORITHM") {
+            None => Algorithm::Gcra,
+            Some(v) => Algorithm::parse(&v).ok_or(SettingError {
+                name: "RLS_ALGORITHM",
+                value: v,
+                expected: "gcra or fixed_window",
+            })?,
+        };
+        // Theirs defaults to redis; here memory, unless REDIS_URL is set.
+        let default_backend = if get("REDIS_URL").is_some() {
+            "redis"
+        } else {
+            "memory"
+        };
+        let store = match text("BACKEND_TYPE", default_backend)
+            .to_ascii_lowercase()
+            .as_str()
+        {
+            "memory" => Store::Memory,
+            "redis" => {
+                let cluster = match text("REDIS_TYPE", "single").to_ascii_lowercase().as_str() {
+                    "single" => false,
+                    "cluster" => true,
+                    other => {
+                        return Err(SettingError {
+                            name: "REDIS_TYPE",
+                            value: other.into(),
+                            expected: "single or cluster",
+                        });
+                    }
+                };
+                let auth = get("REDIS_AUTH").unwrap_or_default();
+                let urls = text("REDIS_URL", "127.0.0.1:6379")
+                    .split(',')
+                    .map(|u| redis_url(u.trim(), &auth))
+                    .collect();
+                Store::Redis { urls, cluster }
+            }
+            other => {
+                return Err(SettingError {
+                    name: "BACKEND_TYPE",
+                    value: other.into(),
+                    expected: "memory or redis",
+                });
+            }
+        };
+        let failure_policy = match text("RLS_REDIS_FAILURE_POLICY", "open")
+            .to_ascii_lowercase()
+            .as_str()
+        {
+            "open" => FailurePolicy::Open,
+            "closed" => FailurePolicy::Closed,
+            "local" => FailurePolicy::Local { share: 1.0 },
+            "error" => FailurePolicy::Error,
+            other => {
+                return Err(SettingError {
+                    name: "RLS_REDIS_FAILURE_POLICY",
+                    value: other.into(),
+                    expected: "open, closed, local or error",
+                });
+            }
+        };
+        let near_ratio = match get("NEAR_LIMIT_RATIO") {
+            None => 0.8,
+            Some(v) => v
+                .parse::<f32>()
+                .ok()
+                .filter(|r| (0.0..=1.0).contains(r))
+                .ok_or(SettingError {
+                    name: "NEAR_LIMIT_RATIO",
+                    value: v,
+                    expected: "a number from 0 to 1",
+                })?,
+        };
+        let headers = if bool_of("LIMIT_RESPONSE_HEADERS_ENABLED", false)? {
+            Some([
+                text("LIMIT_LIMIT_HEADER", "RateLimit-Limit"),
+                text("LIMIT_REMAINING_HEADER", "RateLimit-Remaining"),
+                text("LIMIT_RESET_HEADER", "RateLimit-Reset"),
+            ])
+        } else {
+            None
+        };
+        let max_keys = match get("RLS_MAX_KEYS") {
+            None => 1_000_000,
+            Some(v) => v.parse().ok().filter(|n| *n > 0).ok_or(SettingError {
+                name: "RLS_MAX_KEYS",
+                value: v,
+                expected: "a positive whole number",
+            })?,
+        };
+        Ok(Settings {
+            http: (text("HOST", "0.0.0.0"), port("PORT", 8080)?),
+            grpc: (text("GRPC_HOST", "0.0.0.0"), port("GRPC_PORT", 8081)?),
+            debug: (text("DEBUG_HOST", "0.0.0.0"), port("DEBUG_PORT", 6070)?),
+            config_dir,
+            runtime_root: root,
+            watch_root: bool_of("RUNTIME_WATCH_ROOT", true)?,
+            reload_interval: duration("RLS_RELOAD_INTERVAL", Duration::from_secs(1))?,
+            algorithm,
+            store,
+            key_prefix: text("CACHE_KEY_PREFIX", ""),
+            redis_timeout: duration("REDIS_TIMEOUT", Duration::from_millis(10))?,
+            failure_policy,
+            max_keys,
+            options: crate::service::Options {
+                global_shadow: bool_of("SHADOW_MODE", false)?,
+                global_quota: bool_of("QUOTA_MODE", false)?,
+                dynamic_metadata: bool_of("RESPONSE_DYNAMIC_METADATA", false)?,
+                headers,
+                near_ratio,
+            },
+            statsd: if bool_of("USE_STATSD", false)? {
+                Some((text("STATSD_HOST", "localhost"), port("STATSD_PORT", 8125)?))
+            } else {
+                None
+            },
+            stats_flush: duration("STATS_FLUSH_INTERVAL", Duration::from_secs(10))?,
+            log_level: text("LOG_LEVEL", "warn").to_ascii_lowercase(),
+        })
+    }
+}
+
+/// `host:port` (theirs) or a full `redis://` URL, with `REDIS_AUTH`
+/// (`password` or `user:password`) added when the URL has none.
+fn redis_url(u: &str, auth: &str) -> String {
+    let base = if u.contains("://") {
+        u.to_owned()
+    } else {
+        format!("redis://{u}")
+    };
+    if auth.is_empty() || base.contains('@') {
+        return base;
+    }
+    let (scheme, rest) = base.split_once("://").unwrap_or(("redis", &base));
+    let cred = if auth.contains(':') {
+        auth.to_owned()
+    } else {
+        format!(":{auth}")
+    };
+    format!("{scheme}://{cred}@{rest}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn settings(vars: &[(&str, &str)]) -> Result<Settings, SettingError> {
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect();
+        Settings::from_env(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn their_defaults_and_layout() {
+        let s = settings(&[]).unwrap();
+        assert_eq!(s.grpc.1, 8081);
+        assert_eq!(s.http.1, 8080);
+        assert_eq!(s.debug.1, 6070);
+        assert_eq!(
+            s.config_dir,
+            PathBuf::from("/srv/runtime_data/current/config")
+        );
+        let s = settings(&[
+            ("RUNTIME_ROOT", "/r"),
+            ("RUNTIME_SUBDIRECTORY", "rl"),
+            ("RUNTIME_APPDIRECTORY", "c"),
+        ])
+        .unwrap();
+        assert_eq!(s.config_dir, PathBuf::from("/r/rl/c"));
+    }
+
+    #[test]
+    fn redis_urls_and_bad_values() {
+        let s = settings(&[
+            ("BACKEND_TYPE", "redis"),
+            ("REDIS_URL", "h:1,h:2"),
+            ("REDIS_TYPE", "CLUSTER"),
+            ("REDIS_AUTH", "pw"),
+        ])
+        .unwrap();
+        assert_eq!(
+            s.store,
+            Store::Redis {
+                urls: vec!["redis://:pw@h:1".into(), "redis://:pw@h:2".into()],
+                cluster: true
+            }
+        );
+        let e = settings(&[("REDIS_TIMEOUT", "soon")]).unwrap_err();
+        assert_eq!(e.name, "REDIS_TIMEOUT");
+        assert_eq!(
+            settings(&[("REDIS_TIMEOUT", "1m30s")])
+                .unwrap()
+                .redis_timeout,
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            settings(&[("REDIS_TIMEOUT", "2.5ms")])
+                .unwrap()
+                .redis_timeout,
+            Duration::from_micros(2500)
+        );
+        assert!(settings(&[("SHADOW_MODE", "maybe")]).is_err());
+    }
+}

@@ -1,0 +1,101 @@
+//! limiter-rls on a real redis-server behind a real Envoy: both algorithms
+//! decide on Redis (the fixed window under envoyproxy/ratelimit's key
+//! names), and with Redis killed each failure policy gives Envoy the
+//! answer it promises: `open` admits, `closed` refuses with 429, `local`
+//! keeps the limit in process, `error` fails the call (Envoy's
+//! `failure_mode_deny: false` then admits).
+
+mod support;
+
+#[path = "../../limiter-redis/tests/support/mod.rs"]
+mod redis_support;
+
+use redis_support::RedisServer;
+use support::{Envoy, Rls, free_port, temp_dir, upstream};
+
+const CONFIG: &str = "domain: test
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: tight
+    rate_limit: {unit: minute, requests_per_unit: 0}
+";
+
+fn statuses(envoy: &Envoy, user: &str, n: usize) -> Vec<u16> {
+    (0..n)
+        .map(|_| envoy.get(&[("x-user", user)]).status)
+        .collect()
+}
+
+#[test]
+fn failure_policies_behind_envoy() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let root = temp_dir("redis-root");
+    std::fs::create_dir_all(root.join("config")).unwrap();
+    std::fs::write(root.join("config/a.yaml"), CONFIG).unwrap();
+    let mut redis = RedisServer::start();
+    let grpc = free_port();
+    let envoy = Envoy::start(upstream(), Some(grpc), false);
+    for (policy, algorithm, while_down) in [
+        ("open", "gcra", vec![200, 200, 200, 200]),
+        ("closed", "gcra", vec![429, 429]),
+        ("local", "gcra", vec![200, 200, 200, 429]),
+        ("error", "gcra", vec![200, 200, 200, 200]),
+        ("closed", "fixed_window", vec![429, 429]),
+        ("local", "fixed_window", vec![200, 200, 200, 429]),
+    ] {
+        let url = redis.url();
+        let rls = Rls::start(
+            &root,
+            grpc,
+            &[
+                ("BACKEND_TYPE", "redis"),
+                ("REDIS_URL", &url),
+                ("RLS_REDIS_FAILURE_POLICY", policy),
+                ("RLS_ALGORITHM", algorithm),
+                ("REDIS_TIMEOUT", "50ms"),
+            ],
+        );
+        let user = format!("{policy}-{algorithm}");
+        // Envoy reaches the new process (a blocked descriptor answers 429
+        // only from limiter-rls; a failed call is admitted).
+        support::eventually(
+            std::time::Duration::from_secs(10),
+            "envoy reaches the new limiter-rls",
+            || envoy.get(&[("x-tight", "probe")]).status == 429,
+        );
+        // Redis up: the limit, decided on Redis.
+        assert_eq!(
+            statuses(&envoy, &user, 4),
+            [200, 200, 200, 429],
+            "{policy} {algorithm}"
+        );
+        if algorithm == "fixed_window" {
+            let keys: Vec<String> =
+                runtime.block_on(redis.cmd(&["KEYS", &format!("test_user_{user}_*")]));
+            assert_eq!(keys.len(), 1, "{keys:?}");
+            let window: u64 = keys[0].rsplit('_').next().unwrap().parse().unwrap();
+            assert_eq!(
+                window % 60,
+                0,
+                "a minute window starts on a minute: {}",
+                keys[0]
+            );
+            let count: String = runtime.block_on(redis.cmd(&["GET", &keys[0]]));
+            assert_eq!(count, "3", "refused requests are not counted");
+        }
+        redis.kill();
+        let down = format!("{user}-down");
+        assert_eq!(
+            statuses(&envoy, &down, while_down.len()),
+            while_down,
+            "{policy} {algorithm} with Redis down"
+        );
+        drop(rls);
+        redis.restart();
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
