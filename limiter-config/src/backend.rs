@@ -1,28 +1,22 @@
-//! The HTTP half's two adapters onto `limiter-tower`: `RuleBackend` (a
-//! rule's limiter as a `limiter_tower::Backend`, whatever its algorithm or
-//! store) and `RuleKey` (the rule's `key` as a `KeyExtractor`).
+//! `RuleBackend`: a rule's limiter as a `limiter-tower` backend (an
+//! `AsyncDecide`), whatever its algorithm or store, keyed by the rule's
+//! encoded key (`crate::key`).
 //!
-//! `limiter-tower` implements `Backend` for `RateLimiter`, `KeyedLimiter`
-//! and (its `RedisBackend`) `RedisLimiter`; a rule can be any of six
-//! algorithms, keyed by this crate's [`KeyedRule`](crate::KeyedRule), or on
-//! Redis, so the impl for that enum lives here: GCRA rules decide with the
-//! core's headroom, Redis rules go through `RedisBackend`. Keys are strings: parts joined by `\u{1f}` (which
-//! no header value, address or route contains), a header value's bytes
-//! other than visible ASCII and space escaped as `\xNN` and `\` as `\\`, so
-//! two different requests never share a key by accident.
+//! GCRA rules, global or keyed (`limiter-keyed`'s `KeyedLimiter`), decide
+//! with the headroom of their own decision; Redis rules go through
+//! limiter-tower's `RedisBackend`.
 
 use crate::RuleClock;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::HeaderName;
 use limiter_async::AsyncDecide;
 use limiter_core::{Decider, Denial, Grant, Headroom, Limiter, Policy, Quota, Reservation};
-use limiter_tower::{ClientIp, KeyError, KeyExtractor, PeerIp, RequestHead};
 
+use crate::key::{RuleKeyText, encodes};
 use crate::limiter::RuleLimiter;
 use crate::live::Core;
-use limiter_rules::{Algorithm, KeyPart, MatchSpec, PathMatch};
+use limiter_rules::Algorithm;
 
 /// A rule's limiter as a `limiter-tower` backend (an [`AsyncDecide`]).
 pub(crate) struct RuleBackend<C: RuleClock>(pub(crate) Arc<RuleLimiter<C>>);
@@ -35,8 +29,7 @@ impl<C: RuleClock> std::fmt::Debug for RuleBackend<C> {
     }
 }
 
-/// What a grant of a rule hands back: the reservation and, for a keyed
-/// rule, the key's limiter it came from.
+/// What a grant of a rule hands back: the reservation (none from Redis).
 #[derive(Debug)]
 pub(crate) struct RuleTicket {
     reservation: Option<Reservation>,
@@ -100,7 +93,7 @@ fn decide_local(
 impl<C: RuleClock> RuleBackend<C> {
     fn decide_sync(
         &self,
-        key: &str,
+        key: &RuleKeyText,
         cost: u32,
         max_wait: Duration,
     ) -> Option<Result<Grant<RuleTicket>, Denial>> {
@@ -111,13 +104,10 @@ impl<C: RuleClock> RuleBackend<C> {
                 .reserve_n_with_headroom(cost, max_wait)
                 .map(exact_grant)
                 .map_err(Denial::from),
-            Core::Keyed(k) => match k.limiter(key) {
-                Ok(l) => l
-                    .reserve_n_with_headroom(cost, max_wait)
-                    .map(exact_grant)
-                    .map_err(Denial::from),
-                Err(full) => Err(Denial::Unavailable(Box::new(full))),
-            },
+            Core::Keyed(k) => k
+                .reserve_n_with_headroom(key, cost, max_wait)
+                .map(exact_grant)
+                .map_err(Denial::from),
             Core::SlidingWindow(l) => {
                 decide_local(&**l, self.policy_of(), cost, max_wait, || l.available())
             }
@@ -136,7 +126,7 @@ impl<C: RuleClock> RuleBackend<C> {
                 // The key is the class header's value ("" without one).
                 let named = match &self.0.spec.algorithm {
                     Algorithm::Priority { classes, .. } => {
-                        classes.iter().position(|(name, _)| name == key)
+                        classes.iter().position(|(name, _)| encodes(key, name))
                     }
                     _ => None,
                 };
@@ -175,29 +165,32 @@ impl<C: RuleClock> RuleBackend<C> {
 }
 
 impl<C: RuleClock> Decider for RuleBackend<C> {
-    type Key = String;
+    type Key = RuleKeyText;
     type Ticket = RuleTicket;
 
-    fn cancel(&self, key: &String, ticket: RuleTicket) -> bool {
+    fn cancel(&self, key: &RuleKeyText, ticket: RuleTicket) -> bool {
         let Some(reservation) = ticket.reservation else {
             // Redis refunds nothing.
             return false;
         };
         match &self.0.live.core {
-            Core::Keyed(k) => k.limiter(key).is_ok_and(|l| l.as_ref().cancel(reservation)),
+            Core::Keyed(k) => k.cancel(key, reservation),
             _ => self.0.live.local().is_some_and(|l| l.cancel(reservation)),
         }
     }
 
-    fn policy(&self, _key: &String) -> Policy {
-        self.policy_of()
+    fn policy(&self, key: &RuleKeyText) -> Policy {
+        match &self.0.live.core {
+            Core::Keyed(k) => k.quota_of(key).into(),
+            _ => self.policy_of(),
+        }
     }
 }
 
 impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
     async fn decide_async(
         &self,
-        key: &String,
+        key: &RuleKeyText,
         cost: u32,
         max_wait: Duration,
     ) -> Result<Grant<RuleTicket>, Denial> {
@@ -209,117 +202,19 @@ impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
         };
         // limiter-tower's RedisBackend: its exact reset from the script's
         // `reset_after`, its injective Redis keys.
-        let global = String::from("global");
-        let redis_key = if *keyed { key } else { &global };
-        http.decide_async(redis_key, cost, max_wait)
+        let redis_key = if *keyed { &**key } else { "global" };
+        http.decide_async(&String::from(redis_key), cost, max_wait)
             .await
             .map(|g| g.map_ticket(|()| RuleTicket { reservation: None }))
     }
 
     fn decide_ready(
         &self,
-        key: &String,
+        key: &RuleKeyText,
         cost: u32,
         max_wait: Duration,
     ) -> Option<Result<Grant<RuleTicket>, Denial>> {
         self.decide_sync(key, cost, max_wait)
-    }
-}
-
-/// The key extractor of a rule.
-#[derive(Debug, Clone)]
-pub(crate) struct RuleKey {
-    parts: Vec<Part>,
-    /// The rule's match path, the key of `route` without axum's
-    /// `MatchedPath`.
-    route: Option<String>,
-}
-
-#[derive(Debug, Clone)]
-enum Part {
-    Peer(PeerIp),
-    Client(ClientIp),
-    Route,
-    Header(HeaderName),
-    /// A priority class's name: the header's value, "" without it.
-    Class(HeaderName),
-}
-
-impl RuleKey {
-    pub(crate) fn new(
-        parts: &[KeyPart],
-        trusted: &[ipnet::IpNet],
-        matcher: Option<&MatchSpec>,
-        class_header: Option<&HeaderName>,
-    ) -> RuleKey {
-        let mut parts: Vec<Part> = parts
-            .iter()
-            .map(|p| match p {
-                KeyPart::Ip if trusted.is_empty() => Part::Peer(PeerIp::new()),
-                KeyPart::Ip => Part::Client(ClientIp::x_forwarded_for(trusted.iter().copied())),
-                KeyPart::Route => Part::Route,
-                KeyPart::Header(h) => Part::Header(h.clone()),
-            })
-            .collect();
-        parts.extend(class_header.cloned().map(Part::Class));
-        let route = matcher.map(|m| match &m.path {
-            PathMatch::Route(r) | PathMatch::Prefix(r) => r.clone(),
-        });
-        RuleKey { parts, route }
-    }
-}
-
-fn escape_into(out: &mut String, bytes: &[u8]) {
-    for &b in bytes {
-        match b {
-            b'\\' => out.push_str("\\\\"),
-            b' '..=b'~' => out.push(char::from(b)),
-            _ => out.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-}
-
-impl KeyExtractor for RuleKey {
-    type Key = String;
-
-    fn extract(&self, request: &RequestHead<'_>) -> Result<String, KeyError> {
-        let mut key = String::new();
-        for (i, part) in self.parts.iter().enumerate() {
-            if i > 0 {
-                key.push('\u{1f}');
-            }
-            match part {
-                Part::Peer(p) => key.push_str(&p.extract(request)?.to_string()),
-                Part::Client(c) => key.push_str(&c.extract(request)?.to_string()),
-                Part::Route => {
-                    // axum's matched route template (through limiter-tower's
-                    // `Route`, under its `axum` feature), else the rule's own
-                    // match path.
-                    #[cfg(feature = "axum")]
-                    let matched = limiter_tower::Route.extract(request)?;
-                    #[cfg(feature = "axum")]
-                    let matched =
-                        (&*matched != limiter_tower::Route::UNMATCHED).then_some(&*matched);
-                    #[cfg(not(feature = "axum"))]
-                    let matched: Option<&str> = None;
-                    let route = matched.or(self.route.as_deref()).unwrap_or("<unmatched>");
-                    escape_into(&mut key, route.as_bytes());
-                }
-                Part::Class(name) => {
-                    if let Some(value) = request.headers().get(name) {
-                        escape_into(&mut key, value.as_bytes());
-                    }
-                }
-                Part::Header(name) => {
-                    let value = request
-                        .headers()
-                        .get(name)
-                        .ok_or_else(|| KeyError::MissingHeader { name: name.clone() })?;
-                    escape_into(&mut key, value.as_bytes());
-                }
-            }
-        }
-        Ok(key)
     }
 }
 
@@ -344,7 +239,7 @@ mod tests {
         let rule = "rate_limits:\n  r:\n    algorithm: token_bucket\n    rate: 10\n    burst: 3\n";
         for yaml in [rule.to_owned(), format!("{rule}    key: ip\n")] {
             let b = backend(&yaml, &clock);
-            let key = "1.2.3.4".to_owned();
+            let key = crate::key::library_key("1.2.3.4");
             let g = b.decide_ready(&key, 1, Duration::ZERO).unwrap().unwrap();
             assert_eq!(
                 (g.headroom.remaining, g.headroom.refill_in),
@@ -366,30 +261,5 @@ mod tests {
             assert!(b.cancel(&key, held.ticket));
             clock.advance(Duration::from_secs(1));
         }
-    }
-
-    #[test]
-    fn composite_keys_do_not_collide() {
-        let key = RuleKey::new(
-            &[
-                KeyPart::Header(HeaderName::from_static("x-a")),
-                KeyPart::Header(HeaderName::from_static("x-b")),
-            ],
-            &[],
-            None,
-            None,
-        );
-        let k = |a: &[u8], b: &[u8]| {
-            let req = http::Request::builder()
-                .header("x-a", http::HeaderValue::from_bytes(a).unwrap())
-                .header("x-b", http::HeaderValue::from_bytes(b).unwrap())
-                .body(())
-                .unwrap();
-            key.extract(&RequestHead::of(&req)).unwrap()
-        };
-        assert_ne!(k(b"a:b", b"c"), k(b"a", b"b:c"));
-        assert_ne!(k(b"\\x41", b""), k(b"A", b""));
-        assert_ne!(k(b"\xff", b""), k(b"\\xff", b""));
-        assert_eq!(k(b"u1", b"p"), "u1\u{1f}p");
     }
 }
