@@ -4,10 +4,9 @@
 //! Keys are written with limiter-tower's one key encoding
 //! (`key_encoding::KeyWriter`: injective, parts joined by `:`, every byte
 //! that could confuse a reader percent-encoded) into a thread-local buffer
-//! that is reused from request to request, then copied once into a boxed
-//! string of exactly their length: one allocation per keyed request,
-//! none per part, none for a global rule (its key has no parts and is
-//! empty). A library caller's key (`try_acquire_key("10.0.0.7")`) is
+//! that is reused from request to request, then copied once into a [`RuleKeyText`]: no allocation for a key of up
+//! to 15 bytes (an IPv4 address), one of the key's exact length for a
+//! longer one, none per part. A library caller's key (`try_acquire_key("10.0.0.7")`) is
 //! written as one part the same way, so it names the same key as the
 //! HTTP layer's `key: ip` for that address.
 
@@ -19,9 +18,149 @@ use limiter_tower::{ClientIp, KeyError, KeyExtractor, PeerIp, RequestHead};
 
 use limiter_rules::{KeyPart, MatchSpec, PathMatch};
 
-/// The key a keyed rule's table holds: the encoded text, boxed at its
-/// exact length (16 bytes inline).
-pub type RuleKeyText = Box<str>;
+/// The key a keyed rule's table holds: the encoded text, in 16 bytes.
+///
+/// A key of up to 15 bytes (every IPv4 address, most user ids) is held
+/// inline, with no allocation; a longer one (an IPv6 `/64`, a composite
+/// key) in one allocation of its exact length behind a thin pointer. The
+/// representation is canonical (a text has exactly one form), and
+/// equality, order and hash are those of the text.
+///
+/// # Examples
+///
+/// ```
+/// use limiter_config::RuleLimiter;
+/// use limiter_core::ManualClock;
+///
+/// let key = RuleLimiter::<ManualClock>::key("2001:db8::");
+/// assert_eq!(key.as_str(), "2001%3Adb8%3A%3A");
+/// assert_eq!(size_of_val(&key), 16);
+/// ```
+#[derive(Clone)]
+pub struct RuleKeyText(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    /// The first `len` bytes of `bytes`; `Len`'s unused values are the
+    /// niche that lets `Heap` share the 16 bytes.
+    Inline {
+        bytes: [u8; INLINE],
+        len: Len,
+    },
+    Heap(Box<Box<str>>),
+}
+
+const INLINE: usize = 15;
+
+const _: () = assert!(size_of::<RuleKeyText>() == 16);
+
+/// A length of 0 to 15.
+#[derive(Clone, Copy)]
+#[repr(u8)]
+enum Len {
+    L0,
+    L1,
+    L2,
+    L3,
+    L4,
+    L5,
+    L6,
+    L7,
+    L8,
+    L9,
+    L10,
+    L11,
+    L12,
+    L13,
+    L14,
+    L15,
+}
+
+const LENS: [Len; INLINE + 1] = [
+    Len::L0,
+    Len::L1,
+    Len::L2,
+    Len::L3,
+    Len::L4,
+    Len::L5,
+    Len::L6,
+    Len::L7,
+    Len::L8,
+    Len::L9,
+    Len::L10,
+    Len::L11,
+    Len::L12,
+    Len::L13,
+    Len::L14,
+    Len::L15,
+];
+
+impl RuleKeyText {
+    /// The encoded text.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            // Inline bytes are copied from a `str` at a char boundary (the
+            // whole of it), so they are valid UTF-8.
+            Repr::Inline { bytes, len } => {
+                std::str::from_utf8(&bytes[..*len as usize]).unwrap_or_default()
+            }
+            Repr::Heap(text) => text,
+        }
+    }
+}
+
+impl From<&str> for RuleKeyText {
+    fn from(text: &str) -> RuleKeyText {
+        match LENS.get(text.len()) {
+            Some(&len) => {
+                let mut bytes = [0; INLINE];
+                bytes[..text.len()].copy_from_slice(text.as_bytes());
+                RuleKeyText(Repr::Inline { bytes, len })
+            }
+            None => RuleKeyText(Repr::Heap(Box::new(Box::from(text)))),
+        }
+    }
+}
+
+impl Default for RuleKeyText {
+    fn default() -> RuleKeyText {
+        RuleKeyText::from("")
+    }
+}
+
+impl std::ops::Deref for RuleKeyText {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl PartialEq for RuleKeyText {
+    fn eq(&self, other: &RuleKeyText) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for RuleKeyText {}
+
+impl std::hash::Hash for RuleKeyText {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl std::fmt::Debug for RuleKeyText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_str().fmt(f)
+    }
+}
+
+impl std::fmt::Display for RuleKeyText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 thread_local! {
     /// The buffer keys are written into, reused by every request of the
@@ -200,5 +339,22 @@ mod tests {
             assert_eq!(from_http.ok(), Some(library_key(addr)));
         }
         assert!(encodes("a%3Ab", "a:b") && !encodes("a:b", "a:b"));
+    }
+
+    #[test]
+    fn inline_and_heap_keys_are_their_text() {
+        use std::collections::HashSet;
+        let texts: Vec<String> = (0..40).map(|n| "k".repeat(n)).collect();
+        let keys: HashSet<RuleKeyText> = texts
+            .iter()
+            .map(|t| RuleKeyText::from(t.as_str()))
+            .collect();
+        assert_eq!(keys.len(), 40);
+        for t in &texts {
+            let k = RuleKeyText::from(t.as_str());
+            assert_eq!((k.as_str(), k.clone()), (t.as_str(), k.clone()));
+            assert!(keys.contains(&k));
+        }
+        assert_eq!(RuleKeyText::default().as_str(), "");
     }
 }
