@@ -2,16 +2,19 @@
 //! `AsyncDecide`), whatever its algorithm or store, keyed by the rule's
 //! encoded key (`crate::key`).
 //!
-//! GCRA rules, global or keyed (`limiter-keyed`'s `KeyedLimiter`), decide
-//! with the headroom of their own decision; Redis rules go through
-//! limiter-tower's `RedisBackend`.
+//! Every local rule decides through its limiter's own `Decide` (GCRA,
+//! keyed GCRA on `limiter-keyed`'s `KeyedLimiter`, sliding window, warm-up,
+//! adaptive, a priority class), so a grant's headroom, and the headers
+//! made from it, come from the decision itself: no quota is built and no
+//! second reading of the limiter is taken per request. Redis rules go
+//! through limiter-tower's `RedisBackend`.
 
 use crate::RuleClock;
 use std::sync::Arc;
 use std::time::Duration;
 
 use limiter_async::AsyncDecide;
-use limiter_core::{Decider, Denial, Grant, Headroom, Limiter, Policy, Quota, Reservation};
+use limiter_core::{Decide, Decider, Denial, Grant, Policy, Reservation};
 
 use crate::key::{RuleKeyText, encodes};
 use crate::limiter::RuleLimiter;
@@ -35,132 +38,49 @@ pub(crate) struct RuleTicket {
     reservation: Option<Reservation>,
 }
 
-/// The grant of a GCRA decision with the headroom its own state word left.
-fn exact_grant((reservation, left): (Reservation, Headroom)) -> Grant<RuleTicket> {
-    Grant {
-        wait: reservation.wait(),
-        ticket: RuleTicket {
+/// A grant of one of the rule's limiters, as the rule's.
+fn ruled(decision: Result<Grant<Reservation>, Denial>) -> Result<Grant<RuleTicket>, Denial> {
+    decision.map(|g| {
+        g.map_ticket(|reservation| RuleTicket {
             reservation: Some(reservation),
-        },
-        headroom: left,
-    }
-}
-
-/// The grant of an algorithm without a headroom of its own: `remaining`
-/// read right after the decision, the next permit within one period.
-fn grant(reservation: Reservation, quota: Quota, available: u32) -> Grant<RuleTicket> {
-    let wait = reservation.wait();
-    let (remaining, reset) = if wait.is_zero() {
-        let reset = if available >= quota.burst() {
-            Duration::ZERO
-        } else {
-            quota.period()
-        };
-        (available, reset)
-    } else {
-        (0, wait.saturating_add(quota.period()))
-    };
-    Grant {
-        ticket: RuleTicket {
-            reservation: Some(reservation),
-        },
-        wait,
-        headroom: Headroom {
-            remaining,
-            refill_in: reset,
-        },
-    }
-}
-
-/// The decision of a limiter without a GCRA quota of its own to report
-/// (sliding window, warm-up, adaptive, priority class): `remaining` after
-/// the grant, the next permit within `period`.
-fn decide_local(
-    limiter: &dyn Limiter,
-    policy: Policy,
-    cost: u32,
-    max_wait: Duration,
-    available: impl FnOnce() -> u32,
-) -> Result<Grant<RuleTicket>, Denial> {
-    let reservation = limiter.reserve_n(cost, max_wait).map_err(Denial::from)?;
-    let period = policy.interval;
-    let quota = Quota::with_period(period.max(Duration::from_nanos(1)))
-        .and_then(|q| q.with_burst(policy.burst.max(1)))
-        .unwrap_or_else(|_| Quota::from_nanos(1, 1).expect("1 ns, burst 1 is valid"));
-    Ok(grant(reservation, quota, available()))
+        })
+    })
 }
 
 impl<C: RuleClock> RuleBackend<C> {
+    /// Every local rule decides through its limiter's own [`Decide`], so
+    /// the headroom (and the headers) come from the decision itself; `None`
+    /// for a Redis rule, which decides remotely.
     fn decide_sync(
         &self,
         key: &RuleKeyText,
         cost: u32,
         max_wait: Duration,
     ) -> Option<Result<Grant<RuleTicket>, Denial>> {
-        let live = &self.0.live;
-        Some(match &live.core {
-            // The headroom of the decision itself: exact headers.
-            Core::Gcra(l) => l
-                .reserve_n_with_headroom(cost, max_wait)
-                .map(exact_grant)
-                .map_err(Denial::from),
-            Core::Keyed(k) => k
-                .reserve_n_with_headroom(key, cost, max_wait)
-                .map(exact_grant)
-                .map_err(Denial::from),
-            Core::SlidingWindow(l) => {
-                decide_local(&**l, self.policy_of(), cost, max_wait, || l.available())
-            }
-            Core::WarmUp(l) => {
-                decide_local(&**l, self.policy_of(), cost, max_wait, || l.available())
-            }
-            Core::AdaptiveEwma(l) => decide_local(&**l, self.policy_of(), cost, max_wait, || {
-                l.limiter().available()
-            }),
-            Core::AdaptivePercentile(l) => {
-                decide_local(&**l, self.policy_of(), cost, max_wait, || {
-                    l.limiter().available()
-                })
-            }
-            Core::Priority(p, lowest) => {
-                // The key is the class header's value ("" without one).
-                let named = match &self.0.spec.algorithm {
-                    Algorithm::Priority { classes, .. } => {
-                        classes.iter().position(|(name, _)| encodes(key, name))
-                    }
-                    _ => None,
-                };
-                let class = named.and_then(|i| p.class(i).ok());
-                let view = class.as_ref().unwrap_or(lowest);
-                let index = view.class();
-                decide_local(view, self.policy_of(), cost, max_wait, || {
-                    p.available(index).unwrap_or(0)
-                })
-            }
+        Some(ruled(match &self.0.live.core {
+            Core::Gcra(l) => l.decide(&(), cost, max_wait),
+            Core::Keyed(k) => k.decide(key, cost, max_wait),
+            Core::SlidingWindow(l) => l.decide(&(), cost, max_wait),
+            Core::WarmUp(l) => l.decide(&(), cost, max_wait),
+            Core::AdaptiveEwma(l) => l.decide(&(), cost, max_wait),
+            Core::AdaptivePercentile(l) => l.decide(&(), cost, max_wait),
+            Core::Priority(p, _) => p.decide(&self.class_of(key), cost, max_wait),
             Core::Redis { .. } => return None,
-        })
+        }))
     }
 
-    fn policy_of(&self) -> Policy {
-        match &self.0.live.core {
-            Core::Gcra(l) => l.quota().into(),
-            Core::Keyed(k) => k.quota().into(),
-            Core::AdaptiveEwma(l) => l.limiter().quota().into(),
-            Core::AdaptivePercentile(l) => l.limiter().quota().into(),
-            Core::Priority(p, _) => p.quota().into(),
-            Core::Redis { limiter, .. } => limiter.quota().into(),
-            Core::SlidingWindow(l) => Policy {
-                burst: l.limit(),
-                interval: l.window() / l.limit().max(1),
-            },
-            Core::WarmUp(_) => match self.0.spec.algorithm {
-                Algorithm::WarmUp { quota, .. } => quota.into(),
-                _ => Policy {
-                    burst: 1,
-                    interval: Duration::from_secs(1),
-                },
-            },
-        }
+    /// A priority rule's class for `key` (the class header's encoded
+    /// value): the class it names, else the lowest.
+    fn class_of(&self, key: &str) -> usize {
+        let (Core::Priority(_, lowest), Algorithm::Priority { classes, .. }) =
+            (&self.0.live.core, &self.0.spec.algorithm)
+        else {
+            return 0;
+        };
+        classes
+            .iter()
+            .position(|(name, _)| encodes(key, name))
+            .unwrap_or_else(|| lowest.class())
     }
 }
 
@@ -174,15 +94,27 @@ impl<C: RuleClock> Decider for RuleBackend<C> {
             return false;
         };
         match &self.0.live.core {
-            Core::Keyed(k) => k.cancel(key, reservation),
-            _ => self.0.live.local().is_some_and(|l| l.cancel(reservation)),
+            Core::Gcra(l) => Decider::cancel(&**l, &(), reservation),
+            Core::Keyed(k) => Decider::cancel(&**k, key, reservation),
+            Core::SlidingWindow(l) => Decider::cancel(&**l, &(), reservation),
+            Core::WarmUp(l) => Decider::cancel(&**l, &(), reservation),
+            Core::AdaptiveEwma(l) => Decider::cancel(&**l, &(), reservation),
+            Core::AdaptivePercentile(l) => Decider::cancel(&**l, &(), reservation),
+            Core::Priority(p, _) => Decider::cancel(&**p, &self.class_of(key), reservation),
+            Core::Redis { .. } => false,
         }
     }
 
     fn policy(&self, key: &RuleKeyText) -> Policy {
         match &self.0.live.core {
-            Core::Keyed(k) => k.quota_of(key).into(),
-            _ => self.policy_of(),
+            Core::Gcra(l) => l.policy(&()),
+            Core::Keyed(k) => k.policy(key),
+            Core::SlidingWindow(l) => l.policy(&()),
+            Core::WarmUp(l) => l.policy(&()),
+            Core::AdaptiveEwma(l) => l.policy(&()),
+            Core::AdaptivePercentile(l) => l.policy(&()),
+            Core::Priority(p, _) => p.policy(&self.class_of(key)),
+            Core::Redis { limiter, .. } => limiter.quota().into(),
         }
     }
 }
