@@ -194,4 +194,70 @@ mod tests {
             clock.advance(Duration::from_secs(1));
         }
     }
+
+    #[test]
+    fn every_algorithm_reports_the_headroom_of_its_own_decision() {
+        let rule = |body: &str| format!("rate_limits:\n  r:\n{body}");
+        let cases = [
+            "    algorithm: sliding_window\n    limit: 3\n    window: 3s\n",
+            "    algorithm: warm_up\n    rate: 10\n    warm_up: 10s\n    cold_factor: 3\n",
+            "    algorithm: adaptive\n    target_latency: 10ms\n    min_rate: 10\n    max_rate: 100\n    burst: 5\n",
+        ];
+        for body in cases {
+            let clock = ManualClock::new();
+            let b = backend(&rule(body), &clock);
+            // A twin of the same rule, decided directly on its limiter.
+            let twin = backend(&rule(body), &clock);
+            let key = RuleKeyText::default();
+            // Granted or refused alike, the same answer as the limiter's own.
+            for _ in 0..4 {
+                let g = b
+                    .decide_ready(&key, 1, Duration::ZERO)
+                    .unwrap()
+                    .map(|g| g.headroom)
+                    .map_err(|d| d.retry_after());
+                let direct = match &twin.0.live.core {
+                    Core::SlidingWindow(l) => l.decide(&(), 1, Duration::ZERO),
+                    Core::WarmUp(l) => l.decide(&(), 1, Duration::ZERO),
+                    Core::AdaptiveEwma(l) => l.decide(&(), 1, Duration::ZERO),
+                    _ => unreachable!("{body}"),
+                }
+                .map(|g| g.headroom)
+                .map_err(|d| d.retry_after());
+                assert_eq!(g, direct, "{body}");
+                assert_eq!(b.policy(&key), twin.policy(&key), "{body}");
+                clock.advance(Duration::from_millis(100));
+            }
+        }
+        // The sliding window's numbers: 3 per 3 s, two left after one.
+        let clock = ManualClock::new();
+        let b = backend(&rule(cases[0]), &clock);
+        let key = RuleKeyText::default();
+        let g = b.decide_ready(&key, 1, Duration::ZERO).unwrap().unwrap();
+        assert_eq!(g.headroom.remaining, 2);
+    }
+
+    #[test]
+    fn a_priority_rule_decides_in_the_class_its_header_names() {
+        let clock = ManualClock::new();
+        let b = backend(
+            "rate_limits:\n  r:\n    algorithm: priority\n    rate: 1/h\n    burst: 4\n    classes: { critical: 1.0, batch: 0.5 }\n    class_header: x-priority\n",
+            &clock,
+        );
+        let critical = crate::key::library_key("critical");
+        let unknown = crate::key::library_key("root");
+        assert_eq!(b.policy(&critical).burst, 4);
+        assert_eq!(b.policy(&unknown).burst, 2); // the lowest class
+        let g = b
+            .decide_ready(&unknown, 1, Duration::ZERO)
+            .unwrap()
+            .unwrap();
+        assert_eq!(g.headroom.remaining, 1); // within batch's half
+        let g = b
+            .decide_ready(&critical, 1, Duration::ZERO)
+            .unwrap()
+            .unwrap();
+        assert_eq!(g.headroom.remaining, 2);
+        assert!(b.cancel(&critical, g.ticket));
+    }
 }
