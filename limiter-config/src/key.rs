@@ -5,7 +5,7 @@
 //! (`key_encoding::KeyWriter`: injective, parts joined by `:`, every byte
 //! that could confuse a reader percent-encoded) into a thread-local buffer
 //! that is reused from request to request, then copied once into a [`RuleKeyText`]: no allocation for a key of up
-//! to 15 bytes (an IPv4 address), one of the key's exact length for a
+//! to 31 bytes (an IPv4 address, an IPv6 `/64`), one of the key's exact length for a
 //! longer one, none per part. A library caller's key (`try_acquire_key("10.0.0.7")`) is
 //! written as one part the same way, so it names the same key as the
 //! HTTP layer's `key: ip` for that address.
@@ -18,10 +18,10 @@ use limiter_tower::{ClientIp, KeyError, KeyExtractor, PeerIp, RequestHead};
 
 use limiter_rules::{KeyPart, MatchSpec, PathMatch};
 
-/// The key a keyed rule's table holds: the encoded text, in 16 bytes.
+/// The key a keyed rule's table holds: the encoded text, in 32 bytes.
 ///
-/// A key of up to 15 bytes (every IPv4 address, most user ids) is held
-/// inline, with no allocation; a longer one (an IPv6 `/64`, a composite
+/// A key of up to 31 bytes (every IPv4 address, every IPv6 `/64` as
+/// `key: ip` writes it, most user ids) is held inline, with no allocation; a longer one (an IPv6 `/64`, a composite
 /// key) in one allocation of its exact length behind a thin pointer. The
 /// representation is canonical (a text has exactly one form), and
 /// equality, order and hash are those of the text.
@@ -34,7 +34,7 @@ use limiter_rules::{KeyPart, MatchSpec, PathMatch};
 ///
 /// let key = RuleLimiter::<ManualClock>::key("2001:db8::");
 /// assert_eq!(key.as_str(), "2001%3Adb8%3A%3A");
-/// assert_eq!(size_of_val(&key), 16);
+/// assert_eq!(size_of_val(&key), 32);
 /// ```
 #[derive(Clone)]
 pub struct RuleKeyText(Repr);
@@ -50,49 +50,21 @@ enum Repr {
     Heap(Box<Box<str>>),
 }
 
-const INLINE: usize = 15;
+const INLINE: usize = 31;
 
-const _: () = assert!(size_of::<RuleKeyText>() == 16);
+const _: () = assert!(size_of::<RuleKeyText>() == 32);
 
-/// A length of 0 to 15.
+/// A length of 0 to 31.
 #[derive(Clone, Copy)]
 #[repr(u8)]
+#[rustfmt::skip]
 enum Len {
-    L0,
-    L1,
-    L2,
-    L3,
-    L4,
-    L5,
-    L6,
-    L7,
-    L8,
-    L9,
-    L10,
-    L11,
-    L12,
-    L13,
-    L14,
-    L15,
+    L0, L1, L2, L3, L4, L5, L6, L7, L8, L9, L10, L11, L12, L13, L14, L15, L16, L17, L18, L19, L20, L21, L22, L23, L24, L25, L26, L27, L28, L29, L30, L31,
 }
 
+#[rustfmt::skip]
 const LENS: [Len; INLINE + 1] = [
-    Len::L0,
-    Len::L1,
-    Len::L2,
-    Len::L3,
-    Len::L4,
-    Len::L5,
-    Len::L6,
-    Len::L7,
-    Len::L8,
-    Len::L9,
-    Len::L10,
-    Len::L11,
-    Len::L12,
-    Len::L13,
-    Len::L14,
-    Len::L15,
+    Len::L0, Len::L1, Len::L2, Len::L3, Len::L4, Len::L5, Len::L6, Len::L7, Len::L8, Len::L9, Len::L10, Len::L11, Len::L12, Len::L13, Len::L14, Len::L15, Len::L16, Len::L17, Len::L18, Len::L19, Len::L20, Len::L21, Len::L22, Len::L23, Len::L24, Len::L25, Len::L26, Len::L27, Len::L28, Len::L29, Len::L30, Len::L31,
 ];
 
 impl RuleKeyText {
