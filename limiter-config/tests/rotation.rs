@@ -1,5 +1,6 @@
 //! A client rotating its source address through the HTTP layer: 200,000
-//! distinct peers against a `per_ip` rule holding at most 10,000 keys. Every
+//! distinct peers (IPv4 addresses and IPv6 /64s) against a `per_ip` rule
+//! holding at most 10,000 keys. Every
 //! request is answered by the rule (200 for a key's first request, 429 for
 //! its second: none is refused for want of room), and the rule never holds
 //! more than its cap. Driven in process with `tower::ServiceExt`, on a
@@ -9,7 +10,7 @@
 mod support;
 
 use std::convert::Infallible;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use http::{Request, Response, StatusCode};
 use limiter_config::RuleSet;
@@ -47,8 +48,23 @@ async fn a_rotating_source_is_always_answered_by_the_rule_within_max_keys() {
     assert_eq!(keys.max_keys(), MAX_KEYS);
     let mut most_held = 0;
     for i in 0..ADDRESSES {
-        // 10.0.0.0/8 and up: every address distinct.
-        let peer = IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i));
+        // Every address distinct: IPv4 addresses from 10.0.0.0 up, and
+        // IPv6 addresses each in its own /64 (the rule keys IPv6 by /64),
+        // as a client rotating through a /32 would send.
+        let peer = if i % 2 == 0 {
+            IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i))
+        } else {
+            IpAddr::V6(Ipv6Addr::new(
+                0x2001,
+                0xdb8,
+                (i >> 16) as u16,
+                i as u16,
+                0,
+                0,
+                0,
+                1,
+            ))
+        };
         let first = send(peer).await.unwrap();
         assert_eq!(first.status(), StatusCode::OK, "first request of {peer}");
         // Its own key was just made; a second request is limited by it
