@@ -1,28 +1,25 @@
-//! The HTTP half's two adapters onto `limiter-tower`: `RuleBackend` (a
-//! rule's limiter as a `limiter_tower::Backend`, whatever its algorithm or
-//! store) and `RuleKey` (the rule's `key` as a `KeyExtractor`).
+//! `RuleBackend`: a rule's limiter as a `limiter-tower` backend (an
+//! `AsyncDecide`), whatever its algorithm or store, keyed by the rule's
+//! encoded key (`crate::key`).
 //!
-//! `limiter-tower` implements `Backend` for `RateLimiter`, `KeyedLimiter`
-//! and (its `RedisBackend`) `RedisLimiter`; a rule can be any of six
-//! algorithms, keyed by this crate's [`KeyedRule`](crate::KeyedRule), or on
-//! Redis, so the impl for that enum lives here: GCRA rules decide with the
-//! core's headroom, Redis rules go through `RedisBackend`. Keys are strings: parts joined by `\u{1f}` (which
-//! no header value, address or route contains), a header value's bytes
-//! other than visible ASCII and space escaped as `\xNN` and `\` as `\\`, so
-//! two different requests never share a key by accident.
+//! Every local rule decides through its limiter's own `Decide` (GCRA,
+//! keyed GCRA on `limiter-keyed`'s `KeyedLimiter`, sliding window, warm-up,
+//! adaptive, a priority class), so a grant's headroom, and the headers
+//! made from it, come from the decision itself: no quota is built and no
+//! second reading of the limiter is taken per request. Redis rules go
+//! through limiter-tower's `RedisBackend`.
 
 use crate::RuleClock;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::HeaderName;
 use limiter_async::AsyncDecide;
-use limiter_core::{Decider, Denial, Grant, Headroom, Limiter, Policy, Quota, Reservation};
-use limiter_tower::{ClientIp, KeyError, KeyExtractor, PeerIp, RequestHead};
+use limiter_core::{Decide, Decider, Denial, Grant, Policy, Reservation};
 
+use crate::key::{RuleKeyText, encodes};
 use crate::limiter::RuleLimiter;
 use crate::live::Core;
-use limiter_rules::{Algorithm, KeyPart, MatchSpec, PathMatch};
+use limiter_rules::Algorithm;
 
 /// A rule's limiter as a `limiter-tower` backend (an [`AsyncDecide`]).
 pub(crate) struct RuleBackend<C: RuleClock>(pub(crate) Arc<RuleLimiter<C>>);
@@ -35,169 +32,97 @@ impl<C: RuleClock> std::fmt::Debug for RuleBackend<C> {
     }
 }
 
-/// What a grant of a rule hands back: the reservation and, for a keyed
-/// rule, the key's limiter it came from.
+/// What a grant of a rule hands back: the reservation (none from Redis).
 #[derive(Debug)]
 pub(crate) struct RuleTicket {
     reservation: Option<Reservation>,
 }
 
-/// The grant of a GCRA decision with the headroom its own state word left.
-fn exact_grant((reservation, left): (Reservation, Headroom)) -> Grant<RuleTicket> {
-    Grant {
-        wait: reservation.wait(),
-        ticket: RuleTicket {
+/// A grant of one of the rule's limiters, as the rule's.
+fn ruled(decision: Result<Grant<Reservation>, Denial>) -> Result<Grant<RuleTicket>, Denial> {
+    decision.map(|g| {
+        g.map_ticket(|reservation| RuleTicket {
             reservation: Some(reservation),
-        },
-        headroom: left,
-    }
-}
-
-/// The grant of an algorithm without a headroom of its own: `remaining`
-/// read right after the decision, the next permit within one period.
-fn grant(reservation: Reservation, quota: Quota, available: u32) -> Grant<RuleTicket> {
-    let wait = reservation.wait();
-    let (remaining, reset) = if wait.is_zero() {
-        let reset = if available >= quota.burst() {
-            Duration::ZERO
-        } else {
-            quota.period()
-        };
-        (available, reset)
-    } else {
-        (0, wait.saturating_add(quota.period()))
-    };
-    Grant {
-        ticket: RuleTicket {
-            reservation: Some(reservation),
-        },
-        wait,
-        headroom: Headroom {
-            remaining,
-            refill_in: reset,
-        },
-    }
-}
-
-/// The decision of a limiter without a GCRA quota of its own to report
-/// (sliding window, warm-up, adaptive, priority class): `remaining` after
-/// the grant, the next permit within `period`.
-fn decide_local(
-    limiter: &dyn Limiter,
-    policy: Policy,
-    cost: u32,
-    max_wait: Duration,
-    available: impl FnOnce() -> u32,
-) -> Result<Grant<RuleTicket>, Denial> {
-    let reservation = limiter.reserve_n(cost, max_wait).map_err(Denial::from)?;
-    let period = policy.interval;
-    let quota = Quota::with_period(period.max(Duration::from_nanos(1)))
-        .and_then(|q| q.with_burst(policy.burst.max(1)))
-        .unwrap_or_else(|_| Quota::from_nanos(1, 1).expect("1 ns, burst 1 is valid"));
-    Ok(grant(reservation, quota, available()))
+        })
+    })
 }
 
 impl<C: RuleClock> RuleBackend<C> {
+    /// Every local rule decides through its limiter's own [`Decide`], so
+    /// the headroom (and the headers) come from the decision itself; `None`
+    /// for a Redis rule, which decides remotely.
     fn decide_sync(
         &self,
-        key: &str,
+        key: &RuleKeyText,
         cost: u32,
         max_wait: Duration,
     ) -> Option<Result<Grant<RuleTicket>, Denial>> {
-        let live = &self.0.live;
-        Some(match &live.core {
-            // The headroom of the decision itself: exact headers.
-            Core::Gcra(l) => l
-                .reserve_n_with_headroom(cost, max_wait)
-                .map(exact_grant)
-                .map_err(Denial::from),
-            Core::Keyed(k) => match k.limiter(key) {
-                Ok(l) => l
-                    .reserve_n_with_headroom(cost, max_wait)
-                    .map(exact_grant)
-                    .map_err(Denial::from),
-                Err(full) => Err(Denial::Unavailable(Box::new(full))),
-            },
-            Core::SlidingWindow(l) => {
-                decide_local(&**l, self.policy_of(), cost, max_wait, || l.available())
-            }
-            Core::WarmUp(l) => {
-                decide_local(&**l, self.policy_of(), cost, max_wait, || l.available())
-            }
-            Core::AdaptiveEwma(l) => decide_local(&**l, self.policy_of(), cost, max_wait, || {
-                l.limiter().available()
-            }),
-            Core::AdaptivePercentile(l) => {
-                decide_local(&**l, self.policy_of(), cost, max_wait, || {
-                    l.limiter().available()
-                })
-            }
-            Core::Priority(p, lowest) => {
-                // The key is the class header's value ("" without one).
-                let named = match &self.0.spec.algorithm {
-                    Algorithm::Priority { classes, .. } => {
-                        classes.iter().position(|(name, _)| name == key)
-                    }
-                    _ => None,
-                };
-                let class = named.and_then(|i| p.class(i).ok());
-                let view = class.as_ref().unwrap_or(lowest);
-                let index = view.class();
-                decide_local(view, self.policy_of(), cost, max_wait, || {
-                    p.available(index).unwrap_or(0)
-                })
-            }
+        Some(ruled(match &self.0.live.core {
+            Core::Gcra(l) => l.decide(&(), cost, max_wait),
+            Core::Keyed(k) => k.decide(key, cost, max_wait),
+            Core::SlidingWindow(l) => l.decide(&(), cost, max_wait),
+            Core::WarmUp(l) => l.decide(&(), cost, max_wait),
+            Core::AdaptiveEwma(l) => l.decide(&(), cost, max_wait),
+            Core::AdaptivePercentile(l) => l.decide(&(), cost, max_wait),
+            Core::Priority(p, _) => p.decide(&self.class_of(key), cost, max_wait),
             Core::Redis { .. } => return None,
-        })
+        }))
     }
 
-    fn policy_of(&self) -> Policy {
-        match &self.0.live.core {
-            Core::Gcra(l) => l.quota().into(),
-            Core::Keyed(k) => k.quota().into(),
-            Core::AdaptiveEwma(l) => l.limiter().quota().into(),
-            Core::AdaptivePercentile(l) => l.limiter().quota().into(),
-            Core::Priority(p, _) => p.quota().into(),
-            Core::Redis { limiter, .. } => limiter.quota().into(),
-            Core::SlidingWindow(l) => Policy {
-                burst: l.limit(),
-                interval: l.window() / l.limit().max(1),
-            },
-            Core::WarmUp(_) => match self.0.spec.algorithm {
-                Algorithm::WarmUp { quota, .. } => quota.into(),
-                _ => Policy {
-                    burst: 1,
-                    interval: Duration::from_secs(1),
-                },
-            },
-        }
+    /// A priority rule's class for `key` (the class header's encoded
+    /// value): the class it names, else the lowest.
+    fn class_of(&self, key: &str) -> usize {
+        let (Core::Priority(_, lowest), Algorithm::Priority { classes, .. }) =
+            (&self.0.live.core, &self.0.spec.algorithm)
+        else {
+            return 0;
+        };
+        classes
+            .iter()
+            .position(|(name, _)| encodes(key, name))
+            .unwrap_or_else(|| lowest.class())
     }
 }
 
 impl<C: RuleClock> Decider for RuleBackend<C> {
-    type Key = String;
+    type Key = RuleKeyText;
     type Ticket = RuleTicket;
 
-    fn cancel(&self, key: &String, ticket: RuleTicket) -> bool {
+    fn cancel(&self, key: &RuleKeyText, ticket: RuleTicket) -> bool {
         let Some(reservation) = ticket.reservation else {
             // Redis refunds nothing.
             return false;
         };
         match &self.0.live.core {
-            Core::Keyed(k) => k.limiter(key).is_ok_and(|l| l.as_ref().cancel(reservation)),
-            _ => self.0.live.local().is_some_and(|l| l.cancel(reservation)),
+            Core::Gcra(l) => Decider::cancel(&**l, &(), reservation),
+            Core::Keyed(k) => Decider::cancel(&**k, key, reservation),
+            Core::SlidingWindow(l) => Decider::cancel(&**l, &(), reservation),
+            Core::WarmUp(l) => Decider::cancel(&**l, &(), reservation),
+            Core::AdaptiveEwma(l) => Decider::cancel(&**l, &(), reservation),
+            Core::AdaptivePercentile(l) => Decider::cancel(&**l, &(), reservation),
+            Core::Priority(p, _) => Decider::cancel(&**p, &self.class_of(key), reservation),
+            Core::Redis { .. } => false,
         }
     }
 
-    fn policy(&self, _key: &String) -> Policy {
-        self.policy_of()
+    fn policy(&self, key: &RuleKeyText) -> Policy {
+        match &self.0.live.core {
+            Core::Gcra(l) => l.policy(&()),
+            Core::Keyed(k) => k.policy(key),
+            Core::SlidingWindow(l) => l.policy(&()),
+            Core::WarmUp(l) => l.policy(&()),
+            Core::AdaptiveEwma(l) => l.policy(&()),
+            Core::AdaptivePercentile(l) => l.policy(&()),
+            Core::Priority(p, _) => p.policy(&self.class_of(key)),
+            Core::Redis { limiter, .. } => limiter.quota().into(),
+        }
     }
 }
 
 impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
     async fn decide_async(
         &self,
-        key: &String,
+        key: &RuleKeyText,
         cost: u32,
         max_wait: Duration,
     ) -> Result<Grant<RuleTicket>, Denial> {
@@ -209,117 +134,19 @@ impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
         };
         // limiter-tower's RedisBackend: its exact reset from the script's
         // `reset_after`, its injective Redis keys.
-        let global = String::from("global");
-        let redis_key = if *keyed { key } else { &global };
-        http.decide_async(redis_key, cost, max_wait)
+        let redis_key = if *keyed { &**key } else { "global" };
+        http.decide_async(&String::from(redis_key), cost, max_wait)
             .await
             .map(|g| g.map_ticket(|()| RuleTicket { reservation: None }))
     }
 
     fn decide_ready(
         &self,
-        key: &String,
+        key: &RuleKeyText,
         cost: u32,
         max_wait: Duration,
     ) -> Option<Result<Grant<RuleTicket>, Denial>> {
         self.decide_sync(key, cost, max_wait)
-    }
-}
-
-/// The key extractor of a rule.
-#[derive(Debug, Clone)]
-pub(crate) struct RuleKey {
-    parts: Vec<Part>,
-    /// The rule's match path, the key of `route` without axum's
-    /// `MatchedPath`.
-    route: Option<String>,
-}
-
-#[derive(Debug, Clone)]
-enum Part {
-    Peer(PeerIp),
-    Client(ClientIp),
-    Route,
-    Header(HeaderName),
-    /// A priority class's name: the header's value, "" without it.
-    Class(HeaderName),
-}
-
-impl RuleKey {
-    pub(crate) fn new(
-        parts: &[KeyPart],
-        trusted: &[ipnet::IpNet],
-        matcher: Option<&MatchSpec>,
-        class_header: Option<&HeaderName>,
-    ) -> RuleKey {
-        let mut parts: Vec<Part> = parts
-            .iter()
-            .map(|p| match p {
-                KeyPart::Ip if trusted.is_empty() => Part::Peer(PeerIp::new()),
-                KeyPart::Ip => Part::Client(ClientIp::x_forwarded_for(trusted.iter().copied())),
-                KeyPart::Route => Part::Route,
-                KeyPart::Header(h) => Part::Header(h.clone()),
-            })
-            .collect();
-        parts.extend(class_header.cloned().map(Part::Class));
-        let route = matcher.map(|m| match &m.path {
-            PathMatch::Route(r) | PathMatch::Prefix(r) => r.clone(),
-        });
-        RuleKey { parts, route }
-    }
-}
-
-fn escape_into(out: &mut String, bytes: &[u8]) {
-    for &b in bytes {
-        match b {
-            b'\\' => out.push_str("\\\\"),
-            b' '..=b'~' => out.push(char::from(b)),
-            _ => out.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-}
-
-impl KeyExtractor for RuleKey {
-    type Key = String;
-
-    fn extract(&self, request: &RequestHead<'_>) -> Result<String, KeyError> {
-        let mut key = String::new();
-        for (i, part) in self.parts.iter().enumerate() {
-            if i > 0 {
-                key.push('\u{1f}');
-            }
-            match part {
-                Part::Peer(p) => key.push_str(&p.extract(request)?.to_string()),
-                Part::Client(c) => key.push_str(&c.extract(request)?.to_string()),
-                Part::Route => {
-                    // axum's matched route template (through limiter-tower's
-                    // `Route`, under its `axum` feature), else the rule's own
-                    // match path.
-                    #[cfg(feature = "axum")]
-                    let matched = limiter_tower::Route.extract(request)?;
-                    #[cfg(feature = "axum")]
-                    let matched =
-                        (&*matched != limiter_tower::Route::UNMATCHED).then_some(&*matched);
-                    #[cfg(not(feature = "axum"))]
-                    let matched: Option<&str> = None;
-                    let route = matched.or(self.route.as_deref()).unwrap_or("<unmatched>");
-                    escape_into(&mut key, route.as_bytes());
-                }
-                Part::Class(name) => {
-                    if let Some(value) = request.headers().get(name) {
-                        escape_into(&mut key, value.as_bytes());
-                    }
-                }
-                Part::Header(name) => {
-                    let value = request
-                        .headers()
-                        .get(name)
-                        .ok_or_else(|| KeyError::MissingHeader { name: name.clone() })?;
-                    escape_into(&mut key, value.as_bytes());
-                }
-            }
-        }
-        Ok(key)
     }
 }
 
@@ -344,7 +171,7 @@ mod tests {
         let rule = "rate_limits:\n  r:\n    algorithm: token_bucket\n    rate: 10\n    burst: 3\n";
         for yaml in [rule.to_owned(), format!("{rule}    key: ip\n")] {
             let b = backend(&yaml, &clock);
-            let key = "1.2.3.4".to_owned();
+            let key = crate::key::library_key("1.2.3.4");
             let g = b.decide_ready(&key, 1, Duration::ZERO).unwrap().unwrap();
             assert_eq!(
                 (g.headroom.remaining, g.headroom.refill_in),
@@ -369,27 +196,68 @@ mod tests {
     }
 
     #[test]
-    fn composite_keys_do_not_collide() {
-        let key = RuleKey::new(
-            &[
-                KeyPart::Header(HeaderName::from_static("x-a")),
-                KeyPart::Header(HeaderName::from_static("x-b")),
-            ],
-            &[],
-            None,
-            None,
+    fn every_algorithm_reports_the_headroom_of_its_own_decision() {
+        let rule = |body: &str| format!("rate_limits:\n  r:\n{body}");
+        let cases = [
+            "    algorithm: sliding_window\n    limit: 3\n    window: 3s\n",
+            "    algorithm: warm_up\n    rate: 10\n    warm_up: 10s\n    cold_factor: 3\n",
+            "    algorithm: adaptive\n    target_latency: 10ms\n    min_rate: 10\n    max_rate: 100\n    burst: 5\n",
+        ];
+        for body in cases {
+            let clock = ManualClock::new();
+            let b = backend(&rule(body), &clock);
+            // A twin of the same rule, decided directly on its limiter.
+            let twin = backend(&rule(body), &clock);
+            let key = RuleKeyText::default();
+            // Granted or refused alike, the same answer as the limiter's own.
+            for _ in 0..4 {
+                let g = b
+                    .decide_ready(&key, 1, Duration::ZERO)
+                    .unwrap()
+                    .map(|g| g.headroom)
+                    .map_err(|d| d.retry_after());
+                let direct = match &twin.0.live.core {
+                    Core::SlidingWindow(l) => l.decide(&(), 1, Duration::ZERO),
+                    Core::WarmUp(l) => l.decide(&(), 1, Duration::ZERO),
+                    Core::AdaptiveEwma(l) => l.decide(&(), 1, Duration::ZERO),
+                    _ => unreachable!("{body}"),
+                }
+                .map(|g| g.headroom)
+                .map_err(|d| d.retry_after());
+                assert_eq!(g, direct, "{body}");
+                assert_eq!(b.policy(&key), twin.policy(&key), "{body}");
+                clock.advance(Duration::from_millis(100));
+            }
+        }
+        // The sliding window's numbers: 3 per 3 s, two left after one.
+        let clock = ManualClock::new();
+        let b = backend(&rule(cases[0]), &clock);
+        let key = RuleKeyText::default();
+        let g = b.decide_ready(&key, 1, Duration::ZERO).unwrap().unwrap();
+        assert_eq!(g.headroom.remaining, 2);
+    }
+
+    #[test]
+    fn a_priority_rule_decides_in_the_class_its_header_names() {
+        let clock = ManualClock::new();
+        let b = backend(
+            "rate_limits:\n  r:\n    algorithm: priority\n    rate: 1/h\n    burst: 4\n    classes: { critical: 1.0, batch: 0.5 }\n    class_header: x-priority\n",
+            &clock,
         );
-        let k = |a: &[u8], b: &[u8]| {
-            let req = http::Request::builder()
-                .header("x-a", http::HeaderValue::from_bytes(a).unwrap())
-                .header("x-b", http::HeaderValue::from_bytes(b).unwrap())
-                .body(())
-                .unwrap();
-            key.extract(&RequestHead::of(&req)).unwrap()
-        };
-        assert_ne!(k(b"a:b", b"c"), k(b"a", b"b:c"));
-        assert_ne!(k(b"\\x41", b""), k(b"A", b""));
-        assert_ne!(k(b"\xff", b""), k(b"\\xff", b""));
-        assert_eq!(k(b"u1", b"p"), "u1\u{1f}p");
+        let critical = crate::key::library_key("critical");
+        let unknown = crate::key::library_key("root");
+        assert_eq!(b.policy(&critical).burst, 4);
+        assert_eq!(b.policy(&unknown).burst, 2); // the lowest class
+        let g = b
+            .decide_ready(&unknown, 1, Duration::ZERO)
+            .unwrap()
+            .unwrap();
+        assert_eq!(g.headroom.remaining, 1); // within batch's half
+        let g = b
+            .decide_ready(&critical, 1, Duration::ZERO)
+            .unwrap()
+            .unwrap();
+        assert_eq!(g.headroom.remaining, 2);
+        assert!(b.cancel(&critical, g.ticket));
     }
 }

@@ -26,7 +26,8 @@ use limiter_tower::{LimitBody, RateLimitService};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::backend::{RuleBackend, RuleKey};
+use crate::backend::RuleBackend;
+use crate::key::RuleKey;
 use crate::latency::Timed;
 use crate::ruleset::RuleSet;
 

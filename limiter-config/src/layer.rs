@@ -8,7 +8,8 @@ use limiter_rules::{Algorithm, HeaderSpec, Mode};
 use limiter_tower::{Draft10, LegacyHeaders, RateLimitLayer};
 
 use crate::RuleClock;
-use crate::backend::{RuleBackend, RuleKey};
+use crate::backend::RuleBackend;
+use crate::key::RuleKey;
 use crate::limiter::RuleLimiter;
 
 /// A rule's `limiter-tower` layer.

@@ -66,7 +66,7 @@
 //! `limiter-cli`. Features: `axum` (default) makes `key: route` read axum's
 //! matched route template.
 //!
-//! Modules, each using only those before it: `keyed`, `live` (a rule's
+//! Modules, each using only those before it: `key` (a rule's key, encoded), `live` (a rule's
 //! limiter state), `limiter` ([`RuleLimiter`]), `backend` (the rule as a
 //! `limiter-tower` backend and key), `latency`, `layer` (a rule's
 //! `limiter-tower` layer), `snapshot` ([`Snapshot`], [`ReloadReport`]),
@@ -76,7 +76,7 @@
 mod backend;
 mod build;
 mod http;
-mod keyed;
+mod key;
 mod latency;
 mod layer;
 mod limiter;
@@ -91,7 +91,7 @@ mod error {
 }
 
 pub use http::{RulesLayer, RulesService};
-pub use keyed::{KeyedRule, KeysFull};
+pub use key::RuleKeyText;
 pub use limiter::{RuleError, RuleLimiter};
 pub use limiter_rules::{
     ALGORITHMS, AdaptivePolicySpec, Algorithm, BackendSpec, ConfigError, ConfigErrors,

@@ -16,13 +16,14 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use limiter_async::AsyncLimiter;
+use limiter_async::{AsyncLimiter, CancelGrant, SlotWait, WakeUp};
 use limiter_core::{
     AcquireError, AdaptiveLimiter, EwmaAimd, Outcome, PercentileWindow, PriorityClass, RateLimiter,
 };
+use limiter_keyed::{KeyedError, KeyedLimiter};
 use limiter_redis::{RedisLimitError, RedisLimiter};
 
-use crate::keyed::{KeyedRule, KeysFull};
+use crate::key::{RuleKeyText, library_key};
 use crate::live::{Core, Live};
 use limiter_rules::{Algorithm, RuleSpec};
 
@@ -33,8 +34,12 @@ pub enum RuleError {
     /// The core limiter's answer: `RateLimited { wait }` (see
     /// [`RuleError::retry_after`]) or a request that can never conform.
     Limited(AcquireError),
-    /// A keyed rule could not hold another key.
-    KeysFull(KeysFull),
+    /// A keyed rule could not hold another key (never under the eviction
+    /// keyed rules use; kept for a table that refuses new keys).
+    KeysFull {
+        /// The cap.
+        max_keys: usize,
+    },
     /// The Redis limiter's answer (a denial, or Redis unavailable under
     /// `failure_policy: error`).
     Redis(RedisLimitError),
@@ -61,7 +66,10 @@ impl fmt::Display for RuleError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RuleError::Limited(e) => e.fmt(f),
-            RuleError::KeysFull(e) => e.fmt(f),
+            RuleError::KeysFull { max_keys } => write!(
+                f,
+                "the rule holds its maximum of {max_keys} keys; raise `max_keys`"
+            ),
             RuleError::Redis(e) => e.fmt(f),
             RuleError::NeedsKey { rule } => write!(
                 f,
@@ -72,6 +80,18 @@ impl fmt::Display for RuleError {
 }
 
 impl std::error::Error for RuleError {}
+
+impl From<KeyedError> for RuleError {
+    fn from(e: KeyedError) -> RuleError {
+        match e {
+            KeyedError::Limited(e) => RuleError::Limited(e),
+            KeyedError::TooManyKeys { max_keys } => RuleError::KeysFull { max_keys },
+            // `KeyedError` is non-exhaustive; any other refusal is the
+            // limiter's own and says why.
+            _ => RuleError::KeysFull { max_keys: 0 },
+        }
+    }
+}
 
 impl From<AcquireError> for RuleError {
     fn from(e: AcquireError) -> RuleError {
@@ -138,12 +158,21 @@ impl<C: RuleClock> RuleLimiter<C> {
         }
     }
 
-    /// The per-key limiters of a keyed local rule.
-    pub fn keyed(&self) -> Option<&KeyedRule<C>> {
+    /// The per-key table of a keyed local rule (`limiter-keyed`'s
+    /// `KeyedLimiter`), by encoded key: [`RuleLimiter::key`] writes one
+    /// from a caller's text.
+    pub fn keyed(&self) -> Option<&KeyedLimiter<RuleKeyText, C>> {
         match &self.live.core {
             Core::Keyed(k) => Some(k),
             _ => None,
         }
+    }
+
+    /// The table key of `key` (an address, a user id): the text as the HTTP
+    /// layer writes it, so `"10.0.0.7"` names the key of that client's
+    /// requests under `key: ip`.
+    pub fn key(key: &str) -> RuleKeyText {
+        library_key(key)
     }
 
     /// The Redis limiter of a `backend: redis` rule.
@@ -229,14 +258,10 @@ impl<C: RuleClock> RuleLimiter<C> {
     ///
     /// # Errors
     ///
-    /// As [`try_acquire`](RuleLimiter::try_acquire), and
-    /// [`RuleError::KeysFull`].
+    /// As [`try_acquire`](RuleLimiter::try_acquire).
     pub async fn try_acquire_key_n(&self, key: &str, n: u32) -> Result<(), RuleError> {
         match &self.live.core {
-            Core::Keyed(k) => Ok(k
-                .limiter(key)
-                .map_err(RuleError::KeysFull)?
-                .try_acquire_n(n)?),
+            Core::Keyed(k) => Ok(k.try_acquire_n(&library_key(key), n)?),
             Core::Redis { limiter, .. } => limiter
                 .try_acquire_n(key, n)
                 .await
@@ -302,9 +327,18 @@ impl<C: RuleClock> RuleLimiter<C> {
     ) -> Result<(), RuleError> {
         match &self.live.core {
             Core::Keyed(k) => {
-                let limiter = k.limiter(key).map_err(RuleError::KeysFull)?;
-                let waiter = AsyncLimiter::from_limiter(limiter);
-                Ok(waiter.take_n_timeout(n, timeout).await?)
+                let key = library_key(key);
+                let reservation = k.reserve_n(&key, n, timeout)?;
+                let wait = reservation.wait();
+                // The catch-up window of the key's quota, for the wake-up.
+                let window = Duration::from_nanos(k.quota_of(&key).burst_span_nanos());
+                let refund = CancelGrant {
+                    decider: &**k,
+                    key: &key,
+                    ticket: reservation,
+                };
+                let _kept = SlotWait::after(wait, WakeUp::Precise, window, refund).await;
+                Ok(())
             }
             Core::Redis { limiter, .. } => limiter
                 .take_n_timeout(key, n, timeout)

@@ -19,7 +19,8 @@ use limiter_tower::RedisBackend;
 use redis::aio::ConnectionManager;
 
 use crate::RuleClock;
-use crate::keyed::KeyedRule;
+use crate::key::RuleKeyText;
+use limiter_keyed::{KeyedBuilder, KeyedLimiter, WhenFull};
 use limiter_rules::{
     AdaptivePolicySpec, Algorithm, BackendSpec, FailurePolicy, RedisSpec, RuleSpec,
 };
@@ -28,7 +29,9 @@ use limiter_rules::{
 /// shape.
 pub(crate) enum Core<C: RuleClock> {
     Gcra(Arc<RateLimiter<C>>),
-    Keyed(KeyedRule<C>),
+    /// A keyed GCRA rule: `KeyedLimiter` by encoded key, evicting the
+    /// least recently used key when full (a new key is always served).
+    Keyed(Box<KeyedLimiter<RuleKeyText, C>>),
     SlidingWindow(Arc<SlidingWindow<C>>),
     WarmUp(Arc<WarmUpLimiter<C>>),
     AdaptiveEwma(Arc<AdaptiveLimiter<EwmaAimd, C>>),
@@ -78,7 +81,13 @@ impl<C: RuleClock> Live<C> {
             (BackendSpec::Local, Algorithm::TokenBucket { quota, .. })
             | (BackendSpec::Local, Algorithm::LeakyBucket { quota, .. }) => {
                 if keyed {
-                    Core::Keyed(KeyedRule::new(*quota, spec.max_keys, clock))
+                    Core::Keyed(Box::new(
+                        KeyedBuilder::with_clock(*quota, clock)
+                            .max_keys(spec.max_keys)
+                            .when_full(WhenFull::EvictLeastRecent)
+                            .build()
+                            .map_err(invalid)?,
+                    ))
                 } else {
                     Core::Gcra(Arc::new(RateLimiter::with_clock(*quota, clock)))
                 }

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use limiter_config::{CONFIG_ERRORS, CONFIG_GENERATION, Problem, RuleSet};
+use limiter_config::{CONFIG_ERRORS, CONFIG_GENERATION, Problem, RuleLimiter, RuleSet};
 use limiter_core::{AcquireError, ManualClock, Quota};
+use limiter_keyed::KeyedError;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use support::TempDir;
 
@@ -73,15 +74,16 @@ fn every_key_of_a_keyed_rule_keeps_its_state() {
     let rules = RuleSet::load_with_clock(&path, clock.clone()).unwrap();
     let rule = rules.get("per_ip").unwrap();
     let keys = rule.keyed().unwrap();
-    keys.limiter("10.0.0.1").unwrap().try_acquire_n(4).unwrap(); // drained
-    keys.limiter("10.0.0.2").unwrap().try_acquire_n(2).unwrap(); // half
-    let _ = keys.limiter("10.0.0.3").unwrap(); // full
+    let key = RuleLimiter::<ManualClock>::key;
+    keys.try_acquire_n(&key("10.0.0.1"), 4).unwrap(); // drained
+    keys.try_acquire_n(&key("10.0.0.2"), 2).unwrap(); // half
+    keys.try_acquire_n(&key("10.0.0.3"), 0).unwrap(); // full
 
     dir.write("rules.yaml", &keyed("1/s"));
     assert_eq!(rules.reload().unwrap().updated, ["per_ip"]);
     let rule = rules.get("per_ip").unwrap();
     let keys = rule.keyed().unwrap();
-    let available = |k: &str| keys.limiter(k).unwrap().available();
+    let available = |k: &str| keys.available(&key(k));
     assert_eq!(
         (
             available("10.0.0.1"),
@@ -91,11 +93,16 @@ fn every_key_of_a_keyed_rule_keeps_its_state() {
         (0, 2, 4)
     );
     assert_eq!(
-        keys.limiter("10.0.0.1").unwrap().try_acquire(),
-        Err(AcquireError::RateLimited {
+        keys.try_acquire(&key("10.0.0.1")),
+        Err(KeyedError::Limited(AcquireError::RateLimited {
             wait: Duration::from_secs(1)
-        })
+        }))
     );
+    // The library's keyed calls decide on the same keys.
+    assert!(matches!(
+        futures::executor::block_on(rule.try_acquire_key_n("10.0.0.2", 3)),
+        Err(limiter_config::RuleError::Limited(_))
+    ));
     clock.advance(Duration::from_secs(1));
     assert_eq!((available("10.0.0.1"), available("10.0.0.2")), (1, 3));
     assert_eq!(available("10.0.0.9"), 4); // a new key, full, new quota
