@@ -14,8 +14,14 @@
 //! connect timeout, `504`; a path no upstream serves, `404`. The service
 //! never fails (`Error = Infallible`).
 //!
-//! Metrics: `gateway_upstream_responses{upstream,class}` (`2xx`..`5xx`),
-//! `gateway_upstream_errors{upstream,kind}` (`connect`, `timeout`,
+//! A request whose *client* body broke (a bad chunk size, an upload cut
+//! short) is the client's error, not the upstream's: `400` (if the client
+//! is still there to read it) and `gateway_client_errors_total{kind}`,
+//! never an upstream error. Responses carry the gateway's own HTTP version
+//! (RFC 9110 §6.2), whatever the upstream's status line said.
+//!
+//! Metrics: `gateway_upstream_responses_total{upstream,class}` (`1xx`..`5xx`),
+//! `gateway_upstream_errors_total{upstream,kind}` (`connect`, `timeout`,
 //! `protocol`), `gateway_upstream_latency_seconds{upstream}` (to the head).
 
 use std::convert::Infallible;
@@ -26,6 +32,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::uri::PathAndQuery;
 use http::{HeaderValue, Request, Response, StatusCode, Uri};
@@ -37,8 +44,10 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use limiter_tower::PeerAddr;
 use tower_service::Service;
 
+use crate::body::ClientBody;
 use crate::config::{GatewayConfig, Upstream};
 use crate::forward::{add_forwarding, strip_hop_by_hop};
+use crate::front::ForwardPath;
 
 /// The body of a proxied response: the upstream's stream, or the gateway's
 /// own problem document.
@@ -88,8 +97,8 @@ struct UpstreamMetrics {
 
 impl UpstreamMetrics {
     fn new(name: &str) -> UpstreamMetrics {
-        let class = |c: &'static str| metrics::counter!("gateway_upstream_responses", "upstream" => name.to_owned(), "class" => c);
-        let error = |k: &'static str| metrics::counter!("gateway_upstream_errors", "upstream" => name.to_owned(), "kind" => k);
+        let class = |c: &'static str| metrics::counter!("gateway_upstream_responses_total", "upstream" => name.to_owned(), "class" => c);
+        let error = |k: &'static str| metrics::counter!("gateway_upstream_errors_total", "upstream" => name.to_owned(), "kind" => k);
         UpstreamMetrics {
             responses: [
                 class("1xx"),
@@ -108,20 +117,20 @@ impl UpstreamMetrics {
 
 struct Shared {
     config: GatewayConfig,
-    client: Client<HttpConnector, Incoming>,
+    client: Client<HttpConnector, ClientBody>,
     metrics: Vec<UpstreamMetrics>,
 }
 
 /// The proxy service; clones share the client pool and the configuration.
 #[derive(Clone)]
 pub struct Proxy {
-    shared: Arc<Shared>,
+    shared: Arc<ArcSwap<Shared>>,
 }
 
 impl std::fmt::Debug for Proxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Proxy")
-            .field("upstreams", &self.shared.config.upstreams)
+            .field("upstreams", &self.shared.load().config.upstreams)
             .finish()
     }
 }
@@ -129,6 +138,21 @@ impl std::fmt::Debug for Proxy {
 impl Proxy {
     /// A proxy to the upstreams of `config`, with its timeouts.
     pub fn new(config: GatewayConfig) -> Proxy {
+        Proxy {
+            shared: Arc::new(ArcSwap::from_pointee(Shared::new(config))),
+        }
+    }
+
+    /// Puts `config`'s upstreams and timeouts in force for the requests
+    /// that start from now on (a new client pool; requests in flight finish
+    /// on the old one).
+    pub fn reconfigure(&self, config: GatewayConfig) {
+        self.shared.store(Arc::new(Shared::new(config)));
+    }
+}
+
+impl Shared {
+    fn new(config: GatewayConfig) -> Shared {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(config.timeouts.connect));
         connector.set_nodelay(true);
@@ -144,20 +168,21 @@ impl Proxy {
             .iter()
             .map(|u| UpstreamMetrics::new(&u.name))
             .collect();
-        Proxy {
-            shared: Arc::new(Shared {
-                config,
-                client,
-                metrics,
-            }),
+        Shared {
+            config,
+            client,
+            metrics,
         }
     }
 }
 
 /// The request's URI on `upstream`.
-fn upstream_uri(upstream: &Upstream, incoming: &Uri) -> Option<Uri> {
+fn upstream_uri(upstream: &Upstream, incoming: &Uri, forward: Option<&ForwardPath>) -> Option<Uri> {
     let base = upstream.url.path().trim_end_matches('/');
-    let pq = incoming.path_and_query().map_or("/", PathAndQuery::as_str);
+    let pq = match forward {
+        Some(f) => f.0.as_str(),
+        None => incoming.path_and_query().map_or("/", PathAndQuery::as_str),
+    };
     let path = format!("{base}{pq}");
     Uri::builder()
         .scheme("http")
@@ -199,7 +224,7 @@ impl Service<Request<Incoming>> for Proxy {
     }
 
     fn call(&mut self, request: Request<Incoming>) -> Self::Future {
-        let shared = Arc::clone(&self.shared);
+        let shared = self.shared.load_full();
         Box::pin(async move { Ok(forward(&shared, request).await) })
     }
 }
@@ -211,7 +236,8 @@ async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<ProxyB
     };
     let upstream = &config.upstreams[index];
     let (mut parts, body) = request.into_parts();
-    let Some(uri) = upstream_uri(upstream, &parts.uri) else {
+    let Some(uri) = upstream_uri(upstream, &parts.uri, parts.extensions.get::<ForwardPath>())
+    else {
         return problem(
             StatusCode::BAD_REQUEST,
             "the request target cannot be forwarded",
@@ -230,6 +256,7 @@ async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<ProxyB
         &upstream.url,
         upstream.rewrite_host,
     );
+    let (body, fault) = ClientBody::new(body);
     let mut out = Request::from_parts(parts, body);
     *out.uri_mut() = uri;
     // The upstream hop is HTTP/1.1 whatever the client spoke.
@@ -244,7 +271,17 @@ async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<ProxyB
             m.responses[class(response.status())].increment(1);
             let (mut parts, body) = response.into_parts();
             strip_hop_by_hop(&mut parts.headers);
+            // The gateway's own version (hyper writes HTTP/1.1 or h2).
+            parts.version = http::Version::HTTP_11;
             Response::from_parts(parts, Either::Left(body))
+        }
+        Ok(Err(error)) if fault.get().is_some() => {
+            // Counted by the body when it broke.
+            tracing::debug!(upstream = %name, error = %error, "client body failed");
+            problem(
+                StatusCode::BAD_REQUEST,
+                "the request body is malformed or was cut short",
+            )
         }
         Ok(Err(error)) => {
             let (status, counter, detail) = if error.is_connect() && timed_out(&error) {
@@ -300,7 +337,7 @@ mod tests {
         };
         let incoming: Uri = "/x/y?q=1".parse().unwrap();
         assert_eq!(
-            upstream_uri(&up, &incoming).unwrap(),
+            upstream_uri(&up, &incoming, None).unwrap(),
             "http://10.0.0.1:3000/base/x/y?q=1"
         );
     }
