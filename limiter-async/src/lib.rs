@@ -76,6 +76,7 @@
 
 mod alarm;
 mod clock;
+mod decide;
 mod limiter;
 mod precise;
 mod real_time;
@@ -85,6 +86,7 @@ mod wait;
 mod wake;
 
 pub use clock::TokioClock;
+pub use decide::AsyncDecide;
 pub use wake::{PRECISE_RANGE, WakeUp};
 
 /// The README's code, compiled and run as doc tests so it cannot drift.

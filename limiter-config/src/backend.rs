@@ -1,6 +1,6 @@
-//! The HTTP half's two adapters onto `limiter-tower`: [`RuleBackend`] (a
+//! The HTTP half's two adapters onto `limiter-tower`: `RuleBackend` (a
 //! rule's limiter as a `limiter_tower::Backend`, whatever its algorithm or
-//! store) and [`RuleKey`] (the rule's `key` as a `KeyExtractor`).
+//! store) and `RuleKey` (the rule's `key` as a `KeyExtractor`).
 //!
 //! `limiter-tower` implements `Backend` for `RateLimiter`, `KeyedLimiter`
 //! and (its `RedisBackend`) `RedisLimiter`; a rule can be any of six
@@ -23,10 +23,10 @@ use limiter_tower::{
 
 use crate::limiter::RuleLimiter;
 use crate::live::Core;
-use crate::schema::{Algorithm, KeyPart, MatchSpec, PathMatch};
+use limiter_rules::{Algorithm, KeyPart, MatchSpec, PathMatch};
 
 /// A rule's limiter as a [`Backend`] of `limiter-tower`.
-pub struct RuleBackend<C: RuleClock>(pub(crate) Arc<RuleLimiter<C>>);
+pub(crate) struct RuleBackend<C: RuleClock>(pub(crate) Arc<RuleLimiter<C>>);
 
 impl<C: RuleClock> std::fmt::Debug for RuleBackend<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -39,7 +39,7 @@ impl<C: RuleClock> std::fmt::Debug for RuleBackend<C> {
 /// What a grant of a rule hands back: the reservation and, for a keyed
 /// rule, the key's limiter it came from.
 #[derive(Debug)]
-pub struct RuleTicket {
+pub(crate) struct RuleTicket {
     reservation: Option<Reservation>,
 }
 
@@ -229,7 +229,7 @@ impl<C: RuleClock> Backend for RuleBackend<C> {
 
 /// The key extractor of a rule.
 #[derive(Debug, Clone)]
-pub struct RuleKey {
+pub(crate) struct RuleKey {
     parts: Vec<Part>,
     /// The rule's match path, the key of `route` without axum's
     /// `MatchedPath`.
@@ -293,11 +293,17 @@ impl KeyExtractor for RuleKey {
                 Part::Peer(p) => key.push_str(&p.extract(request)?.to_string()),
                 Part::Client(c) => key.push_str(&c.extract(request)?.to_string()),
                 Part::Route => {
-                    let matched = request.extensions().get::<axum::extract::MatchedPath>();
-                    let route = matched
-                        .map(|m| m.as_str())
-                        .or(self.route.as_deref())
-                        .unwrap_or("<unmatched>");
+                    // axum's matched route template (through limiter-tower's
+                    // `Route`, under its `axum` feature), else the rule's own
+                    // match path.
+                    #[cfg(feature = "axum")]
+                    let matched = limiter_tower::Route.extract(request)?;
+                    #[cfg(feature = "axum")]
+                    let matched =
+                        (&*matched != limiter_tower::Route::UNMATCHED).then_some(&*matched);
+                    #[cfg(not(feature = "axum"))]
+                    let matched: Option<&str> = None;
+                    let route = matched.or(self.route.as_deref()).unwrap_or("<unmatched>");
                     escape_into(&mut key, route.as_bytes());
                 }
                 Part::Class(name) => {
@@ -322,8 +328,8 @@ impl KeyExtractor for RuleKey {
 mod tests {
     use super::*;
     use crate::live::Live;
-    use crate::source::Format;
     use limiter_core::ManualClock;
+    use limiter_rules::Format;
 
     fn backend(yaml: &str, clock: &ManualClock) -> RuleBackend<ManualClock> {
         let spec = crate::check_str("t.yaml".as_ref(), yaml, Format::Yaml)

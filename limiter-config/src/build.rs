@@ -1,7 +1,7 @@
 //! How a reload turns checked specs and the rule set in force into the next
 //! snapshot, rule by rule: kept and moved with `set_quota`, replaced, added
 //! or removed (the rules are in `ruleset`'s module docs), then the routed
-//! rules sorted most specific first, each with its `limiter-tower` layer.
+//! rules in a route table, each with its `limiter-tower` layer.
 //! Redis connections are made here, lazily, one per URL, kept across
 //! reloads.
 
@@ -11,14 +11,15 @@ use std::sync::Arc;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use limiter_rules::{
+    BackendSpec, ConfigError, ConfigErrors, Matcher, Problem, RouteTable, RuleSpec,
+};
+
 use crate::RuleClock;
-use crate::error::{ConfigError, ConfigErrors, Problem};
-use crate::http::rule_layer;
+use crate::layer::rule_layer;
 use crate::limiter::RuleLimiter;
 use crate::live::{Core, Live};
-use crate::routes::Matcher;
-use crate::ruleset::{ReloadReport, Routed, Snapshot};
-use crate::schema::{BackendSpec, RuleSpec};
+use crate::snapshot::{ReloadReport, Routed, Snapshot};
 
 pub(crate) type Built<C> = (Snapshot<C>, ReloadReport);
 
@@ -103,18 +104,17 @@ pub(crate) fn build<C: RuleClock>(
             .cloned()
             .collect();
     }
-    let mut routed: Vec<Routed<C>> = rules
+    let routed: RouteTable<Routed<C>> = rules
         .values()
         .filter_map(|r| {
             let matcher = Matcher::new(r.spec.matcher.as_ref()?)?;
-            Some(Routed {
+            let routed = Routed {
                 layer: rule_layer(r),
                 rule: Arc::clone(r),
-                matcher,
-            })
+            };
+            Some((matcher, routed))
         })
         .collect();
-    routed.sort_by_key(|r| std::cmp::Reverse(r.matcher.precedence()));
     Ok((
         Snapshot {
             generation,

@@ -4,7 +4,7 @@
 //!
 //! Per request: one load of the snapshot in force (so a request sees one
 //! rule set, old or new, never a mix), the first rule of the snapshot's
-//! routed rules (most specific first, see `routes`) that matches, then that
+//! routed rules that matches most specifically (see `limiter_rules::RouteTable`), then that
 //! rule's `RateLimitLayer` around the inner service. A request no rule
 //! matches goes to the inner service unlimited. A rule without `match` is
 //! never routed (it is for library use).
@@ -20,48 +20,13 @@ use std::task::{Context, Poll};
 
 use http::{Request, Response};
 use http_body_util::Either;
-use limiter_tower::{
-    Draft10, LegacyHeaders, LimitBody, RateLimitLayer, RateLimitService, ResponseFuture,
-};
+use limiter_tower::{LimitBody, RateLimitService};
 use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::backend::{RuleBackend, RuleKey};
 use crate::latency::Timed;
-use crate::limiter::RuleLimiter;
 use crate::ruleset::RuleSet;
-use crate::schema::HeaderSpec;
-
-/// A rule's `limiter-tower` layer.
-pub(crate) type RuleLayer<C> = RateLimitLayer<RuleBackend<C>, RuleKey>;
-
-/// The layer of `rule`.
-pub(crate) fn rule_layer<C: RuleClock>(rule: &Arc<RuleLimiter<C>>) -> RuleLayer<C> {
-    let spec = &rule.spec;
-    let class_header = match &spec.algorithm {
-        crate::schema::Algorithm::Priority { class_header, .. } => class_header.as_ref(),
-        _ => None,
-    };
-    let key = RuleKey::new(
-        &spec.key.parts,
-        &spec.trusted_proxies,
-        spec.matcher.as_ref(),
-        class_header,
-    );
-    let builder = RateLimitLayer::builder(RuleBackend(Arc::clone(rule)), key)
-        .name(spec.name.clone())
-        .mode(spec.mode)
-        .allow_ips(spec.allowlist.iter().copied());
-    let builder = match spec.headers {
-        HeaderSpec::Draft10 => builder.headers(Draft10),
-        HeaderSpec::Legacy => builder.headers(LegacyHeaders),
-        HeaderSpec::None => builder.without_headers(),
-    };
-    // The name was checked by validation (1 to 64 header-safe characters).
-    builder
-        .build()
-        .unwrap_or_else(|_| unreachable!("rule names are validated"))
-}
 
 /// A tower [`Layer`] routing requests to the rules of a [`RuleSet`].
 ///
@@ -125,7 +90,9 @@ where
 {
     type Response = Response<LimitBody<ResBody>>;
     type Error = S::Error;
-    type Future = ResponseFuture<ResBody, S::Error>;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, S::Error>> + Send + 'static>,
+    >;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -143,7 +110,7 @@ where
                 let timed = Timed::new(inner, Arc::clone(&routed.rule));
                 let mut service: RateLimitService<Timed<S, C>, RuleBackend<C>, RuleKey> =
                     routed.layer.layer(timed);
-                service.call(request)
+                Box::pin(service.call(request))
             }
             None => {
                 let mut inner = inner;
@@ -151,16 +118,5 @@ where
                 Box::pin(async move { Ok(future.await?.map(Either::Left)) })
             }
         }
-    }
-}
-
-impl<C: RuleClock> crate::ruleset::Snapshot<C> {
-    /// The most specific rule matching `method` and `path`, and its layer.
-    pub(crate) fn routed_rule(
-        &self,
-        method: &http::Method,
-        path: &str,
-    ) -> Option<&crate::ruleset::Routed<C>> {
-        self.routed.iter().find(|r| r.matcher.matches(method, path))
     }
 }

@@ -1,4 +1,4 @@
-//! [`Timed`]: the inner service of an `adaptive` rule, timed, so the HTTP
+//! `Timed`: the inner service of an `adaptive` rule, timed, so the HTTP
 //! layer feeds the rule's policy with the downstream's latency.
 //!
 //! Only the inner service is timed (from its call to its response), never
@@ -33,7 +33,7 @@ pub(crate) fn outcome_of(status: StatusCode) -> Outcome {
 }
 
 /// An inner service whose latency is recorded into an adaptive rule.
-pub struct Timed<S, C: RuleClock> {
+pub(crate) struct Timed<S, C: RuleClock> {
     inner: S,
     rule: Arc<RuleLimiter<C>>,
 }

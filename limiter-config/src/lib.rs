@@ -6,7 +6,7 @@
 //! | you want | use |
 //! |---|---|
 //! | the limiters of a file, by name | [`RuleSet::load`], then [`RuleSet::get`] (a [`RuleLimiter`]: `take().await`, `try_acquire_key(..)`) |
-//! | to check a file (CI, an editor) | [`check_file`], or the `limiter check FILE` binary |
+//! | to check a file (CI, an editor) | [`check_file`] (from `limiter-rules`, which needs no runtime), or `limiter check FILE` (`limiter-cli`) |
 //! | the rules applied to HTTP requests by route and method | [`RuleSet::layer`] ([`RulesLayer`], on `limiter-tower`) |
 //! | to apply an edited file | [`RuleSet::reload`], [`RuleSet::watch`] (the file watcher), [`RuleSet::reload_with`] (watch and SIGHUP, on `limiter-reload`), `limiter watch FILE` |
 //! | what went wrong, where, and the fix | [`ConfigErrors`] / [`ConfigError`] / [`Problem`] |
@@ -15,8 +15,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use limiter_config::{Algorithm, KeyPart, RuleSet, check_str, Format};
-//! use limiter_tower::Mode;
+//! use limiter_config::{Algorithm, KeyPart, Mode, RuleSet, check_str, Format};
 //!
 //! let yaml = "\
 //! rate_limits:
@@ -57,43 +56,51 @@
 //!   whole rule set.
 //!
 //! `docs/config.md` has the schema, the mapping from nginx, Traefik and
-//! Envoy, and which algorithm for which scene. Modules: `source` (file to
-//! positioned tree), `units` (rates, durations), `validate` (the schema
-//! check), `schema` (the rules as understood), `routes` (matching and
-//! ambiguity), `keyed`, `live` (a rule's limiter state), `limiter`, `ruleset`, `build` (a reload, rule by rule), `watch`, `backend`, `latency` and `http`
-//! (the tower half).
+//! Envoy, and which algorithm for which scene.
+//!
+//! # Crates
+//!
+//! Reading and checking a file is `limiter-rules` (serde and the format
+//! crates only; every item of it is re-exported here); this crate is the
+//! runtime: limiters, the HTTP router, reload. The `limiter` command is
+//! `limiter-cli`. Features: `axum` (default) makes `key: route` read axum's
+//! matched route template.
+//!
+//! Modules, each using only those before it: `keyed`, `live` (a rule's
+//! limiter state), `limiter` ([`RuleLimiter`]), `backend` (the rule as a
+//! `limiter-tower` backend and key), `latency`, `layer` (a rule's
+//! `limiter-tower` layer), `snapshot` ([`Snapshot`], [`ReloadReport`]),
+//! `build` (a reload, rule by rule), `ruleset` ([`RuleSet`]), `http`
+//! ([`RulesLayer`]), `watch`.
 
 mod backend;
 mod build;
-mod error;
 mod http;
 mod keyed;
 mod latency;
+mod layer;
 mod limiter;
 mod live;
-mod routes;
 mod ruleset;
-mod schema;
-mod source;
-mod units;
-mod validate;
+mod snapshot;
 mod watch;
 
-pub use backend::{RuleBackend, RuleKey, RuleTicket};
-pub use error::{ALGORITHMS, ConfigError, ConfigErrors, Problem};
+/// The error types under the path the watcher names them by.
+mod error {
+    pub(crate) use limiter_rules::ConfigErrors;
+}
+
 pub use http::{RulesLayer, RulesService};
 pub use keyed::{KeyedRule, KeysFull};
-pub use latency::Timed;
 pub use limiter::{RuleError, RuleLimiter};
-pub use ruleset::{
-    CONFIG_ERRORS, CONFIG_GENERATION, ReloadReport, RuleSet, Snapshot, check_file, check_str,
+pub use limiter_rules::{
+    ALGORITHMS, AdaptivePolicySpec, Algorithm, BackendSpec, ConfigError, ConfigErrors,
+    DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, Format, HeaderSpec, KeyPart, KeySpec,
+    MatchSpec, Matcher, Mode, PathMatch, Pos, Problem, Rate, RedisSpec, RouteTable, RuleSpec,
+    Shape, check_file, check_str, parse_duration,
 };
-pub use schema::{
-    AdaptivePolicySpec, Algorithm, BackendSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, HeaderSpec,
-    KeyPart, KeySpec, MatchSpec, PathMatch, RedisSpec, RuleSpec,
-};
-pub use source::{Format, Pos};
-pub use units::{Rate, parse_duration};
+pub use ruleset::{CONFIG_ERRORS, CONFIG_GENERATION, RuleSet};
+pub use snapshot::{ReloadReport, Snapshot};
 pub use watch::Watcher;
 
 /// The clocks a rule set can run on: any core [`Clock`](limiter_core::Clock)

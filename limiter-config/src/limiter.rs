@@ -24,7 +24,7 @@ use limiter_redis::{RedisLimitError, RedisLimiter};
 
 use crate::keyed::{KeyedRule, KeysFull};
 use crate::live::{Core, Live};
-use crate::schema::{Algorithm, RuleSpec};
+use limiter_rules::{Algorithm, RuleSpec};
 
 /// Why a rule's limiter did not grant.
 #[derive(Debug)]

@@ -20,7 +20,9 @@ use redis::aio::ConnectionManager;
 
 use crate::RuleClock;
 use crate::keyed::KeyedRule;
-use crate::schema::{AdaptivePolicySpec, Algorithm, BackendSpec, RedisSpec, RuleSpec};
+use limiter_rules::{
+    AdaptivePolicySpec, Algorithm, BackendSpec, FailurePolicy, RedisSpec, RuleSpec,
+};
 
 /// The state of one rule's limiter, shared across reloads that keep its
 /// shape.
@@ -163,7 +165,12 @@ pub(crate) fn redis_limiter(
 ) -> Result<RedisLimiter, RedisLimitError> {
     RedisLimiter::builder(conn, quota)
         .key_prefix(spec.key_prefix.clone())
-        .failure_policy(spec.failure_policy)
+        .failure_policy(match spec.failure_policy {
+            FailurePolicy::Open => limiter_redis::FailurePolicy::Open,
+            FailurePolicy::Closed => limiter_redis::FailurePolicy::Closed,
+            FailurePolicy::Local { share } => limiter_redis::FailurePolicy::Local { share },
+            FailurePolicy::Error => limiter_redis::FailurePolicy::Error,
+        })
         .call_timeout(spec.timeout)
         .build()
 }

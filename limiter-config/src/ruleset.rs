@@ -22,7 +22,7 @@
 //! goes up by one and `rate_limit_config_generation` shows it.
 
 use crate::RuleClock;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -32,136 +32,16 @@ use redis::aio::ConnectionManager;
 use tokio::sync::watch;
 
 use crate::build::build;
-use crate::error::{ConfigError, ConfigErrors, Problem};
-use crate::http::RuleLayer;
 use crate::limiter::RuleLimiter;
-use crate::routes::Matcher;
-use crate::schema::RuleSpec;
-use crate::source::{Format, Pos, parse};
-use crate::validate::validate;
+// ReloadReport also under this path, where the watcher names it.
+pub(crate) use crate::snapshot::ReloadReport;
+use crate::snapshot::Snapshot;
+use limiter_rules::{ConfigErrors, check_file};
 
 /// The metric counting reloads refused because the file had problems.
 pub const CONFIG_ERRORS: &str = "rate_limit_config_errors_total";
 /// The gauge of the generation of the rules in force.
 pub const CONFIG_GENERATION: &str = "rate_limit_config_generation";
-
-/// Reads and checks `path`: the rules as understood, or every problem.
-///
-/// # Errors
-///
-/// [`ConfigErrors`]: every problem of the file, in file order.
-///
-/// # Examples
-///
-/// ```
-/// use limiter_config::{Problem, check_file};
-///
-/// # let dir = std::env::temp_dir().join(format!("limiter-config-check-{}", std::process::id()));
-/// # std::fs::create_dir_all(&dir)?;
-/// let path = dir.join("bad.yaml");
-/// std::fs::write(&path, "rate_limits:\n  api:\n    algorithm: token_bucket\n    rate: 0\n    burst: 0\n")?;
-/// let errors = check_file(&path).unwrap_err();
-/// assert_eq!(errors.errors().len(), 2); // both, not just the first
-/// assert_eq!((errors.errors()[0].pos.line, errors.errors()[0].pos.column), (4, 11));
-/// assert!(matches!(errors.errors()[1].problem, Problem::ZeroBurst));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn check_file(path: &Path) -> Result<Vec<RuleSpec>, ConfigErrors> {
-    let one = |problem| {
-        ConfigErrors(vec![ConfigError {
-            file: path.to_path_buf(),
-            pos: Pos { line: 1, column: 1 },
-            rule: None,
-            field: None,
-            problem,
-        }])
-    };
-    let format = Format::of(path).ok_or_else(|| one(Problem::UnknownFormat))?;
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        one(Problem::Io {
-            message: e.to_string(),
-        })
-    })?;
-    check_str(path, &text, format)
-}
-
-/// Checks `text` as the contents of `path` in `format`.
-///
-/// # Errors
-///
-/// As [`check_file`].
-pub fn check_str(path: &Path, text: &str, format: Format) -> Result<Vec<RuleSpec>, ConfigErrors> {
-    let root = parse(text, format).map_err(|e| {
-        ConfigErrors(vec![ConfigError {
-            file: path.to_path_buf(),
-            pos: e.pos,
-            rule: None,
-            field: None,
-            problem: Problem::Syntax { message: e.message },
-        }])
-    })?;
-    validate(path, &root).map_err(ConfigErrors)
-}
-
-/// One whole rule set: what a reader sees between two reloads.
-pub struct Snapshot<C: RuleClock> {
-    pub(crate) generation: u64,
-    pub(crate) rules: BTreeMap<String, Arc<RuleLimiter<C>>>,
-    /// The routed rules, most specific first.
-    pub(crate) routed: Vec<Routed<C>>,
-}
-
-/// A routed rule: its compiled match, the rule and its HTTP layer.
-pub(crate) struct Routed<C: RuleClock> {
-    pub(crate) matcher: Matcher,
-    pub(crate) rule: Arc<RuleLimiter<C>>,
-    pub(crate) layer: RuleLayer<C>,
-}
-
-impl<C: RuleClock> std::fmt::Debug for Snapshot<C> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Snapshot")
-            .field("generation", &self.generation)
-            .field("rules", &self.rules.keys().collect::<Vec<_>>())
-            .finish()
-    }
-}
-
-impl<C: RuleClock> Snapshot<C> {
-    /// The generation: 1 for the first load, one more per applied reload.
-    pub fn generation(&self) -> u64 {
-        self.generation
-    }
-
-    /// The rule named `name`.
-    pub fn get(&self, name: &str) -> Option<&Arc<RuleLimiter<C>>> {
-        self.rules.get(name)
-    }
-
-    /// The rules by name.
-    pub fn rules(&self) -> impl Iterator<Item = &Arc<RuleLimiter<C>>> {
-        self.rules.values()
-    }
-}
-
-/// What a reload did, rule by rule.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReloadReport {
-    /// The generation now in force.
-    pub generation: u64,
-    /// Rules that are new.
-    pub added: Vec<String>,
-    /// Rules that are gone.
-    pub removed: Vec<String>,
-    /// Rules whose live limiter took a new quota, state kept.
-    pub updated: Vec<String>,
-    /// Rules whose limiter was replaced (algorithm, key kind or backend
-    /// changed, or numbers `set_quota` cannot move).
-    pub replaced: Vec<String>,
-    /// Rules whose limiter is untouched (perhaps a new mode, match or
-    /// headers).
-    pub unchanged: Vec<String>,
-}
 
 struct Shared<C: RuleClock> {
     path: PathBuf,

@@ -42,6 +42,7 @@
 
 use core::time::Duration;
 
+use crate::clock::Clock;
 use crate::error::AcquireError;
 use crate::gcra::{self, Params, Refusal};
 use crate::identity::Owner;
@@ -52,6 +53,44 @@ use crate::refunds::{Pending, Refund, Refunds, WordUndo};
 use crate::reservation::{Headroom, Reservation, Undo};
 use crate::state::update_word;
 use crate::sync::{AtomicU64, Ordering};
+
+/// The clock a [`GcraCell`] decides on: `clock`'s readings counted from
+/// the caller's epoch `origin` (a reading of that clock), so a clock of any
+/// origin works and reservations report clock readings. A reading before
+/// `origin` counts as 0 (time never runs ahead).
+///
+/// # Examples
+///
+/// ```
+/// use limiter_core::{CellClock, ManualClock};
+///
+/// let clock = ManualClock::starting_at(1_000);
+/// let on = CellClock { clock: &clock, origin: 400 };
+/// assert_eq!(on.now(), 600);
+/// ```
+#[derive(Debug)]
+pub struct CellClock<'a, C: ?Sized> {
+    /// The clock read.
+    pub clock: &'a C,
+    /// The reading the cell's time counts from.
+    pub origin: u64,
+}
+
+impl<C: ?Sized> Clone for CellClock<'_, C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<C: ?Sized> Copy for CellClock<'_, C> {}
+
+impl<C: Clock + ?Sized> CellClock<'_, C> {
+    /// Nanoseconds since `origin` (0 before it).
+    #[inline]
+    pub fn now(&self) -> u64 {
+        self.clock.now().saturating_sub(self.origin)
+    }
+}
 
 // A retired word can never be mistaken for a tat.
 const _: () = assert!(GcraCell::RETIRED > MAX_SPAN);
@@ -168,7 +207,8 @@ impl GcraCell {
         now: u64,
         n: u32,
     ) -> Option<Result<(), AcquireError>> {
-        self.reserve_at(quota, 0, now, n, 0).map(|r| r.map(|_| ()))
+        self.reserve_at(quota, 0, || now, n, 0)
+            .map(|(outcome, _)| outcome.map(|_| ()))
     }
 
     /// Claims the earliest slot for `n` permits at `now` if it comes within
@@ -200,66 +240,75 @@ impl GcraCell {
         n: u32,
         max_wait: Duration,
     ) -> Option<Result<Reservation, AcquireError>> {
-        self.reserve_at(quota, 0, now, n, saturating_nanos(max_wait))
+        self.reserve_at(quota, 0, || now, n, saturating_nanos(max_wait))
+            .map(|(outcome, _)| outcome)
     }
 
-    /// As [`reserve_n`](GcraCell::reserve_n) for a caller whose epoch is the
-    /// clock reading `origin`: `now` is nanoseconds since `origin`, and the
-    /// reservation's [`ready_at`](Reservation::ready_at) is a clock reading,
-    /// `origin` plus the slot.
+    /// As [`reserve_n`](GcraCell::reserve_n), at the time `clock` reads: its
+    /// readings as nanoseconds since the caller's epoch, and the
+    /// reservation's [`ready_at`](Reservation::ready_at) a reading of its
+    /// clock (the epoch plus the slot).
+    ///
+    /// The clock is read once, and again after a CAS lost to another
+    /// decision: that decision may have read the clock later than this one
+    /// did, and deciding on its word with the earlier reading would refuse
+    /// a request that conforms now, or report one permit too few left.
     ///
     /// # Errors
     ///
     /// As [`reserve_n`](GcraCell::reserve_n), and
     /// [`AcquireError::TimeOutOfRange`] (with `now` as a clock reading) for
     /// a slot whose clock reading would pass `u64::MAX`.
-    #[inline]
     ///
     /// # Examples
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{CellClock, GcraCell, ManualClock, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
-    /// let origin = 5_000_000_000; // the caller's epoch, as a clock reading
-    /// cell.reserve_n_since(origin, quota, 0, 1, Duration::ZERO).unwrap()?;
-    /// let r = cell.reserve_n_since(origin, quota, 0, 1, Duration::MAX).unwrap()?;
-    /// assert_eq!(r.ready_at(), origin + 100_000_000);
+    /// let clock = ManualClock::starting_at(5_000_000_000);
+    /// let on = CellClock { clock: &clock, origin: 5_000_000_000 }; // the caller's epoch
+    /// cell.reserve_n_on(on, quota, 1, Duration::ZERO).unwrap()?;
+    /// let r = cell.reserve_n_on(on, quota, 1, Duration::MAX).unwrap()?;
+    /// assert_eq!(r.ready_at(), 5_100_000_000);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn reserve_n_since(
+    #[inline]
+    pub fn reserve_n_on<C: Clock + ?Sized>(
         &self,
-        origin: u64,
+        clock: CellClock<'_, C>,
         quota: Quota,
-        now: u64,
         n: u32,
         max_wait: Duration,
     ) -> Option<Result<Reservation, AcquireError>> {
-        self.reserve_at(quota, origin, now, n, saturating_nanos(max_wait))
+        self.reserve_at(
+            quota,
+            clock.origin,
+            || clock.now(),
+            n,
+            saturating_nanos(max_wait),
+        )
+        .map(|(outcome, _)| outcome)
     }
 
+    /// The decision, with the time (since `origin`) it was made at: `now()`
+    /// read once, and again after each CAS lost to another decision.
     #[inline]
     fn reserve_at(
         &self,
         quota: Quota,
         origin: u64,
-        now: u64,
+        now: impl Fn() -> u64,
         n: u32,
         max_wait: u64,
-    ) -> Option<Result<Reservation, AcquireError>> {
+    ) -> Option<(Result<Reservation, AcquireError>, u64)> {
         let params = Params::from(quota);
         // The furthest slot whose clock reading `origin + slot` exists.
         let last_slot = u64::MAX - origin;
-        let refuse = |refusal| {
-            Some(acquire_error(
-                refusal,
-                n,
-                origin.saturating_add(now),
-                params.burst,
-            ))
-        };
+        let mut at = now();
+        let mut seen = None;
         // Relaxed throughout: the word names no other data; the CAS alone
         // orders decisions on this cell among themselves (linearizable).
         let outcome = update_word(
@@ -271,6 +320,21 @@ impl GcraCell {
                 if current == Self::RETIRED {
                     return Err(None);
                 }
+                // A CAS lost to another decision (not a spurious failure,
+                // which leaves the word as it was): read the clock again.
+                if seen.is_some_and(|w| w != current) {
+                    at = now();
+                }
+                seen = Some(current);
+                let now = at;
+                let refuse = |refusal| {
+                    Some(acquire_error(
+                        refusal,
+                        n,
+                        origin.saturating_add(now),
+                        params.burst,
+                    ))
+                };
                 let grant =
                     gcra::reserve_within(current, now, n, max_wait, params, params.burst, MAX_SPAN)
                         .map_err(refuse)?;
@@ -288,6 +352,8 @@ impl GcraCell {
                         changes: 0,
                     }
                 };
+                #[cfg(all(test, not(loom)))]
+                tests::stall_before_cas();
                 Ok((
                     grant.tat,
                     Reservation {
@@ -301,9 +367,9 @@ impl GcraCell {
             },
         );
         match outcome {
-            Ok(reservation) => Some(Ok(reservation)),
+            Ok(reservation) => Some((Ok(reservation), at)),
             Err(None) => None,
-            Err(Some(error)) => Some(Err(error)),
+            Err(Some(error)) => Some((Err(error), at)),
         }
     }
 
@@ -341,43 +407,44 @@ impl GcraCell {
                 .is_ok()
     }
 
-    /// As [`reserve_n_since`](GcraCell::reserve_n_since), taking a refund of
+    /// As [`reserve_n_on`](GcraCell::reserve_n_on), taking a refund of
     /// this cell from `refunds` when its fresh slot would wait and a refund
     /// comes sooner (see [`cancel_with_refunds`](GcraCell::cancel_with_refunds)).
     /// The fresh slot is then given back. A reservation whose permits are
     /// free now, or an empty table, costs nothing more than
-    /// `reserve_n_since`.
+    /// `reserve_n_on`.
     ///
     /// # Errors
     ///
-    /// As [`reserve_n_since`](GcraCell::reserve_n_since).
+    /// As [`reserve_n_on`](GcraCell::reserve_n_on).
     ///
     /// # Examples
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{CellRefunds, GcraCell, Quota};
+    /// use limiter_core::{CellClock, CellRefunds, GcraCell, ManualClock, Quota};
     ///
-    /// let (cell, refunds) = (GcraCell::new(), CellRefunds::new());
+    /// let (cell, refunds, clock) = (GcraCell::new(), CellRefunds::new(), ManualClock::new());
+    /// let on = CellClock { clock: &clock, origin: 0 };
     /// let q = Quota::per_second(10)?; // slots 100 ms apart
-    /// let reserve = || cell.reserve_n_with_refunds(&refunds, 0, q, 0, 1, Duration::MAX).unwrap();
+    /// let reserve = || cell.reserve_n_with_refunds(&refunds, on, q, 1, Duration::MAX).unwrap();
     /// let (_now, first, _second) = (reserve()?, reserve()?, reserve()?);
-    /// assert!(cell.cancel_with_refunds(&refunds, first, 0, 0)); // refunded at 100 ms
+    /// assert!(cell.cancel_with_refunds(&refunds, first, on)); // refunded at 100 ms
     /// assert_eq!(reserve()?.wait(), Duration::from_millis(100));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[cfg(feature = "std")]
-    pub fn reserve_n_with_refunds(
+    pub fn reserve_n_with_refunds<C: Clock + ?Sized>(
         &self,
         refunds: &CellRefunds,
-        origin: u64,
+        clock: CellClock<'_, C>,
         quota: Quota,
-        now: u64,
         n: u32,
         max_wait: Duration,
     ) -> Option<Result<Reservation, AcquireError>> {
         let max_wait = saturating_nanos(max_wait);
-        let fresh = self.reserve_at(quota, origin, now, n, max_wait)?;
+        let origin = clock.origin;
+        let (fresh, now) = self.reserve_at(quota, origin, || clock.now(), n, max_wait)?;
         if !refunds.pending.any() {
             return Some(fresh);
         }
@@ -409,9 +476,9 @@ impl GcraCell {
 
     /// Gives back the permits of a reservation made on this cell, whether or
     /// not later reservations depend on them; returns whether they are back.
-    /// `origin` is the caller's epoch as in
-    /// [`reserve_n_since`](GcraCell::reserve_n_since), `now` the time since
-    /// it. Refuses a reservation of any other cell.
+    /// `clock` is the one the reservation was made on (see
+    /// [`reserve_n_on`](GcraCell::reserve_n_on)). Refuses a reservation of
+    /// any other cell.
     ///
     /// If the cell still holds what the reservation left, its word is
     /// restored, as [`cancel`](GcraCell::cancel) does. Otherwise its slot
@@ -429,28 +496,30 @@ impl GcraCell {
     /// use core::time::Duration;
     /// use limiter_core::{CellRefunds, GcraCell, Quota};
     ///
-    /// let (cell, refunds) = (GcraCell::new(), CellRefunds::new());
+    /// use limiter_core::{CellClock, ManualClock};
+    /// let (cell, refunds, clock) = (GcraCell::new(), CellRefunds::new(), ManualClock::new());
+    /// let on = CellClock { clock: &clock, origin: 0 };
     /// let q = Quota::per_second(10)?;
-    /// let reserve = || cell.reserve_n_with_refunds(&refunds, 0, q, 0, 1, Duration::MAX).unwrap();
+    /// let reserve = || cell.reserve_n_with_refunds(&refunds, on, q, 1, Duration::MAX).unwrap();
     /// let (_now, first, second) = (reserve()?, reserve()?, reserve()?);
-    /// assert!(cell.cancel_with_refunds(&refunds, first, 0, 0)); // not the last
-    /// assert!(cell.cancel_with_refunds(&refunds, second, 0, 0)); // unwinds both
+    /// assert!(cell.cancel_with_refunds(&refunds, first, on)); // not the last
+    /// assert!(cell.cancel_with_refunds(&refunds, second, on)); // unwinds both
     /// assert_eq!(reserve()?.wait(), Duration::from_millis(100));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[cfg(feature = "std")]
-    pub fn cancel_with_refunds(
+    pub fn cancel_with_refunds<C: Clock + ?Sized>(
         &self,
         refunds: &CellRefunds,
         reservation: Reservation,
-        origin: u64,
-        now: u64,
+        clock: CellClock<'_, C>,
     ) -> bool {
         if reservation.owner != self.owner || reservation.permits == 0 {
             return false;
         }
+        let now = clock.now();
         let mut table = refunds.lock();
-        self.give_back(&mut table, refunds, reservation, origin, now)
+        self.give_back(&mut table, refunds, reservation, clock.origin, now)
     }
 
     /// `cancel_with_refunds` with the table locked.
@@ -537,12 +606,15 @@ impl GcraCell {
         }
     }
 
-    /// The [`Headroom`] that `reservation`, made by this cell at `now` under
-    /// `quota`, left: computed from the word the decision wrote (kept in the
-    /// reservation), so a concurrent caller cannot skew it. `None` for a
-    /// reservation of another cell. A reservation of 0 permits wrote nothing:
-    /// its headroom is the cell's state now. One served from a refunded slot
-    /// reports 0 remaining and its wait plus one emission interval.
+    /// The [`Headroom`] that `reservation`, made by this cell under `quota`
+    /// on a clock whose epoch is the reading `origin` (0 for
+    /// [`reserve_n`](GcraCell::reserve_n)), left: computed from the word the
+    /// decision wrote (kept in the reservation) at the time it was decided
+    /// (its `ready_at` less its wait), so a concurrent caller cannot skew it.
+    /// `None` for a reservation of another cell. A reservation of 0 permits
+    /// wrote nothing: its headroom is the cell's state now. One served from a
+    /// refunded slot reports 0 remaining and its wait plus one emission
+    /// interval.
     ///
     /// # Examples
     ///
@@ -553,20 +625,25 @@ impl GcraCell {
     /// let quota = Quota::per_second(10)?.with_burst(3)?; // t = 100 ms
     /// let cell = GcraCell::new();
     /// let r = cell.reserve_n(quota, 0, 1, Duration::ZERO).unwrap()?;
-    /// let left = cell.headroom_after(&r, quota, 0);
+    /// let left = cell.headroom_of(&r, quota, 0);
     /// assert_eq!(left, Some(Headroom { remaining: 2, refill_in: Duration::from_millis(100) }));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
-    pub fn headroom_after(
+    pub fn headroom_of(
         &self,
         reservation: &Reservation,
         quota: Quota,
-        now: u64,
+        origin: u64,
     ) -> Option<Headroom> {
         if reservation.owner != self.owner {
             return None;
         }
+        // The decision's time since `origin`: its slot less its wait.
+        let now = reservation
+            .ready_at
+            .saturating_sub(origin)
+            .saturating_sub(reservation.wait);
         let params = Params::from(quota);
         let (remaining, refill_in) = match reservation.undo {
             Undo::Word { after, .. } => gcra::headroom(after, now, params, params.burst, MAX_SPAN),
@@ -732,12 +809,13 @@ impl CellRefunds {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{CellRefunds, GcraCell, Quota};
+    /// use limiter_core::{CellClock, CellRefunds, GcraCell, ManualClock, Quota};
     ///
-    /// let (cell, refunds) = (GcraCell::new(), CellRefunds::new());
+    /// let (cell, refunds, clock) = (GcraCell::new(), CellRefunds::new(), ManualClock::new());
+    /// let on = CellClock { clock: &clock, origin: 0 };
     /// let quota = Quota::per_second(10)?;
-    /// let r = cell.reserve_n_with_refunds(&refunds, 0, quota, 0, 1, Duration::ZERO).unwrap()?;
-    /// assert!(cell.cancel_with_refunds(&refunds, r, 0, 0));
+    /// let r = cell.reserve_n_with_refunds(&refunds, on, quota, 1, Duration::ZERO).unwrap()?;
+    /// assert!(cell.cancel_with_refunds(&refunds, r, on));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn new() -> CellRefunds {
@@ -763,7 +841,11 @@ impl Default for CellRefunds {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use std::boxed::Box;
+    use std::cell::RefCell;
+
     use super::*;
+    use crate::ManualClock;
 
     fn quota() -> Quota {
         Quota::per_second(10).unwrap().with_burst(3).unwrap()
@@ -902,22 +984,131 @@ mod tests {
     #[test]
     fn a_reservation_since_an_origin_is_ready_at_a_clock_reading() {
         let origin = 1_800_000_000_000_000_000;
+        let clock = ManualClock::starting_at(origin + 5);
+        let on = CellClock {
+            clock: &clock,
+            origin,
+        };
         let cell = GcraCell::new();
         let first = cell
-            .reserve_n_since(origin, quota(), 5, 3, Duration::ZERO)
+            .reserve_n_on(on, quota(), 3, Duration::ZERO)
             .unwrap()
             .unwrap();
         assert_eq!(first.ready_at(), origin + 5);
         let second = cell
-            .reserve_n_since(origin, quota(), 5, 1, Duration::from_secs(1))
+            .reserve_n_on(on, quota(), 1, Duration::from_secs(1))
             .unwrap()
             .unwrap();
         assert_eq!(second.ready_at(), origin + 5 + 100_000_000);
         // A slot whose clock reading would pass u64::MAX is out of range.
         let late = GcraCell::new();
+        let clock = ManualClock::starting_at(u64::MAX - 5);
+        let on = CellClock {
+            clock: &clock,
+            origin: u64::MAX - 10,
+        };
+        assert!(matches!(
+            late.reserve_n_on(on, quota(), 3, Duration::ZERO),
+            Some(Ok(_))
+        ));
         assert_eq!(
-            late.reserve_n_since(u64::MAX - 10, quota(), 20, 1, Duration::ZERO),
-            Some(Err(AcquireError::TimeOutOfRange { now: u64::MAX }))
+            late.reserve_n_on(on, quota(), 1, Duration::from_secs(1)),
+            Some(Err(AcquireError::TimeOutOfRange { now: u64::MAX - 5 }))
+        );
+    }
+
+    std::thread_local! {
+        /// Run once by the next decision of this thread, between its
+        /// decision and its CAS: a deterministic stall.
+        static STALL: RefCell<Option<Box<dyn FnOnce()>>> = RefCell::new(None);
+    }
+
+    pub(super) fn stall_before_cas() {
+        if let Some(stall) = STALL.with(|s| s.borrow_mut().take()) {
+            stall();
+        }
+    }
+
+    #[test]
+    fn a_decision_after_a_lost_cas_reads_the_clock_again() {
+        // t = 100 ms, burst 2, a full cell. A decision reads the clock at 0;
+        // before its CAS the clock reaches 1 s and another decision takes
+        // one permit (tat 1.1 s). On the stale reading the retry would
+        // refuse (it needs tat ≤ 0.1 s); at 1 s one permit is free, and
+        // none is left after it.
+        let clock = ManualClock::new();
+        let quota = Quota::per_second(10).unwrap().with_burst(2).unwrap();
+        let cell = std::sync::Arc::new(GcraCell::new());
+        let (other, winner_clock) = (std::sync::Arc::clone(&cell), clock.clone());
+        STALL.with(|s| {
+            *s.borrow_mut() = Some(Box::new(move || {
+                winner_clock.set(1_000_000_000);
+                let on = CellClock {
+                    clock: &winner_clock,
+                    origin: 0,
+                };
+                let _kept = other
+                    .reserve_n_on(on, quota, 1, Duration::ZERO)
+                    .unwrap()
+                    .unwrap();
+            }))
+        });
+        let on = CellClock {
+            clock: &clock,
+            origin: 0,
+        };
+        let r = cell
+            .reserve_n_on(on, quota, 1, Duration::ZERO)
+            .unwrap()
+            .expect("decided on a reading taken before the winner's");
+        assert_eq!(r.ready_at(), 1_000_000_000);
+        // The headroom is that of the fresh reading: 0 left, the next in 100 ms.
+        assert_eq!(
+            cell.headroom_of(&r, quota, 0),
+            Some(Headroom {
+                remaining: 0,
+                refill_in: Duration::from_millis(100)
+            })
+        );
+    }
+
+    #[test]
+    fn a_grant_after_a_lost_cas_reports_the_headroom_of_the_fresh_reading() {
+        // t = 100 ms, burst 4. A decision reads 0; meanwhile the clock
+        // reaches 150 ms and a winner takes one permit at 150 ms (tat 250
+        // ms). The loser's grant leaves tat 350 ms: at 150 ms, 2 permits
+        // (and 100 ms to the next); on the stale reading it would say 0.
+        let clock = ManualClock::new();
+        let quota = Quota::per_second(10).unwrap().with_burst(4).unwrap();
+        let cell = std::sync::Arc::new(GcraCell::new());
+        let (other, winner_clock) = (std::sync::Arc::clone(&cell), clock.clone());
+        STALL.with(|s| {
+            *s.borrow_mut() = Some(Box::new(move || {
+                winner_clock.set(150_000_000);
+                let on = CellClock {
+                    clock: &winner_clock,
+                    origin: 0,
+                };
+                let _kept = other
+                    .reserve_n_on(on, quota, 1, Duration::ZERO)
+                    .unwrap()
+                    .unwrap();
+            }))
+        });
+        let on = CellClock {
+            clock: &clock,
+            origin: 0,
+        };
+        let r = cell
+            .reserve_n_on(on, quota, 1, Duration::ZERO)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            cell.headroom_of(&r, quota, 0),
+            Some(Headroom {
+                remaining: 2,
+                refill_in: Duration::from_millis(100)
+            })
         );
     }
 }

@@ -171,5 +171,4 @@ impl fmt::Display for AcquireError {
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for AcquireError {}
+impl core::error::Error for AcquireError {}

@@ -80,6 +80,7 @@ mod cell;
 mod change_lock;
 mod clock;
 mod composite;
+mod decision;
 mod error;
 mod gcra;
 mod identity;
@@ -103,13 +104,14 @@ pub use adaptive::{
 };
 #[cfg(feature = "std")]
 pub use cell::CellRefunds;
-pub use cell::GcraCell;
+pub use cell::{CellClock, GcraCell};
 #[cfg(feature = "tsc")]
 pub use clock::TscClock;
 pub use clock::{BlockingClock, Clock, DefaultClock, ManualClock};
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, MonotonicClock};
 pub use composite::{AllOfError, AllReservation, Limit, cancel_all, reserve_all, try_acquire_all};
+pub use decision::{Decide, Decider, Denial, Grant, Policy, Unavailable};
 pub use error::{AcquireError, QuotaError};
 pub use limiter::RateLimiter;
 pub use limiter_trait::Limiter;

@@ -11,6 +11,7 @@ use core::time::Duration;
 
 use crate::change_lock::ChangeLock;
 use crate::clock::{Clock, DefaultClock, Epoch};
+use crate::decision::{Decide, Decider, Denial, Grant, Policy};
 use crate::error::AcquireError;
 use crate::gcra::{self, Params, Refusal};
 use crate::identity::Owner;
@@ -254,8 +255,22 @@ impl<C: Clock> RateLimiter<C> {
         max_wait: Duration,
     ) -> Result<(Reservation, Headroom), AcquireError> {
         let now = self.clock.now();
+        self.reserve_with_headroom_at(now, n, saturating_nanos(max_wait), |p| p.burst)
+    }
+
+    /// [`reserve_n_with_headroom`](RateLimiter::reserve_n_with_headroom) at
+    /// the clock reading `clock_now`, for a caller that may use
+    /// `usable(params)` permits of the burst (the priority tiers): the
+    /// headroom is then what is left within that share.
+    pub(crate) fn reserve_with_headroom_at(
+        &self,
+        clock_now: u64,
+        n: u32,
+        max_wait: u64,
+        usable: impl Fn(Params) -> u32,
+    ) -> Result<(Reservation, Headroom), AcquireError> {
         let (reservation, decided) =
-            self.decide_at::<true, false>(now, n, saturating_nanos(max_wait), |p| p.burst)?;
+            self.decide_at::<true, false>(clock_now, n, max_wait, usable)?;
         let headroom = match decided {
             Some(d) => {
                 let (remaining, refill_in) =
@@ -707,6 +722,38 @@ impl<C: Clock> RateLimiter<C> {
     /// ```
     pub fn clock(&self) -> &C {
         &self.clock
+    }
+}
+
+/// Exact headroom, from the word the decision's CAS wrote.
+impl<C: Clock> Decider for RateLimiter<C> {
+    type Key = ();
+    type Ticket = Reservation;
+
+    fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
+        RateLimiter::cancel(self, ticket)
+    }
+
+    fn policy(&self, _key: &()) -> Policy {
+        self.quota().into()
+    }
+}
+
+impl<C: Clock> Decide for RateLimiter<C> {
+    #[inline]
+    fn decide(
+        &self,
+        _key: &(),
+        cost: u32,
+        max_wait: Duration,
+    ) -> Result<Grant<Reservation>, Denial> {
+        self.reserve_n_with_headroom(cost, max_wait)
+            .map(|(ticket, headroom)| Grant {
+                wait: ticket.wait(),
+                ticket,
+                headroom,
+            })
+            .map_err(Denial::from)
     }
 }
 

@@ -34,6 +34,7 @@ use core::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
+use crate::decision::{Decide, Decider, Denial, Grant, Policy};
 use crate::error::AcquireError;
 use crate::limiter_trait::Limiter;
 use crate::reservation::Reservation;
@@ -291,6 +292,53 @@ impl<L: Limiter> Limiter for Metered<L> {
 
     fn now(&self) -> u64 {
         self.inner.now()
+    }
+}
+
+/// Counts the decisions of the inner limiter's [`Decide`] as its
+/// [`Limiter`] calls are counted: a grant as allowed (and delayed, with its
+/// wait, when it waits), a denial as rejected, a cancel that gives permits
+/// back as cancelled. Headroom and policy are the inner limiter's.
+impl<L: Limiter + Decider> Decider for Metered<L> {
+    type Key = L::Key;
+    type Ticket = L::Ticket;
+
+    fn cancel(&self, key: &L::Key, ticket: L::Ticket) -> bool {
+        let refunded = Decider::cancel(&self.inner, key, ticket);
+        if refunded {
+            self.counter().add(|s| &s.cancelled, 1);
+        }
+        refunded
+    }
+
+    fn policy(&self, key: &L::Key) -> Policy {
+        self.inner.policy(key)
+    }
+}
+
+impl<L: Limiter + Decide> Decide for Metered<L> {
+    fn decide(
+        &self,
+        key: &L::Key,
+        cost: u32,
+        max_wait: Duration,
+    ) -> Result<Grant<L::Ticket>, Denial> {
+        let outcome = self.inner.decide(key, cost, max_wait);
+        let counter = self.counter();
+        match &outcome {
+            Ok(grant) => {
+                counter.add(|s| &s.allowed, 1);
+                if !grant.wait.is_zero() {
+                    counter.add(|s| &s.delayed, 1);
+                    counter.add(
+                        |s| &s.wait_nanos,
+                        crate::quota::saturating_nanos(grant.wait),
+                    );
+                }
+            }
+            Err(_) => counter.add(|s| &s.rejected, 1),
+        }
+        outcome
     }
 }
 

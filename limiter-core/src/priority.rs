@@ -40,6 +40,7 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 use crate::clock::Clock;
+use crate::decision::{Decide, Decider, Denial, Grant, Policy};
 use crate::error::{AcquireError, QuotaError};
 use crate::gcra::Params;
 use crate::limiter::RateLimiter;
@@ -519,10 +520,87 @@ impl<C: Clock> Limiter for PriorityClass<C> {
         self.limiter.reserve_n(self.class, n, max_wait)
     }
     fn cancel(&self, reservation: Reservation) -> bool {
-        self.limiter.cancel(reservation)
+        PriorityLimiter::cancel(&self.limiter, reservation)
     }
     fn now(&self) -> u64 {
         self.limiter.clock().now()
+    }
+}
+
+/// Keyed by the class: exact headroom within the class's share of the
+/// burst, from the word the decision wrote; the policy of a class is its
+/// share of the burst at the quota's interval (of the whole quota for a
+/// class past the last, which every decision refuses as
+/// [`Denial::Unavailable`]).
+impl<C: Clock> Decider for PriorityLimiter<C> {
+    type Key = usize;
+    type Ticket = Reservation;
+
+    fn cancel(&self, _class: &usize, ticket: Reservation) -> bool {
+        PriorityLimiter::cancel(self, ticket)
+    }
+
+    fn policy(&self, class: &usize) -> Policy {
+        let quota = self.quota();
+        let burst = match self.share(*class, 0) {
+            Ok(share) => share.usable(quota.burst()),
+            Err(_) => quota.burst(),
+        };
+        Policy {
+            burst,
+            interval: quota.period(),
+        }
+    }
+}
+
+impl<C: Clock> Decide for PriorityLimiter<C> {
+    fn decide(
+        &self,
+        class: &usize,
+        cost: u32,
+        max_wait: Duration,
+    ) -> Result<Grant<Reservation>, Denial> {
+        let class = *class;
+        let share = self.share(class, cost)?;
+        let max_wait = if class == 0 {
+            saturating_nanos(max_wait)
+        } else {
+            0
+        };
+        let now = self.limiter.clock().now();
+        let (ticket, headroom) =
+            self.limiter
+                .reserve_with_headroom_at(now, cost, max_wait, |p: Params| share.usable(p.burst))?;
+        Ok(Grant {
+            wait: ticket.wait(),
+            ticket,
+            headroom,
+        })
+    }
+}
+
+/// As [`PriorityLimiter`]'s `Decide` for this view's class.
+impl<C: Clock> Decider for PriorityClass<C> {
+    type Key = ();
+    type Ticket = Reservation;
+
+    fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
+        PriorityLimiter::cancel(&self.limiter, ticket)
+    }
+
+    fn policy(&self, _key: &()) -> Policy {
+        Decider::policy(&*self.limiter, &self.class)
+    }
+}
+
+impl<C: Clock> Decide for PriorityClass<C> {
+    fn decide(
+        &self,
+        _key: &(),
+        cost: u32,
+        max_wait: Duration,
+    ) -> Result<Grant<Reservation>, Denial> {
+        self.limiter.decide(&self.class, cost, max_wait)
     }
 }
 

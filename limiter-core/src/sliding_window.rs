@@ -60,11 +60,12 @@
 use core::time::Duration;
 
 use crate::clock::{Clock, Epoch};
+use crate::decision::{Decide, Decider, Denial, Grant, Policy};
 use crate::error::{AcquireError, QuotaError};
 use crate::identity::Owner;
 use crate::limiter_trait::Limiter;
 use crate::quota::MAX_SPAN;
-use crate::reservation::{Reservation, Undo};
+use crate::reservation::{Headroom, Reservation, Undo};
 use crate::state::AtomicState;
 use crate::sync::AtomicU128;
 
@@ -389,6 +390,11 @@ impl<C: Clock> SlidingWindow<C> {
             return 0;
         };
         let (c, e) = Counts::unpack(self.state.load()).at(now, self.window);
+        self.room(c, e)
+    }
+
+    /// The largest `n` that counts `c`, `e` ns into their window, admit.
+    fn room(&self, c: Counts, e: u64) -> u32 {
         // Largest n with prev·(W − e) + (curr + n)·W ≤ limit·W.
         let w = u128::from(self.window);
         let room =
@@ -406,7 +412,42 @@ impl<C: Clock> SlidingWindow<C> {
     }
 
     /// The decision at the clock reading `clock_now`.
+    #[inline]
     fn acquire_at(&self, clock_now: u64, n: u32) -> Result<Reservation, AcquireError> {
+        self.acquire_with_counts(clock_now, n).map(|(r, _)| r)
+    }
+
+    /// The decision at the clock reading `clock_now`, with the [`Headroom`]
+    /// it left, computed from the counts its CAS wrote.
+    fn acquire_with_headroom(
+        &self,
+        clock_now: u64,
+        n: u32,
+    ) -> Result<(Reservation, Headroom), AcquireError> {
+        let (reservation, (next, e, lag)) = self.acquire_with_counts(clock_now, n)?;
+        let remaining = self.room(next, e);
+        let refill_in = if remaining >= self.limit {
+            0
+        } else {
+            self.wait(next, e, remaining + 1).saturating_add(lag)
+        };
+        Ok((
+            reservation,
+            Headroom {
+                remaining,
+                refill_in: Duration::from_nanos(refill_in),
+            },
+        ))
+    }
+
+    /// The decision, with the counts it wrote, the ns into their window and
+    /// the lag of a clock that stepped back (see [`Counts::lag`]).
+    #[inline]
+    fn acquire_with_counts(
+        &self,
+        clock_now: u64,
+        n: u32,
+    ) -> Result<(Reservation, (Counts, u64, u64)), AcquireError> {
         if n > self.limit {
             return Err(AcquireError::InsufficientCapacity {
                 requested: n,
@@ -432,14 +473,17 @@ impl<C: Clock> SlidingWindow<C> {
                     };
                     Ok((
                         next.pack(),
-                        Reservation {
-                            permits: n,
-                            // now ≤ limit: converts back without overflow.
-                            ready_at: self.epoch.to_clock(now),
-                            wait: 0,
-                            owner: self.owner,
-                            undo,
-                        },
+                        (
+                            Reservation {
+                                permits: n,
+                                // now ≤ limit: converts back without overflow.
+                                ready_at: self.epoch.to_clock(now),
+                                wait: 0,
+                                owner: self.owner,
+                                undo,
+                            },
+                            (next, e, c.lag(now, self.window)),
+                        ),
                     ))
                 }
                 wait => {
@@ -539,6 +583,41 @@ impl<C: Clock> Limiter for SlidingWindow<C> {
 
     fn now(&self) -> u64 {
         self.clock.now()
+    }
+}
+
+/// Exact headroom from the counts the decision wrote; grants only what
+/// conforms now, as [`Limiter::reserve_n`] does. The policy is `limit` per
+/// `window`: a burst of `limit`, one permit per `window / limit`.
+impl<C: Clock> Decider for SlidingWindow<C> {
+    type Key = ();
+    type Ticket = Reservation;
+
+    fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
+        Limiter::cancel(self, ticket)
+    }
+
+    fn policy(&self, _key: &()) -> Policy {
+        Policy {
+            burst: self.limit,
+            interval: Duration::from_nanos(self.window / u64::from(self.limit)),
+        }
+    }
+}
+
+impl<C: Clock> Decide for SlidingWindow<C> {
+    fn decide(
+        &self,
+        _key: &(),
+        cost: u32,
+        _max_wait: Duration,
+    ) -> Result<Grant<Reservation>, Denial> {
+        let (ticket, headroom) = self.acquire_with_headroom(self.clock.now(), cost)?;
+        Ok(Grant {
+            wait: Duration::ZERO,
+            ticket,
+            headroom,
+        })
     }
 }
 

@@ -57,11 +57,12 @@
 use core::time::Duration;
 
 use crate::clock::{Clock, Epoch};
+use crate::decision::{Decide, Decider, Denial, Grant, Policy};
 use crate::error::{AcquireError, QuotaError};
 use crate::identity::Owner;
 use crate::limiter_trait::Limiter;
 use crate::quota::{MAX_SPAN, Quota, saturating_nanos};
-use crate::reservation::{Reservation, Undo};
+use crate::reservation::{Headroom, Reservation, Undo};
 use crate::state::AtomicState;
 use crate::sync::AtomicU128;
 
@@ -590,6 +591,42 @@ impl<C: Clock> WarmUpLimiter<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
+        self.reserve_with_word(n, max_wait).map(|(r, _)| r)
+    }
+
+    /// [`reserve_n`](WarmUpLimiter::reserve_n), with the [`Headroom`] read
+    /// from the word its CAS wrote: 0 remaining and the time until the next
+    /// request may proceed while one must wait; otherwise what
+    /// [`available`](WarmUpLimiter::available) would say on that word, and
+    /// no refill to wait for.
+    fn reserve_with_headroom(
+        &self,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<(Reservation, Headroom), AcquireError> {
+        let (reservation, (word, now, limit)) = self.reserve_with_word(n, max_wait)?;
+        let (next_free, stored) = self.curve.refill(word, now);
+        let headroom = if next_free > now {
+            Headroom {
+                remaining: 0,
+                refill_in: Duration::from_nanos(next_free - now),
+            }
+        } else {
+            Headroom {
+                remaining: self.available_from(next_free, stored, limit),
+                refill_in: Duration::ZERO,
+            }
+        };
+        Ok((reservation, headroom))
+    }
+
+    /// The decision, with the word it left, its limiter time and the limit.
+    #[inline]
+    fn reserve_with_word(
+        &self,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<(Reservation, (u128, u64, u64)), AcquireError> {
         let clock_now = self.clock.now();
         let out_of_range = AcquireError::TimeOutOfRange { now: clock_now };
         let now = self.epoch.elapsed(clock_now);
@@ -615,7 +652,7 @@ impl<C: Clock> WarmUpLimiter<C> {
                     owner: self.owner,
                     undo: Undo::Nothing,
                 };
-                return Ok((word, r));
+                return Ok((word, (r, (word, now, limit))));
             }
             let (after_free, left) = c.spend(next_free, stored, n);
             if after_free > limit {
@@ -628,15 +665,18 @@ impl<C: Clock> WarmUpLimiter<C> {
             };
             Ok((
                 after,
-                Reservation {
-                    permits: n,
-                    // next_free ≤ limit (the state only holds times in
-                    // range): converts back without overflow.
-                    ready_at: self.epoch.to_clock(next_free),
-                    wait,
-                    owner: self.owner,
-                    undo,
-                },
+                (
+                    Reservation {
+                        permits: n,
+                        // next_free ≤ limit (the state only holds times in
+                        // range): converts back without overflow.
+                        ready_at: self.epoch.to_clock(next_free),
+                        wait,
+                        owner: self.owner,
+                        undo,
+                    },
+                    (after, now, limit),
+                ),
             ))
         })
     }
@@ -676,6 +716,12 @@ impl<C: Clock> WarmUpLimiter<C> {
         if next_free > now {
             return 0;
         }
+        self.available_from(next_free, stored, limit)
+    }
+
+    /// What [`available`](WarmUpLimiter::available) says of a state that may
+    /// proceed now (`next_free ≤ now`) with `stored` permits.
+    fn available_from(&self, next_free: u64, stored: f64, limit: u64) -> u32 {
         let fits = |n: u32| self.curve.spend(next_free, stored, n).0 <= limit;
         if fits(u32::MAX) {
             return u32::MAX;
@@ -838,6 +884,42 @@ impl<C: Clock> Limiter for WarmUpLimiter<C> {
     }
     fn now(&self) -> u64 {
         self.clock.now()
+    }
+}
+
+/// Headroom from the word the decision wrote (see
+/// [`Decide`]). The policy is one request at a time at the stable
+/// interval: a request proceeds when the previous one's cost has passed.
+impl<C: Clock> Decider for WarmUpLimiter<C> {
+    type Key = ();
+    type Ticket = Reservation;
+
+    fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
+        WarmUpLimiter::cancel(self, ticket)
+    }
+
+    fn policy(&self, _key: &()) -> Policy {
+        Policy {
+            burst: 1,
+            // The stable interval is a whole number of ns (the quota's t).
+            interval: Duration::from_nanos(self.curve.stable as u64),
+        }
+    }
+}
+
+impl<C: Clock> Decide for WarmUpLimiter<C> {
+    fn decide(
+        &self,
+        _key: &(),
+        cost: u32,
+        max_wait: Duration,
+    ) -> Result<Grant<Reservation>, Denial> {
+        let (ticket, headroom) = self.reserve_with_headroom(cost, max_wait)?;
+        Ok(Grant {
+            wait: ticket.wait(),
+            ticket,
+            headroom,
+        })
     }
 }
 

@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::Full;
+use limiter_config::Mode;
 use limiter_config::{PathMatch, RuleSet};
-use limiter_tower::Mode;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::proxy::json_escape;

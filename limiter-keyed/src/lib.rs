@@ -58,6 +58,7 @@
 //!   `limiter-async`'s `AsyncLimiter`.
 
 mod composite;
+mod decision;
 mod error;
 mod eviction;
 mod limiter;

@@ -63,8 +63,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use limiter_core::{
-    AcquireError, CellRefunds, Clock, DefaultClock, GcraCell, Headroom, Quota, QuotaError,
-    Reservation,
+    AcquireError, CellClock, CellRefunds, Clock, DefaultClock, GcraCell, Headroom, Quota,
+    QuotaError, Reservation,
 };
 
 use scc::HashIndex;
@@ -478,9 +478,9 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_acquire_n(&self, key: &K, n: u32) -> Result<(), KeyedError> {
-        self.decide(key, |e, now| {
+        self.decide(key, |e| {
             e.cell
-                .reserve_n_since(self.origin, e.quota, now, n, Duration::ZERO)
+                .reserve_n_on(self.cell_clock(), e.quota, n, Duration::ZERO)
                 .map(|r| r.map(|_| ()))
         })
     }
@@ -518,16 +518,16 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         n: u32,
         max_wait: Duration,
     ) -> Result<Reservation, KeyedError> {
-        self.decide(key, |e, now| {
+        self.decide(key, |e| {
             e.cell
-                .reserve_n_with_refunds(&self.refunds, self.origin, e.quota, now, n, max_wait)
+                .reserve_n_with_refunds(&self.refunds, self.cell_clock(), e.quota, n, max_wait)
         })
     }
 
     /// As [`reserve_n`](KeyedLimiter::reserve_n), with the [`Headroom`] the
     /// decision left for `key`: the permits a caller right after it would
     /// get at once, and the time until one more, computed from the state
-    /// this decision wrote (see [`GcraCell::headroom_after`]).
+    /// this decision wrote (see [`GcraCell::headroom_of`]).
     ///
     /// # Errors
     ///
@@ -553,21 +553,23 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         n: u32,
         max_wait: Duration,
     ) -> Result<(Reservation, Headroom), KeyedError> {
-        self.decide(key, |e, now| {
+        self.decide(key, |e| {
             let decided = e.cell.reserve_n_with_refunds(
                 &self.refunds,
-                self.origin,
+                self.cell_clock(),
                 e.quota,
-                now,
                 n,
                 max_wait,
             )?;
             Some(decided.map(|r| {
                 // The cell made `r`, so this is always `Some`.
-                let left = e.cell.headroom_after(&r, e.quota, now).unwrap_or(Headroom {
-                    remaining: 0,
-                    refill_in: r.wait(),
-                });
+                let left = e
+                    .cell
+                    .headroom_of(&r, e.quota, self.origin)
+                    .unwrap_or(Headroom {
+                        remaining: 0,
+                        refill_in: r.wait(),
+                    });
                 (r, left)
             }))
         })
@@ -601,11 +603,10 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn cancel(&self, key: &K, reservation: Reservation) -> bool {
-        let now = self.now();
         self.map
             .peek_with(key, |_, e| {
                 e.cell
-                    .cancel_with_refunds(&self.refunds, reservation, self.origin, now)
+                    .cancel_with_refunds(&self.refunds, reservation, self.cell_clock())
             })
             .unwrap_or(false)
     }
@@ -647,7 +648,18 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// that: the strict choice, time never runs ahead).
     #[inline]
     pub(crate) fn now(&self) -> u64 {
-        self.clock.now().saturating_sub(self.origin)
+        self.cell_clock().now()
+    }
+
+    /// The clock every cell decides on: the limiter's, counted from its
+    /// construction. A cell reads it at its decision, and again after a CAS
+    /// lost to another decision.
+    #[inline]
+    pub(crate) fn cell_clock(&self) -> CellClock<'_, C> {
+        CellClock {
+            clock: &self.clock,
+            origin: self.origin,
+        }
     }
 
     /// How many keys hold state; never more than
@@ -775,7 +787,10 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// Runs `decide` on `key`'s entry, inserting the key if it is new, and
-    /// looking again when the entry turns out retired.
+    /// looking again when the entry turns out retired. `decide` reads the
+    /// clock itself (through [`cell_clock`](KeyedLimiter::cell_clock)), so a
+    /// decision made again on an entry another thread published first is
+    /// made on a reading taken after that thread's.
     ///
     /// A new key's first decision is made on its entry *before* the entry
     /// is published, so a key enters the map already carrying its first
@@ -787,13 +802,12 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     fn decide<T>(
         &self,
         key: &K,
-        decide: impl Fn(&Entry, u64) -> Option<Result<T, AcquireError>>,
+        decide: impl Fn(&Entry) -> Option<Result<T, AcquireError>>,
     ) -> Result<T, KeyedError> {
-        let now = self.now();
         loop {
             // Lock-free: the guard pins this thread's epoch, nothing shared
             // is written; the entry outlives the closure (see the module doc).
-            let found = self.map.peek_with(key, |_, entry| decide(entry, now));
+            let found = self.map.peek_with(key, |_, entry| decide(entry));
             match found {
                 Some(Some(result)) => return result.map_err(KeyedError::Limited),
                 // Retired: it is being removed; help, then look again.
@@ -803,7 +817,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
                 }
                 None => {}
             }
-            if let Some(result) = self.insert(key, now, &decide)? {
+            if let Some(result) = self.insert(key, &decide)? {
                 return result.map_err(KeyedError::Limited);
             }
         }
@@ -817,16 +831,19 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     fn insert<T>(
         &self,
         key: &K,
-        now: u64,
-        decide: &impl Fn(&Entry, u64) -> Option<Result<T, AcquireError>>,
+        decide: &impl Fn(&Entry) -> Option<Result<T, AcquireError>>,
     ) -> Result<Option<Result<T, AcquireError>>, KeyedError> {
+        // Read before the decision, which reads the clock again: a lower
+        // bound of the new key's tat (for `lower` below), and the time the
+        // sweep that may make room runs at.
+        let now = self.now();
         let room = self.claim_slot(now)?;
         let entry = Entry {
             cell: GcraCell::new(),
             quota: self.quota_of(key),
         };
         // A fresh cell is never retired, so this is always `Some`.
-        let result = decide(&entry, now);
+        let result = decide(&entry);
         if room == Room::Unkept {
             // Decided as if inserted and at once evicted (see eviction).
             return Ok(result);

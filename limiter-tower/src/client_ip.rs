@@ -106,28 +106,37 @@ impl ClientIp {
         self.trusted.iter().any(|net| net.contains(&ip))
     }
 
-    /// The forwarding entries of `request`, left to right; `None` for an
-    /// entry that names no address.
-    fn entries(&self, request: &RequestHead<'_>) -> Vec<Option<IpAddr>> {
+    /// Walks the forwarding entries of `request` right to left (the last
+    /// header line first), calling `step` with each (`None` for an entry
+    /// that names no address) until it returns `false`. Nothing is
+    /// collected: the entries are read in place.
+    fn walk_entries(
+        &self,
+        request: &RequestHead<'_>,
+        mut step: impl FnMut(Option<IpAddr>) -> bool,
+    ) {
         let name: HeaderName = match self.syntax {
             Syntax::XForwardedFor => HeaderName::from_static("x-forwarded-for"),
             Syntax::Forwarded => FORWARDED,
         };
-        let mut entries = Vec::new();
-        for value in request.headers().get_all(name) {
+        for value in request.headers().get_all(name).iter().rev() {
             let Ok(value) = value.to_str() else {
                 // Not text: nothing in it can be believed.
-                entries.push(None);
+                if !step(None) {
+                    return;
+                }
                 continue;
             };
-            for element in value.split(',') {
-                entries.push(match self.syntax {
+            for element in value.rsplit(',') {
+                let entry = match self.syntax {
                     Syntax::XForwardedFor => parse_node(element),
                     Syntax::Forwarded => forwarded_for(element).and_then(parse_node),
-                });
+                };
+                if !step(entry) {
+                    return;
+                }
             }
         }
-        entries
     }
 }
 
@@ -140,18 +149,14 @@ impl KeyExtractor for ClientIp {
         if !self.is_trusted(current) {
             return Ok(self.normalize.key(current));
         }
-        for entry in self.entries(request).into_iter().rev() {
-            match entry {
-                // `unknown`, obfuscated or garbage: stop at the hop that wrote it.
-                None => break,
-                Some(ip) => {
-                    current = canonical(ip);
-                    if !self.is_trusted(current) {
-                        break;
-                    }
-                }
+        self.walk_entries(request, |entry| match entry {
+            // `unknown`, obfuscated or garbage: stop at the hop that wrote it.
+            None => false,
+            Some(ip) => {
+                current = canonical(ip);
+                self.is_trusted(current)
             }
-        }
+        });
         Ok(self.normalize.key(current))
     }
 }

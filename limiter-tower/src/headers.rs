@@ -9,9 +9,29 @@
 //! RateLimit: "default";r=7;t=1
 //! ```
 //!
-//! `q` is the burst and `w` the time an emptied limit takes to fill
-//! (`burst · t`), in whole seconds rounded up; `r` is the permits left and
-//! `t` the whole seconds, rounded up, until there are more (0 when full).
+//! `RateLimit-Policy` states the steady rate and the burst: `q` permits
+//! every `w` seconds is the rate (`1/t` for a GCRA quota with emission
+//! interval `t`), and when `q` is more than may be sent at once, the
+//! parameter `limiter-burst` (a vendor parameter, draft-10 §3.1) says how
+//! many may:
+//!
+//! ```text
+//! RateLimit-Policy: "orders";q=800;w=1;limiter-burst=1    800/s, one at a time
+//! RateLimit-Policy: "reports";q=2;w=20                     one per 10 s, burst 2
+//! ```
+//!
+//! `w` is the shortest whole number of seconds, at least the time an
+//! emptied limit takes to refill (`burst · t`), for which `q = ⌊w/t⌋`
+//! states the rate exactly or within 0.1 %; `q` never states more than the
+//! rate. So `q ≥ burst`, and when `q = burst` (a limit whose refill takes
+//! whole seconds) the item alone is exact and `limiter-burst` is left out.
+//! A client that spends at most `limiter-burst` (else `q`) at once and
+//! earns `q` more every `w` seconds (a token bucket of those numbers) is
+//! admitted in full, at the whole rate. See docs/http.md for the reading
+//! against draft-10 and its successors.
+//!
+//! `RateLimit`'s `r` is the permits left and `t` the whole seconds,
+//! rounded up, until there are more (0 when full).
 //! On a rejection `r=0` and `t` is the wait rounded up, and `Retry-After`
 //! is the same number (at least 1), so a client that obeys either header
 //! retries no earlier than the request conforms.
@@ -46,23 +66,12 @@ pub struct RateLimitInfo<'a> {
 }
 
 /// Whole seconds, rounded up: `ceil_secs(1 ms) == 1`, `ceil_secs(0) == 0`.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use limiter_tower::{ceil_secs, retry_after_secs};
-///
-/// assert_eq!(ceil_secs(Duration::from_millis(1500)), 2);
-/// assert_eq!(ceil_secs(Duration::ZERO), 0);
-/// assert_eq!(retry_after_secs(Duration::from_millis(100)), 1); // never 0
-/// ```
-pub fn ceil_secs(d: Duration) -> u64 {
+pub(crate) fn ceil_secs(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
 /// `Retry-After` for a wait: whole seconds rounded up, at least 1.
-pub fn retry_after_secs(wait: Duration) -> u64 {
+pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
     ceil_secs(wait).max(1)
 }
 
@@ -82,6 +91,7 @@ pub trait HeaderStyle: Send + Sync + 'static {
 /// use http::HeaderMap;
 /// use limiter_tower::{Draft10, HeaderStyle, Policy, RateLimitInfo};
 ///
+/// // 10 per second, burst 20.
 /// let info = RateLimitInfo {
 ///     name: "api",
 ///     policy: Policy { limit: 20, window: Duration::from_secs(2) },
@@ -92,6 +102,14 @@ pub trait HeaderStyle: Send + Sync + 'static {
 /// Draft10.write(&info, &mut headers);
 /// assert_eq!(headers["ratelimit-policy"], r#""api";q=20;w=2"#);
 /// assert_eq!(headers["ratelimit"], r#""api";r=7;t=1"#);
+///
+/// // 800 per second, one at a time.
+/// let info = RateLimitInfo {
+///     policy: Policy { limit: 1, window: Duration::from_micros(1250) },
+///     ..info
+/// };
+/// Draft10.write(&info, &mut headers);
+/// assert_eq!(headers["ratelimit-policy"], r#""api";q=800;w=1;limiter-burst=1"#);
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Draft10;
@@ -99,20 +117,32 @@ pub struct Draft10;
 impl HeaderStyle for Draft10 {
     fn write(&self, info: &RateLimitInfo<'_>, headers: &mut HeaderMap) {
         // Written by hand rather than through `format!`: this runs on every
-        // response, and the formatting machinery was most of its cost.
+        // response, and the formatting machinery was most of its cost. The
+        // value is assembled on the stack and copied once into its
+        // `HeaderValue` (one allocation).
         let item = |key: [u8; 2], a: u64, key_b: [u8; 2], b: u64| {
-            let mut out = Vec::with_capacity(info.name.len() + 32);
-            out.push(b'"');
-            out.extend_from_slice(info.name.as_bytes());
-            out.extend_from_slice(b"\";");
-            out.extend_from_slice(&key);
-            push_decimal(&mut out, a);
-            out.push(b';');
-            out.extend_from_slice(&key_b);
-            push_decimal(&mut out, b);
+            let write = |out: &mut dyn Sink| {
+                out.put(b"\"");
+                out.put(info.name.as_bytes());
+                out.put(b"\";");
+                out.put(&key);
+                push_decimal(out, a);
+                out.put(b";");
+                out.put(&key_b);
+                push_decimal(out, b);
+            };
+            let mut stack = StackValue::new();
+            write(&mut stack);
             // The name was checked to be a valid sf-string when the layer
             // was built, so the value is visible ASCII.
-            HeaderValue::from_maybe_shared(bytes::Bytes::from(out)).ok()
+            match stack.bytes() {
+                Some(value) => HeaderValue::from_bytes(value).ok(),
+                None => {
+                    let mut long = Vec::new();
+                    write(&mut long);
+                    HeaderValue::from_bytes(&long).ok()
+                }
+            }
         };
         // The policy is the same on every response of a limit: each thread
         // keeps the last one it wrote and clones it (a reference count)
@@ -122,8 +152,7 @@ impl HeaderStyle for Draft10 {
                 Some(value.clone())
             }
             _ => {
-                let window = ceil_secs(info.policy.window).max(1);
-                let value = item(*b"q=", info.policy.limit.into(), *b"w=", window)?;
+                let value = policy_value(info.name, &info.policy)?;
                 *last = Some((info.name.into(), info.policy, value.clone()));
                 Some(value)
             }
@@ -136,6 +165,85 @@ impl HeaderStyle for Draft10 {
     }
 }
 
+/// The draft-10 statement of a policy: `q` permits every `w` seconds, at
+/// most `burst` at once (`None`: `q` at once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PolicyItem {
+    pub(crate) q: u64,
+    pub(crate) w: u64,
+    pub(crate) burst: Option<u32>,
+}
+
+/// The most a stated rate may fall short of the real one: 1/1000.
+const LOSS_DENOMINATOR: u128 = 1_000;
+
+impl PolicyItem {
+    /// The item of `policy` (see the module docs): the shortest whole `w`
+    /// of at least the refill time whose `q = ⌊w/t⌋` is exact or within
+    /// 0.1 % of the rate.
+    pub(crate) fn of(policy: &Policy) -> PolicyItem {
+        const NANOS: u128 = 1_000_000_000;
+        let burst = policy.limit;
+        let window = policy.window.as_nanos();
+        if burst == 0 {
+            let w = u64::try_from(window.div_ceil(NANOS)).unwrap_or(u64::MAX);
+            return PolicyItem {
+                q: 0,
+                w: w.max(1),
+                burst: None,
+            };
+        }
+        // The emission interval, in nanoseconds (at least 1).
+        let t = (window / u128::from(burst)).max(1);
+        let refill = (t * u128::from(burst)).div_ceil(NANOS).max(1);
+        let loss_ok = |w: u128| (w * NANOS % t) * LOSS_DENOMINATOR <= w * NANOS;
+        let w = if loss_ok(refill) {
+            refill
+        } else {
+            // The smallest multiple of the exact window (w·10⁹ divisible by
+            // t) not below the refill time, or the first window holding
+            // 1000 emissions (a loss below 1/1000): whichever is shorter.
+            let exact = t / gcd(t, NANOS);
+            let exact = refill.div_ceil(exact) * exact;
+            let thousand = (LOSS_DENOMINATOR * t).div_ceil(NANOS);
+            exact.min(thousand.max(refill))
+        };
+        let q = w * NANOS / t;
+        let to_u64 = |n: u128| u64::try_from(n).unwrap_or(u64::MAX);
+        PolicyItem {
+            q: to_u64(q),
+            w: to_u64(w),
+            burst: (q > u128::from(burst)).then_some(burst),
+        }
+    }
+}
+
+fn gcd(mut a: u128, mut b: u128) -> u128 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// The `RateLimit-Policy` value of `policy` under `name`.
+fn policy_value(name: &str, policy: &Policy) -> Option<HeaderValue> {
+    let item = PolicyItem::of(policy);
+    let mut out = Vec::with_capacity(name.len() + 48);
+    out.push(b'"');
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\";q=");
+    push_decimal(&mut out, item.q);
+    out.extend_from_slice(b";w=");
+    push_decimal(&mut out, item.w);
+    if let Some(burst) = item.burst {
+        out.extend_from_slice(b";limiter-burst=");
+        push_decimal(&mut out, burst.into());
+    }
+    // The name was checked to be a valid sf-string when the layer was
+    // built, so the value is visible ASCII.
+    HeaderValue::from_maybe_shared(bytes::Bytes::from(out)).ok()
+}
+
 thread_local! {
     /// The last `RateLimit-Policy` value this thread wrote, with the limit
     /// name and policy it states.
@@ -143,8 +251,54 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
+/// Where a header value is written.
+trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+/// A header value on the stack: a quoted name of up to 64 bytes and two
+/// parameters with 20-digit numbers fit; a longer one overflows (`None`
+/// from [`bytes`](StackValue::bytes)) and is written again into a `Vec`.
+struct StackValue {
+    buf: [u8; 128],
+    len: usize,
+    overflow: bool,
+}
+
+impl StackValue {
+    fn new() -> StackValue {
+        StackValue {
+            buf: [0; 128],
+            len: 0,
+            overflow: false,
+        }
+    }
+
+    fn bytes(&self) -> Option<&[u8]> {
+        (!self.overflow).then(|| &self.buf[..self.len])
+    }
+}
+
+impl Sink for StackValue {
+    fn put(&mut self, bytes: &[u8]) {
+        match self.buf.get_mut(self.len..self.len + bytes.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(bytes);
+                self.len += bytes.len();
+            }
+            None => self.overflow = true,
+        }
+    }
+}
+
 /// Appends `n` in decimal.
-fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+fn push_decimal(out: &mut (impl Sink + ?Sized), mut n: u64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     loop {
@@ -156,7 +310,7 @@ fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
             break;
         }
     }
-    out.extend_from_slice(&digits[i..]);
+    out.put(&digits[i..]);
 }
 
 /// The de-facto `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
@@ -215,7 +369,8 @@ mod tests {
         };
         let mut h = HeaderMap::new();
         (Draft10, LegacyHeaders).write(&info, &mut h);
-        assert_eq!(h["ratelimit-policy"], "\"api\";q=10;w=3");
+        // 4 per second, burst 10: 12 every 3 s, 10 at once.
+        assert_eq!(h["ratelimit-policy"], "\"api\";q=12;w=3;limiter-burst=10");
         assert_eq!(h["ratelimit"], "\"api\";r=4;t=1");
         assert_eq!(h["x-ratelimit-limit"], "10");
         assert_eq!(h["x-ratelimit-remaining"], "4");
@@ -246,6 +401,65 @@ mod tests {
         assert_eq!(written(&info), "\"b\";q=6;w=1");
         info.policy.window = Duration::from_secs(2);
         assert_eq!(written(&info), "\"b\";q=6;w=2");
+    }
+
+    fn item(limit: u32, window: Duration) -> PolicyItem {
+        PolicyItem::of(&Policy { limit, window })
+    }
+
+    #[test]
+    fn policy_items_state_rate_and_burst() {
+        let ms = Duration::from_millis;
+        let (q, w) = (|i: PolicyItem| i.q, |i: PolicyItem| i.w);
+        // 800/s, burst 1; 1000/s, burst 20: the whole rate, and the burst.
+        let i = item(1, Duration::from_micros(1250));
+        assert_eq!((q(i), w(i), i.burst), (800, 1, Some(1)));
+        let i = item(20, ms(20));
+        assert_eq!((q(i), w(i), i.burst), (1000, 1, Some(20)));
+        // A refill of whole seconds: the burst over it, exact, no parameter.
+        let i = item(2, Duration::from_secs(20));
+        assert_eq!((q(i), w(i), i.burst), (2, 20, None));
+        // 2.5/s, burst 1: one second would state 2/s; two state it exactly.
+        let i = item(1, ms(400));
+        assert_eq!((q(i), w(i), i.burst), (5, 2, Some(1)));
+        // One per 1.7 s: exact over 17 s.
+        let i = item(1, ms(1700));
+        assert_eq!((q(i), w(i), i.burst), (10, 17, Some(1)));
+        // Within 0.1 % at once: one second.
+        let i = item(1, Duration::from_nanos(999_999_937));
+        assert_eq!((q(i), w(i), i.burst), (1, 1, None));
+        // No exact window soon (t coprime to 10⁹): the first window that
+        // holds 1000 emissions.
+        let i = item(1, Duration::from_nanos(500_000_001));
+        assert_eq!((q(i), w(i), i.burst), (1001, 501, Some(1)));
+        // Nothing allowed.
+        assert_eq!((q(item(0, ms(1500))), w(item(0, ms(1500)))), (0, 2));
+    }
+
+    #[test]
+    fn a_policy_item_never_overstates_and_loses_at_most_a_thousandth() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..20_000 {
+            let t = 1 + next() % 5_000_000_000;
+            let burst = 1 + (next() % 5_000) as u32;
+            let window = Duration::from_nanos(t * u64::from(burst));
+            let i = item(burst, window);
+            let (q, w) = (u128::from(i.q), u128::from(i.w) * 1_000_000_000);
+            let t = u128::from(t);
+            assert!(q * t <= w, "{i:?} overstates t={t}");
+            assert!(
+                (w - q * t) * 1000 <= w,
+                "{i:?} loses more than 0.1 % at t={t}"
+            );
+            assert!(q >= u128::from(burst) && w >= t * u128::from(burst));
+            assert_eq!(i.burst.is_some(), q > u128::from(burst));
+        }
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub struct PeerAddr(pub SocketAddr);
 
 /// The peer's socket address of a request: [`PeerAddr`], else axum's
 /// `ConnectInfo<SocketAddr>`.
-pub fn peer_addr(request: &RequestHead<'_>) -> Option<SocketAddr> {
+pub(crate) fn peer_addr(request: &RequestHead<'_>) -> Option<SocketAddr> {
     if let Some(PeerAddr(addr)) = request.extensions().get::<PeerAddr>() {
         return Some(*addr);
     }

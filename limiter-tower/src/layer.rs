@@ -9,7 +9,6 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::Response;
@@ -23,66 +22,7 @@ use crate::key::{KeyExtractor, RequestHead};
 use crate::metrics::Metrics;
 use crate::response::Rejection;
 use crate::service::RateLimitService;
-
-/// What the layer does with a request that does not conform now.
-///
-/// # Examples
-///
-/// nginx's `limit_req rate=10r/s burst=5 delay=2` (3 at once, 3 more held,
-/// the rest refused): a burst of `delay + 1` and a delay of
-/// `(burst − delay) · t`.
-///
-/// ```
-/// use std::time::Duration;
-/// use limiter_core::{Quota, RateLimiter};
-/// use limiter_tower::{Global, Mode, RateLimitLayer};
-///
-/// let limiter = RateLimiter::new(Quota::per_second(10)?.with_burst(3)?);
-/// let layer = RateLimitLayer::builder(limiter, Global)
-///     .mode(Mode::Delay { max_delay: Duration::from_millis(300) })
-///     .build()?;
-/// # let _ = layer;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Mode {
-    /// Answer `429` at once; the request consumes nothing.
-    #[default]
-    Reject,
-    /// Reserve the request's slot if it comes within `max_delay`, sleep
-    /// until it inside the response future, then call the inner service;
-    /// answer `429` (consuming nothing) if the slot is later. A client that
-    /// disconnects while delayed gives its slot back.
-    Delay {
-        /// The longest a request is held.
-        max_delay: Duration,
-    },
-}
-
-type CostFn = dyn Fn(&RequestHead<'_>) -> u32 + Send + Sync;
-type BypassFn = dyn Fn(&RequestHead<'_>) -> bool + Send + Sync;
-type KeyFn<K> = dyn Fn(&K) -> bool + Send + Sync;
-type RejectionFn = dyn Fn(&Rejection) -> Response<Full<Bytes>> + Send + Sync;
-
-/// The configuration and backend that a layer and all its services share.
-pub(crate) struct Shared<B: Backend, E> {
-    pub(crate) backend: B,
-    pub(crate) extractor: E,
-    pub(crate) mode: Mode,
-    pub(crate) name: Arc<str>,
-    pub(crate) cost: Option<Box<CostFn>>,
-    pub(crate) bypass: Option<Box<BypassFn>>,
-    pub(crate) allow_ips: Vec<IpNet>,
-    pub(crate) allow_key: Option<Box<KeyFn<B::Key>>>,
-    pub(crate) fail_open: bool,
-    pub(crate) headers: Option<Box<dyn HeaderStyle>>,
-    pub(crate) on_rejection: Option<Box<RejectionFn>>,
-    pub(crate) metrics: Metrics,
-    /// Whether metrics carry a `route` label.
-    pub(crate) label_routes: bool,
-    /// Whether the missing-peer error was logged (it is logged once).
-    pub(crate) warned_missing_peer: AtomicBool,
-}
+use crate::shared::{BypassFn, CostFn, HeaderWriter, KeyFn, Mode, RejectionFn, Shared};
 
 /// A tower [`Layer`] that rate-limits HTTP requests through a [`Backend`],
 /// keyed by a [`KeyExtractor`].
@@ -342,6 +282,12 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitBuilder<B, E> {
 
     fn finish(self) -> RateLimitLayer<B, E> {
         let name: Arc<str> = self.name.into();
+        let headers = self.headers.map(|style| {
+            Arc::new(HeaderWriter {
+                name: Arc::clone(&name),
+                style,
+            })
+        });
         RateLimitLayer {
             shared: Arc::new(Shared {
                 backend: self.backend,
@@ -354,7 +300,7 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitBuilder<B, E> {
                 allow_ips: self.allow_ips,
                 allow_key: self.allow_key,
                 fail_open: self.fail_open,
-                headers: self.headers,
+                headers,
                 on_rejection: self.on_rejection,
                 label_routes: self.label_routes,
                 warned_missing_peer: AtomicBool::new(false),

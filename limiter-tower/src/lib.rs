@@ -44,6 +44,12 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Problem documents
+//!
+//! [`problem`] is the RFC 9457 writer every response of the layer (and of
+//! the crates built on it) goes through: any status, typed extension
+//! members, a JSON escaper that is correct for any text.
+//!
 //! # Features
 //!
 //! * `axum` (default): [`PeerIp`] and [`ClientIp`] read axum's
@@ -55,27 +61,31 @@
 
 mod backend;
 mod client_ip;
+mod future;
 mod headers;
 mod ip;
 mod key;
+pub mod key_encoding;
 mod layer;
 mod metrics;
+pub mod problem;
 #[cfg(feature = "redis")]
 mod redis_backend;
 mod response;
 mod service;
+mod shared;
 
 pub use backend::{Backend, BackendError, Denial, Grant, Policy};
 pub use client_ip::ClientIp;
-pub use headers::{
-    Draft10, HeaderStyle, LegacyHeaders, NoHeaders, RateLimitInfo, ceil_secs, retry_after_secs,
-};
-pub use ip::{PeerAddr, PeerIp, PrefixError, peer_addr};
+pub use future::{LimitBody, ResponseFuture};
+pub use headers::{Draft10, HeaderStyle, LegacyHeaders, NoHeaders, RateLimitInfo};
+pub use ip::{PeerAddr, PeerIp, PrefixError};
 #[cfg(feature = "axum")]
 pub use key::Route;
 pub use key::{Extension, Global, Header, KeyError, KeyExtractor, Or, RequestHead};
-pub use layer::{ConfigError, Mode, RateLimitBuilder, RateLimitLayer};
+pub use layer::{ConfigError, RateLimitBuilder, RateLimitLayer};
 #[cfg(feature = "redis")]
-pub use redis_backend::{RedisBackend, RedisKey};
+pub use redis_backend::RedisBackend;
 pub use response::Rejection;
-pub use service::{LimitBody, RateLimitService, ResponseFuture};
+pub use service::RateLimitService;
+pub use shared::Mode;

@@ -2,10 +2,10 @@
 //! a service shares one quota per key (feature `redis`).
 //!
 //! The layer's keys are typed (`IpAddr`, `HeaderValue`, tuples); Redis keys
-//! are strings. [`RedisKey`] writes a key as the string the limiter is asked
-//! about, injectively: two different keys never share a Redis key. Parts of
-//! a composite key are joined with `:`, and a `:` or `\` inside a part is
-//! escaped with `\`, so `("a:b", "c")` and `("a", "b:c")` stay apart.
+//! are strings. A key is written by the workspace's one key encoding,
+//! [`key_encoding`](crate::key_encoding): injective (two different keys
+//! never share a Redis key) and free of hash tags (a client cannot pick
+//! its cluster slot).
 //!
 //! # Failure
 //!
@@ -25,102 +25,12 @@
 
 use std::future::Future;
 use std::marker::PhantomData;
-use std::net::IpAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use http::HeaderValue;
 use limiter_redis::{Admission, RedisLimitError, RedisLimiter};
 
 use crate::backend::{Backend, Denial, Grant, Policy};
-
-/// A key that can name a Redis key: written into `out` so that different
-/// keys never write the same string.
-pub trait RedisKey: Send + Sync + 'static {
-    /// Appends this key to `out`.
-    fn write_key(&self, out: &mut String);
-}
-
-/// Appends `part`, escaping the separator `:` and the escape `\`.
-fn escaped(part: &str, out: &mut String) {
-    for c in part.chars() {
-        if c == ':' || c == '\\' {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-}
-
-impl RedisKey for () {
-    fn write_key(&self, out: &mut String) {
-        out.push_str("global");
-    }
-}
-
-impl RedisKey for IpAddr {
-    fn write_key(&self, out: &mut String) {
-        escaped(&self.to_string(), out);
-    }
-}
-
-impl RedisKey for String {
-    fn write_key(&self, out: &mut String) {
-        escaped(self, out);
-    }
-}
-
-impl RedisKey for Arc<str> {
-    fn write_key(&self, out: &mut String) {
-        escaped(self, out);
-    }
-}
-
-impl RedisKey for &'static str {
-    fn write_key(&self, out: &mut String) {
-        escaped(self, out);
-    }
-}
-
-impl RedisKey for u64 {
-    fn write_key(&self, out: &mut String) {
-        out.push_str(&self.to_string());
-    }
-}
-
-/// A header value: its text when it is visible ASCII, else `%` and the hex
-/// of every byte (a `%` in visible text is written `%25`, so the two never
-/// meet).
-impl RedisKey for HeaderValue {
-    fn write_key(&self, out: &mut String) {
-        match self.to_str() {
-            Ok(text) => {
-                for c in text.chars() {
-                    match c {
-                        '%' => out.push_str("%25"),
-                        ':' | '\\' => {
-                            out.push('\\');
-                            out.push(c);
-                        }
-                        c => out.push(c),
-                    }
-                }
-            }
-            Err(_) => {
-                for b in self.as_bytes() {
-                    out.push_str(&format!("%{b:02x}"));
-                }
-            }
-        }
-    }
-}
-
-impl<A: RedisKey, B: RedisKey> RedisKey for (A, B) {
-    fn write_key(&self, out: &mut String) {
-        self.0.write_key(out);
-        out.push(':');
-        self.1.write_key(out);
-    }
-}
+use crate::key_encoding::{EncodeKey, encode_key};
 
 /// The layer's [`Backend`] over a [`RedisLimiter`], counting by keys of type
 /// `K`.
@@ -165,7 +75,7 @@ impl<K> Clone for RedisBackend<K> {
     }
 }
 
-impl<K: RedisKey> RedisBackend<K> {
+impl<K: EncodeKey> RedisBackend<K> {
     /// The backend over `limiter` (its clones share the same connection).
     pub fn new(limiter: RedisLimiter) -> RedisBackend<K> {
         RedisBackend {
@@ -182,8 +92,8 @@ impl<K: RedisKey> RedisBackend<K> {
     /// The string `key` is asked about (the limiter adds its prefix and hash
     /// tag: see [`RedisLimiter::redis_key`]).
     pub fn key_string(key: &K) -> String {
-        let mut out = String::new();
-        key.write_key(&mut out);
+        let mut out = String::with_capacity(48);
+        encode_key(key, &mut out);
         out
     }
 
@@ -223,7 +133,7 @@ impl From<RedisLimitError> for Denial {
     }
 }
 
-impl<K: RedisKey> Backend for RedisBackend<K> {
+impl<K: EncodeKey> Backend for RedisBackend<K> {
     type Key = K;
     type Ticket = ();
 
@@ -249,42 +159,5 @@ impl<K: RedisKey> Backend for RedisBackend<K> {
 
     fn policy(&self, _key: &K) -> Policy {
         self.limiter.quota().into()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn key<K: RedisKey>(k: K) -> String {
-        let mut out = String::new();
-        k.write_key(&mut out);
-        out
-    }
-
-    #[test]
-    fn composite_keys_never_collide() {
-        assert_ne!(key(("a:b", "c")), key(("a", "b:c")));
-        assert_ne!(key(("a\\", ":b")), key(("a\\:", "b")));
-        assert_eq!(key(("user-7", "/orders/{id}")), "user-7:/orders/{id}");
-        assert_eq!(key(()), "global");
-    }
-
-    #[test]
-    fn header_values_are_written_injectively() {
-        let visible = HeaderValue::from_static("%ff");
-        let opaque = HeaderValue::from_bytes(&[0xff]).unwrap();
-        assert_eq!(key(visible), "%25ff");
-        assert_eq!(key(opaque), "%ff");
-        assert_eq!(key(HeaderValue::from_static("k:1")), "k\\:1");
-    }
-
-    #[test]
-    fn addresses_are_their_text() {
-        assert_eq!(key("10.0.0.7".parse::<IpAddr>().unwrap()), "10.0.0.7");
-        assert_eq!(
-            key("2001:db8::".parse::<IpAddr>().unwrap()),
-            "2001\\:db8\\:\\:"
-        );
     }
 }

@@ -12,14 +12,15 @@
 //! may replace the response; the layer still adds `Retry-After` and the
 //! rate-limit headers to a 429.
 
-use std::fmt::Write as _;
+use std::fmt;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderValue, Response, StatusCode, header};
+use http::{Response, StatusCode};
 use http_body_util::Full;
 
 use crate::key::KeyError;
+use crate::problem::Problem;
 
 /// Why the layer answered a request itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,22 +57,14 @@ impl Rejection {
         }
     }
 
-    /// A sentence for a person.
+    /// A sentence for a person (the problem's `detail`; also this type's
+    /// `Display`).
     pub fn detail(&self) -> String {
-        match self {
-            Rejection::RateLimited { retry_after } => format!(
-                "rate limit exceeded; retry in {} ms",
-                millis_up(*retry_after)
-            ),
-            Rejection::OverBurst { cost, burst } => format!(
-                "this request costs {cost} permits but at most {burst} are granted at once; it can never be admitted under this limit"
-            ),
-            Rejection::Unavailable => "the rate limiter is unavailable; try again later".to_owned(),
-            Rejection::NoKey(e) => e.to_string(),
-        }
+        self.to_string()
     }
 
-    /// The default response: `application/problem+json`.
+    /// The default response: `application/problem+json`, written by
+    /// [`Problem`].
     ///
     /// # Examples
     ///
@@ -84,51 +77,43 @@ impl Rejection {
     /// assert_eq!(response.headers()["content-type"], "application/problem+json");
     /// ```
     pub fn problem(&self) -> Response<Full<Bytes>> {
-        let status = self.status();
-        let mut body = String::with_capacity(160);
-        body.push_str("{\"type\":\"about:blank\",\"title\":");
-        json_string(&mut body, status.canonical_reason().unwrap_or(""));
-        let _ = write!(body, ",\"status\":{},\"detail\":", status.as_u16());
-        json_string(&mut body, &self.detail());
+        let problem = Problem::new(self.status()).detail_fmt(format_args!("{self}"));
         match self {
             Rejection::RateLimited { retry_after } => {
-                let _ = write!(body, ",\"retry_after_ms\":{}", millis_up(*retry_after));
+                problem.member("retry_after_ms", millis_up(*retry_after))
             }
             Rejection::OverBurst { cost, burst } => {
-                let _ = write!(body, ",\"cost\":{cost},\"burst\":{burst}");
+                problem.member("cost", *cost).member("burst", *burst)
             }
-            Rejection::Unavailable | Rejection::NoKey(_) => {}
+            Rejection::Unavailable | Rejection::NoKey(_) => problem,
         }
-        body.push('}');
-        let mut response = Response::new(Full::new(Bytes::from(body)));
-        *response.status_mut() = status;
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/problem+json"),
-        );
-        response
+        .into_response()
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::RateLimited { retry_after } => write!(
+                f,
+                "rate limit exceeded; retry in {} ms",
+                millis_up(*retry_after)
+            ),
+            Rejection::OverBurst { cost, burst } => write!(
+                f,
+                "this request costs {cost} permits but at most {burst} are granted at once; it can never be admitted under this limit"
+            ),
+            Rejection::Unavailable => {
+                f.write_str("the rate limiter is unavailable; try again later")
+            }
+            Rejection::NoKey(e) => fmt::Display::fmt(e, f),
+        }
     }
 }
 
 /// Milliseconds rounded up, so a client that waits this long is not early.
-fn millis_up(d: Duration) -> u128 {
-    d.as_nanos().div_ceil(1_000_000)
-}
-
-/// `s` as a JSON string literal.
-fn json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if u32::from(c) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+fn millis_up(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -159,16 +144,12 @@ mod tests {
         );
         let r = Rejection::OverBurst { cost: 5, burst: 2 };
         assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
-        assert!(body(r.problem()).ends_with(r#","cost":5,"burst":2}"#));
+        assert_eq!(
+            body(r.problem()),
+            r#"{"type":"about:blank","title":"Content Too Large","status":413,"detail":"this request costs 5 permits but at most 2 are granted at once; it can never be admitted under this limit","cost":5,"burst":2}"#
+        );
         let r = Rejection::NoKey(KeyError::MissingPeer);
         assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert!(body(r.problem()).contains("into_make_service_with_connect_info::<SocketAddr>()"));
-    }
-
-    #[test]
-    fn json_escapes() {
-        let mut s = String::new();
-        json_string(&mut s, "a\"b\\c\n");
-        assert_eq!(s, r#""a\"b\\c\u000a""#);
     }
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use http::StatusCode;
 use limiter_redis::{FailurePolicy, RedisLimiter};
-use limiter_tower::{Global, Mode, PeerIp, RateLimitLayer, RedisBackend, RedisKey};
+use limiter_tower::key_encoding::EncodeKey;
+use limiter_tower::{Global, Mode, PeerIp, RateLimitLayer, RedisBackend};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
 mod support {
@@ -24,7 +25,7 @@ use support::http::{client_from, get_from, hello, per_hour, serve};
 
 /// One service instance: its own limiter and connection, keys under
 /// `prefix` (instances with the same prefix share their quotas).
-async fn instance<K: RedisKey>(
+async fn instance<K: EncodeKey>(
     server: &RedisServer,
     prefix: &str,
     policy: FailurePolicy,

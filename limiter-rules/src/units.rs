@@ -38,7 +38,7 @@ impl Rate {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use limiter_config::Rate;
+    /// use limiter_rules::Rate;
     ///
     /// let r: Rate = "6000/min".parse()?;
     /// assert_eq!(r.quota()?.period(), Duration::from_millis(10));
@@ -119,7 +119,7 @@ impl std::str::FromStr for Rate {
 ///
 /// ```
 /// use std::time::Duration;
-/// use limiter_config::parse_duration;
+/// use limiter_rules::parse_duration;
 ///
 /// assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
 /// assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));

@@ -1,15 +1,24 @@
 //! Which rule a request belongs to: route templates and path prefixes,
-//! methods, precedence, and the ambiguity check.
+//! methods, precedence, the ambiguity check, and [`RouteTable`], the lookup
+//! that finds the most specific match without trying every rule.
 //!
-//! A template (`/orders/{id}`, `/files/{*rest}`) matches a path segment by
-//! segment: a literal matches itself, `{name}` any one segment, a last
-//! `{*name}` the rest (one segment or more). A prefix matches at segment
-//! boundaries. Precedence, most specific first: templates before prefixes;
-//! among templates, more literal segments first, then without a `{*rest}`
-//! before with; among prefixes, the longest; then rules with methods before
-//! rules for every method. Two rules that some request could match at the
-//! same precedence are *ambiguous* and the file is refused, so the order of
-//! rules in a file never decides.
+//! A path is read as its segments: split at `/`, empty segments ignored
+//! (`//orders//7/` is `/orders/7`), no decoding. A template (`/orders/{id}`,
+//! `/files/{*rest}`) matches segment by segment: a literal matches itself,
+//! `{name}` any one segment, a last `{*name}` the rest (one segment or
+//! more). A prefix matches the paths whose first segments are its segments
+//! (`/api` matches `/api` and `/api/x`, not `/apix`). Precedence, most
+//! specific first: templates before prefixes; among templates, more literal
+//! segments first, then without a `{*rest}` before with; among prefixes,
+//! the longest; then matches with methods before matches for every method.
+//! Two matches that some request could match at the same precedence are
+//! *ambiguous* ([`Matcher::ambiguous_with`]); a rule file with two is
+//! refused, so the order of rules in a file never decides.
+//!
+//! [`RouteTable`] keeps its matches in a tree of segments: a lookup walks
+//! the request path's segments once (plus one branch per `{param}` that
+//! could also match), so its cost grows with the path's length, not with
+//! the number of rules.
 
 use http::Method;
 
@@ -50,7 +59,10 @@ pub(crate) fn template_of(path: &str) -> Option<Vec<Segment>> {
     Some(out)
 }
 
-fn split(path: &str) -> impl Iterator<Item = &str> {
+/// The segments of a path: split at `/`, empty segments skipped.
+pub(crate) type Segments<'p> = std::iter::Filter<std::str::Split<'p, char>, fn(&&'p str) -> bool>;
+
+pub(crate) fn split(path: &str) -> Segments<'_> {
     path.split('/').filter(|s| !s.is_empty())
 }
 
@@ -75,35 +87,42 @@ pub(crate) fn template_matches(template: &[Segment], path: &str) -> bool {
     parts.next().is_none()
 }
 
-/// Whether `prefix` (trailing `/` removed) matches `path` at a segment
-/// boundary.
-pub(crate) fn prefix_matches(prefix: &str, path: &str) -> bool {
-    if prefix == "/" {
-        return true;
-    }
-    path.strip_prefix(prefix)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-}
-
 /// A rule's `match`, compiled once: the template's segments parsed, the
 /// precedence computed.
+///
+/// # Examples
+///
+/// ```
+/// use http::Method;
+/// use limiter_rules::{MatchSpec, Matcher, PathMatch};
+///
+/// let orders = Matcher::new(&MatchSpec {
+///     path: PathMatch::Route("/orders/{id}".into()),
+///     methods: vec![Method::GET],
+/// })
+/// .expect("a template");
+/// assert!(orders.matches(&Method::GET, "/orders/7"));
+/// assert!(!orders.matches(&Method::POST, "/orders/7"));
+/// assert!(!orders.matches(&Method::GET, "/orders/7/items"));
+/// ```
 #[derive(Debug, Clone)]
-pub(crate) struct Matcher {
-    path: Compiled,
+pub struct Matcher {
+    pub(crate) path: Compiled,
     methods: Vec<Method>,
     precedence: (u8, usize, u8, bool),
 }
 
 #[derive(Debug, Clone)]
-enum Compiled {
+pub(crate) enum Compiled {
     Route(String, Vec<Segment>),
-    Prefix(String),
+    /// The prefix's segments.
+    Prefix(Vec<String>),
 }
 
 impl Matcher {
     /// The compiled `m`, or `None` for a template that does not parse
     /// (validation refuses those).
-    pub(crate) fn new(m: &MatchSpec) -> Option<Matcher> {
+    pub fn new(m: &MatchSpec) -> Option<Matcher> {
         let has_methods = !m.methods.is_empty();
         let (path, precedence) = match &m.path {
             PathMatch::Route(r) => {
@@ -118,7 +137,11 @@ impl Matcher {
                     (1, literals, u8::from(no_rest), has_methods),
                 )
             }
-            PathMatch::Prefix(p) => (Compiled::Prefix(p.clone()), (0, p.len(), 0, has_methods)),
+            PathMatch::Prefix(p) => {
+                let segments: Vec<String> = split(p).map(str::to_owned).collect();
+                let len = segments.iter().map(|s| s.len() + 1).sum();
+                (Compiled::Prefix(segments), (0, len, 0, has_methods))
+            }
         };
         Some(Matcher {
             path,
@@ -133,14 +156,28 @@ impl Matcher {
     }
 
     /// Whether a request for `path` with `method` matches.
-    pub(crate) fn matches(&self, method: &Method, path: &str) -> bool {
-        if !self.methods.is_empty() && !self.methods.contains(method) {
+    pub fn matches(&self, method: &Method, path: &str) -> bool {
+        if !self.has_method(method) {
             return false;
         }
         match &self.path {
             Compiled::Route(_, t) => template_matches(t, path),
-            Compiled::Prefix(p) => prefix_matches(p, path),
+            Compiled::Prefix(p) => {
+                let mut parts = split(path);
+                p.iter().all(|s| parts.next() == Some(s.as_str()))
+            }
         }
+    }
+
+    pub(crate) fn has_method(&self, method: &Method) -> bool {
+        self.methods.is_empty() || self.methods.contains(method)
+    }
+
+    /// What `self` and `other` both match at the same precedence, if
+    /// anything (as "route /a/{x} for GET"): then neither is more specific,
+    /// and the order they were written in would decide.
+    pub fn ambiguous_with(&self, other: &Matcher) -> Option<String> {
+        ambiguous(self, other)
     }
 }
 
@@ -166,7 +203,9 @@ pub(crate) fn ambiguous(a: &Matcher, b: &Matcher) -> Option<String> {
         common.join(", ")
     };
     let paths = match (&a.path, &b.path) {
-        (Compiled::Prefix(p), Compiled::Prefix(q)) => (p == q).then(|| format!("prefix {p}")),
+        (Compiled::Prefix(p), Compiled::Prefix(q)) => {
+            (p == q).then(|| format!("prefix /{}", p.join("/")))
+        }
         (Compiled::Route(_, t), Compiled::Route(s, u)) => {
             overlap(t, u).then(|| format!("route {s}"))
         }
@@ -230,10 +269,14 @@ mod tests {
 
     #[test]
     fn prefixes_match_at_boundaries() {
-        assert!(prefix_matches("/api", "/api"));
-        assert!(prefix_matches("/api", "/api/v1"));
-        assert!(!prefix_matches("/api", "/apix"));
-        assert!(prefix_matches("/", "/anything"));
+        let any = Method::GET;
+        assert!(prefix("/api").matches(&any, "/api"));
+        assert!(prefix("/api").matches(&any, "/api/v1"));
+        assert!(prefix("/api").matches(&any, "//api//v1"));
+        assert!(!prefix("/api").matches(&any, "/apix"));
+        assert!(!prefix("/api/v1").matches(&any, "/api"));
+        assert!(prefix("/").matches(&any, "/anything"));
+        assert!(prefix("/").matches(&any, "/"));
     }
 
     #[test]

@@ -16,23 +16,18 @@ use std::time::Duration;
 use http::Method;
 use http::header::HeaderName;
 use ipnet::IpNet;
-use limiter_core::{
-    AdaptiveLimiter, EwmaAimd, ManualClock, PercentileWindow, PriorityLimiter, Quota,
-    SlidingWindow, WarmUpBuilder,
-};
-use limiter_redis::FailurePolicy;
-use limiter_tower::Mode;
+use limiter_core::Quota;
 
-use crate::error::{ALGORITHMS, ConfigError, Problem};
+use crate::algorithm::{self, Algorithm, Definition, names_where};
+use crate::error::{ConfigError, Problem};
 use crate::routes::{Matcher, ambiguous, template_of};
 use crate::schema::{
-    AdaptivePolicySpec, Algorithm, BackendSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, HeaderSpec,
-    KeyPart, KeySpec, MatchSpec, PathMatch, RedisSpec, RuleSpec,
+    BackendSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, HeaderSpec, KeyPart, KeySpec,
+    MatchSpec, Mode, PathMatch, RedisSpec, RuleSpec,
 };
 use crate::source::{Node, Pos, Value};
 use crate::units::{Rate, parse_duration};
 
-mod algorithms;
 mod fields;
 mod redis;
 mod request;
@@ -53,18 +48,6 @@ const COMMON: &[&str] = &[
     "headers",
     "max_keys",
 ];
-
-/// The fields each algorithm allows, beyond [`COMMON`].
-fn fields_of(algorithm: &str) -> &'static [&'static str] {
-    match algorithm {
-        "token_bucket" | "leaky_bucket" => &["rate", "burst"],
-        "sliding_window" => &["limit", "window"],
-        "warm_up" => &["rate", "warm_up", "cold_factor"],
-        "adaptive" => &["policy", "target_latency", "min_rate", "max_rate", "burst"],
-        "priority" => &["rate", "burst", "classes", "class_header"],
-        _ => &[],
-    }
-}
 
 /// Collects the problems of one file.
 struct Check<'a> {
@@ -212,29 +195,33 @@ fn rule(check: &mut Check<'_>, name: &str, pos: Pos, node: &Node) -> Option<(Rul
     };
     let mut f = Fields { check, name, t: &t };
 
-    let algorithm_name = match t.get("algorithm") {
+    let definition: Option<&'static Definition> = match t.get("algorithm") {
         None => {
             f.err(pos, "algorithm", Problem::MissingField);
             None
         }
         Some(n) => match f.string(n, "algorithm") {
-            Some(a) if ALGORITHMS.contains(&a) => Some(a),
-            Some(a) => {
-                let found = a.to_owned();
-                f.err(n.pos, "algorithm", Problem::UnknownAlgorithm { found });
-                None
-            }
+            Some(a) => match algorithm::definition(a) {
+                Some(d) => Some(d),
+                None => {
+                    let found = a.to_owned();
+                    f.err(n.pos, "algorithm", Problem::UnknownAlgorithm { found });
+                    None
+                }
+            },
             None => None,
         },
     };
     // Unknown fields: against this algorithm's list when it is known.
-    let allowed: Vec<&'static str> = match algorithm_name {
-        Some(a) => COMMON.iter().chain(fields_of(a)).copied().collect(),
+    let allowed: Vec<&'static str> = match definition {
+        Some(d) => COMMON.iter().chain(d.fields).copied().collect(),
         None => {
             let mut all: Vec<&'static str> = COMMON.to_vec();
-            for field in ALGORITHMS.iter().flat_map(|a| fields_of(a)) {
-                if !all.contains(field) {
-                    all.push(field);
+            for d in algorithm::DEFINITIONS {
+                for field in d.fields {
+                    if !all.contains(field) {
+                        all.push(field);
+                    }
                 }
             }
             all
@@ -250,10 +237,10 @@ fn rule(check: &mut Check<'_>, name: &str, pos: Pos, node: &Node) -> Option<(Rul
         }
     }
 
-    let algorithm = algorithm_name.and_then(|a| f.algorithm(a));
+    let algorithm = definition.and_then(|d| (d.parse)(&mut f));
     let key = f.key();
     let (matcher, match_pos) = f.matcher();
-    let mode = f.mode(algorithm_name == Some("leaky_bucket"));
+    let mode = f.mode(definition.is_some_and(|d| d.delay_by_default));
     let backend = f.backend(algorithm.as_ref());
     let allowlist = f.cidrs("allowlist");
     let trusted_proxies = f.cidrs("trusted_proxies");
@@ -266,16 +253,14 @@ fn rule(check: &mut Check<'_>, name: &str, pos: Pos, node: &Node) -> Option<(Rul
     };
     if let (Some(a), Some(k)) = (&algorithm, &key)
         && !k.is_global()
-        && !matches!(
-            a,
-            Algorithm::TokenBucket { .. } | Algorithm::LeakyBucket { .. }
-        )
+        && !a.definition().keyed
     {
         let problem = Problem::InvalidValue {
             reason: format!("a keyed `{}` rule is not supported", a.name()),
-            expected:
-                "`key: global` here, or algorithm token_bucket or leaky_bucket for a key per client"
-                    .into(),
+            expected: format!(
+                "`key: global` here, or algorithm {} for a key per client",
+                names_where(|d| d.keyed)
+            ),
         };
         let at = t.get("key").or(t.get("per_ip")).map_or(pos, |n| n.pos);
         f.err(at, "key", problem);

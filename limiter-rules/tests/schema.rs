@@ -1,19 +1,22 @@
 //! The schema: seed 004's file to exact quotas, YAML and TOML to identical
 //! rule sets, and every error class with its line and column.
 
-mod support;
-
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use http::Method;
-use limiter_config::{
-    AdaptivePolicySpec, Algorithm, BackendSpec, Format, HeaderSpec, KeyPart, PathMatch, Pos,
-    Problem, Rate, RuleSpec, check_file, check_str,
-};
 use limiter_core::{Quota, QuotaError};
-use limiter_redis::FailurePolicy;
-use limiter_tower::Mode;
-use support::file;
+use limiter_rules::{
+    AdaptivePolicySpec, Algorithm, BackendSpec, FailurePolicy, Format, HeaderSpec, KeyPart, Mode,
+    PathMatch, Pos, Problem, Rate, RuleSpec, check_file, check_str,
+};
+
+/// The path of a file under tests/files.
+fn file(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/files")
+        .join(name)
+}
 
 fn without_positions(mut rules: Vec<RuleSpec>) -> Vec<RuleSpec> {
     for r in &mut rules {

@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use limiter_config::{BackendSpec, PathMatch, RuleSet, RuleSpec, check_file};
-use limiter_tower::Mode;
+use limiter_config::RuleSet;
+use limiter_rules::{BackendSpec, Mode, PathMatch, RuleSpec, check_file};
 
 #[derive(Parser)]
 #[command(name = "limiter", about = "Check or watch rate-limit rule files")]

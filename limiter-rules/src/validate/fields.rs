@@ -2,6 +2,7 @@
 //! each problem recorded at its position and the field skipped.
 
 use super::*;
+use crate::algorithm::Reader;
 
 /// The reader of one rule's fields.
 pub(super) struct Fields<'c, 'a, 'n> {
@@ -163,5 +164,75 @@ impl<'n> Fields<'_, '_, 'n> {
                 None
             }
         }
+    }
+}
+
+/// What an algorithm's definition reads of the rule's fields.
+impl Reader for Fields<'_, '_, '_> {
+    fn rate(&mut self, field: &str) -> Option<Rate> {
+        Fields::rate(self, field)
+    }
+
+    fn quota(&mut self) -> Option<(Rate, Quota)> {
+        Fields::quota(self)
+    }
+
+    fn count(&mut self, field: &str) -> Option<Option<u32>> {
+        self.u32_field(field)
+    }
+
+    fn duration(&mut self, field: &str) -> Option<Option<Duration>> {
+        Fields::duration(self, field).map(|d| d.map(|(d, _)| d))
+    }
+
+    fn number(&mut self, field: &str) -> Option<Option<f64>> {
+        match self.t.get(field) {
+            None => Some(None),
+            Some(n) => Fields::number(self, n, field).map(Some),
+        }
+    }
+
+    fn string(&mut self, field: &str) -> Option<Option<String>> {
+        match self.t.get(field) {
+            None => Some(None),
+            Some(n) => Fields::string(self, n, field).map(|s| Some(s.to_owned())),
+        }
+    }
+
+    fn numbers(
+        &mut self,
+        field: &str,
+        expected: &'static str,
+    ) -> Option<Option<Vec<(String, f64)>>> {
+        let Some(n) = self.t.get(field) else {
+            return Some(None);
+        };
+        let Value::Map(entries) = &n.value else {
+            self.err(n.pos, field, wrong(expected, &n.value));
+            return None;
+        };
+        let mut out = Vec::with_capacity(entries.len());
+        let mut ok = true;
+        for (name, _, value) in entries {
+            match Fields::number(self, value, &format!("{field}.{name}")) {
+                Some(v) => out.push((name.clone(), v)),
+                None => ok = false,
+            }
+        }
+        ok.then_some(Some(out))
+    }
+
+    fn missing(&mut self, field: &str) {
+        let pos = self.t.pos;
+        self.err(pos, field, Problem::MissingField);
+    }
+
+    fn invalid(&mut self, field: &str, reason: String, expected: String) {
+        let pos = self.t.get(field).map_or(self.t.pos, |n| n.pos);
+        self.err(pos, field, Problem::InvalidValue { reason, expected });
+    }
+
+    fn core_error(&mut self, field: &str, error: limiter_core::QuotaError) {
+        Fields::core_error(self, field, error)
     }
 }

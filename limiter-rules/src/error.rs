@@ -10,6 +10,8 @@ use std::path::PathBuf;
 
 use limiter_core::QuotaError;
 
+use crate::algorithm::ALGORITHMS;
+
 use crate::source::Pos;
 
 /// What is wrong, as a variant a caller (or a test) can match on. The
@@ -96,23 +98,13 @@ pub enum Problem {
     },
 }
 
-/// The algorithms, as they are spelled in a file.
-pub const ALGORITHMS: &[&str] = &[
-    "token_bucket",
-    "leaky_bucket",
-    "sliding_window",
-    "warm_up",
-    "adaptive",
-    "priority",
-];
-
 impl Problem {
     /// What to change to fix it.
     ///
     /// # Examples
     ///
     /// ```
-    /// use limiter_config::Problem;
+    /// use limiter_rules::Problem;
     ///
     /// let p = Problem::UnknownAlgorithm { found: "token-bucket".into() };
     /// assert!(p.fix().contains("token_bucket"));

@@ -1,11 +1,15 @@
 //! `limiter check FILE`: the rules as understood and exit 0, or every error
 //! and exit 1; usage errors exit 2.
 
-mod support;
-
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use support::file;
+/// A rule file of limiter-rules' test files.
+fn file(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../limiter-rules/tests/files")
+        .join(name)
+}
 
 fn check(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_limiter"))

@@ -50,7 +50,7 @@ impl Format {
     /// # Examples
     ///
     /// ```
-    /// use limiter_config::Format;
+    /// use limiter_rules::Format;
     ///
     /// assert_eq!(Format::of("rules.YML".as_ref()), Some(Format::Yaml));
     /// assert_eq!(Format::of("rules.toml".as_ref()), Some(Format::Toml));

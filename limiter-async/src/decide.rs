@@ -1,0 +1,97 @@
+//! [`AsyncDecide`]: the decision seam of `limiter-core` ([`Decider`]) for
+//! limiters whose decision may need an `.await` (a network store).
+//!
+//! Every in-memory [`Decide`] is an `AsyncDecide` through the blanket impl:
+//! its future is ready at once, and [`decide_ready`](AsyncDecide::decide_ready)
+//! hands the decision over without a future at all, so a front end (an
+//! HTTP layer) answers an in-memory decision without an asynchronous step.
+//! A remote limiter (`limiter_redis::RedisLimiter`) implements
+//! `AsyncDecide` directly.
+//!
+//! Times are relative to the decision, as in [`Decider`]: a grant's `wait`
+//! is a [`Duration`] from the moment the decision was made; the one wait
+//! of this crate turns it into an absolute
+//! deadline.
+
+use core::future::Future;
+use core::time::Duration;
+
+use limiter_core::{Decide, Decider, Denial, Grant};
+
+/// A [`Decider`] whose decision is a future.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use limiter_async::AsyncDecide;
+/// use limiter_core::{ManualClock, Quota, RateLimiter};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let limiter = RateLimiter::with_clock(Quota::per_second(2)?, ManualClock::new());
+/// // In memory: decided at once, with or without the future.
+/// assert!(limiter.decide_ready(&(), 1, Duration::ZERO).is_some());
+/// let held = limiter.decide_async(&(), 1, Duration::from_secs(1)).await?;
+/// assert_eq!(held.wait, Duration::from_millis(500));
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Cancel safety
+///
+/// A front end may drop the future before it resolves (its client went
+/// away); an implementation whose decision has side effects after an
+/// `.await` must tolerate that and say what is consumed then.
+pub trait AsyncDecide: Decider {
+    /// Claims `cost` permits for `key` if they conform within `max_wait`.
+    ///
+    /// # Errors
+    ///
+    /// A [`Denial`]; every variant consumed nothing.
+    fn decide_async(
+        &self,
+        key: &Self::Key,
+        cost: u32,
+        max_wait: Duration,
+    ) -> impl Future<Output = Result<Grant<Self::Ticket>, Denial>> + Send;
+
+    /// The decision, when it can be made without waiting (every in-memory
+    /// limiter can); `None` (the default) sends the caller to
+    /// [`decide_async`](AsyncDecide::decide_async).
+    fn decide_ready(
+        &self,
+        key: &Self::Key,
+        cost: u32,
+        max_wait: Duration,
+    ) -> Option<Result<Grant<Self::Ticket>, Denial>> {
+        let _ = (key, cost, max_wait);
+        None
+    }
+}
+
+/// Every in-memory decision is ready at once.
+impl<D> AsyncDecide for D
+where
+    D: Decide + ?Sized,
+    D::Ticket: Send,
+{
+    fn decide_async(
+        &self,
+        key: &D::Key,
+        cost: u32,
+        max_wait: Duration,
+    ) -> impl Future<Output = Result<Grant<D::Ticket>, Denial>> + Send {
+        core::future::ready(self.decide(key, cost, max_wait))
+    }
+
+    #[inline]
+    fn decide_ready(
+        &self,
+        key: &D::Key,
+        cost: u32,
+        max_wait: Duration,
+    ) -> Option<Result<Grant<D::Ticket>, Denial>> {
+        Some(self.decide(key, cost, max_wait))
+    }
+}

@@ -1,0 +1,46 @@
+//! A rule's `limiter-tower` layer: its backend ([`RuleBackend`]), key
+//! ([`RuleKey`]), name, mode, allowlist and header syntax, built once per
+//! snapshot around the rule's live limiter.
+
+use std::sync::Arc;
+
+use limiter_rules::{Algorithm, HeaderSpec, Mode};
+use limiter_tower::{Draft10, LegacyHeaders, RateLimitLayer};
+
+use crate::RuleClock;
+use crate::backend::{RuleBackend, RuleKey};
+use crate::limiter::RuleLimiter;
+
+/// A rule's `limiter-tower` layer.
+pub(crate) type RuleLayer<C> = RateLimitLayer<RuleBackend<C>, RuleKey>;
+
+/// The layer of `rule`.
+pub(crate) fn rule_layer<C: RuleClock>(rule: &Arc<RuleLimiter<C>>) -> RuleLayer<C> {
+    let spec = &rule.spec;
+    let class_header = match &spec.algorithm {
+        Algorithm::Priority { class_header, .. } => class_header.as_ref(),
+        _ => None,
+    };
+    let key = RuleKey::new(
+        &spec.key.parts,
+        &spec.trusted_proxies,
+        spec.matcher.as_ref(),
+        class_header,
+    );
+    let builder = RateLimitLayer::builder(RuleBackend(Arc::clone(rule)), key)
+        .name(spec.name.clone())
+        .mode(match spec.mode {
+            Mode::Reject => limiter_tower::Mode::Reject,
+            Mode::Delay { max_delay } => limiter_tower::Mode::Delay { max_delay },
+        })
+        .allow_ips(spec.allowlist.iter().copied());
+    let builder = match spec.headers {
+        HeaderSpec::Draft10 => builder.headers(Draft10),
+        HeaderSpec::Legacy => builder.headers(LegacyHeaders),
+        HeaderSpec::None => builder.without_headers(),
+    };
+    // The name was checked by validation (1 to 64 header-safe characters).
+    builder
+        .build()
+        .unwrap_or_else(|_| unreachable!("rule names are validated"))
+}

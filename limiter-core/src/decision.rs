@@ -1,0 +1,344 @@
+//! [`Decider`] and [`Decide`]: "may `cost` permits for this key proceed, waiting at most
+//! `max_wait`?", the one question every front end asks of a limiter (an
+//! HTTP layer, a rules engine, a gateway, an async wait).
+//!
+//! A decision is either a [`Grant`] (the permits are claimed, possibly for
+//! a slot `wait` from now, and can be given back with [`Decider::cancel`])
+//! or a [`Denial`] that consumed nothing. A grant carries the [`Headroom`]
+//! the decision left, computed from the state word that decision wrote, so
+//! a `RateLimit` header describes that decision rather than a second look
+//! that a concurrent caller could already have moved. [`Decider::policy`]
+//! states the limit a key is decided under as its burst and emission
+//! interval, enough to describe both the burst and the steady rate.
+//!
+//! Times are [`Duration`]s relative to the decision, so the limiter's clock
+//! never leaks into the caller.
+//!
+//! # Implementations and their headroom
+//!
+//! | limiter | key | headroom |
+//! |---|---|---|
+//! | [`RateLimiter`](crate::RateLimiter) | `()` | exact, from the word the CAS wrote |
+//! | [`PriorityLimiter`](crate::PriorityLimiter) | the class (`usize`) | exact, within the class's share |
+//! | [`PriorityClass`](crate::PriorityClass) | `()` | exact, within the class's share |
+//! | [`AdaptiveLimiter`](crate::AdaptiveLimiter) | `()` | exact, under the rate in force |
+//! | [`SlidingWindow`](crate::SlidingWindow) | `()` | exact, from the counts the CAS wrote |
+//! | [`WarmUpLimiter`](crate::WarmUpLimiter) | `()` | from the word the CAS wrote: `remaining` is 0 while a request must wait and the burst when one may proceed; `refill_in` the time until the next may |
+//! | [`Metered`](crate::Metered) | its inner limiter's | its inner limiter's |
+//! | `(A, B)`: both, all or nothing | `A`'s key (`B` global) | the part with fewer permits left |
+//!
+//! A reservation served from a refunded slot (see
+//! [`RateLimiter::cancel`](crate::RateLimiter::cancel)) writes no word: its
+//! headroom is 0 remaining and its wait plus one emission interval, the
+//! documented default wherever a decision leaves no state to read.
+
+use alloc::boxed::Box;
+use core::fmt;
+use core::time::Duration;
+
+use crate::error::AcquireError;
+use crate::quota::Quota;
+use crate::reservation::Headroom;
+
+/// The error a limiter reports when it cannot decide (a store that is
+/// down, a key table that is full). Boxed so that each limiter keeps its own
+/// error type.
+pub type Unavailable = Box<dyn core::error::Error + Send + Sync + 'static>;
+
+/// Permits claimed by a decision, with what it left.
+#[derive(Debug)]
+pub struct Grant<T> {
+    /// Gives the permits back through [`Decider::cancel`].
+    pub ticket: T,
+    /// How long after the decision the permits may be used (zero: now).
+    pub wait: Duration,
+    /// What the key has left right after this grant, from the state the
+    /// decision wrote (0 remaining when the grant had to wait: the slots
+    /// before it are taken).
+    pub headroom: Headroom,
+}
+
+impl<T> Grant<T> {
+    /// The same grant with its ticket mapped (a wrapper's own ticket).
+    pub fn map_ticket<U>(self, f: impl FnOnce(T) -> U) -> Grant<U> {
+        Grant {
+            ticket: f(self.ticket),
+            wait: self.wait,
+            headroom: self.headroom,
+        }
+    }
+}
+
+/// Why permits were not granted. Nothing was consumed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Denial {
+    /// The request does not conform within the allowed wait; it would after
+    /// `retry_after`.
+    RateLimited {
+        /// The exact time until the same request would conform.
+        retry_after: Duration,
+    },
+    /// The cost exceeds the burst: the request can never conform, however
+    /// long it waits.
+    OverBurst {
+        /// The permits the request costs.
+        cost: u32,
+        /// The most the key can grant at once.
+        burst: u32,
+    },
+    /// The limiter could not decide (a store that is down, a full key
+    /// table, a clock past the limiter's span, a priority class that does
+    /// not exist).
+    Unavailable(Unavailable),
+}
+
+impl Denial {
+    /// How long to wait before the same request could succeed: `Some` for
+    /// [`RateLimited`](Denial::RateLimited) only.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Denial::RateLimited { retry_after } => Some(*retry_after),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Denial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Denial::RateLimited { retry_after } => {
+                write!(f, "rate limited; retry after {retry_after:?}")
+            }
+            Denial::OverBurst { cost, burst } => write!(
+                f,
+                "the request costs {cost} permits but at most {burst} are granted at once; lower the cost or raise the burst"
+            ),
+            Denial::Unavailable(e) => write!(f, "the rate limiter could not decide: {e}"),
+        }
+    }
+}
+
+impl core::error::Error for Denial {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            Denial::Unavailable(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+impl From<AcquireError> for Denial {
+    fn from(e: AcquireError) -> Denial {
+        match e {
+            AcquireError::RateLimited { wait } => Denial::RateLimited { retry_after: wait },
+            AcquireError::InsufficientCapacity { requested, burst } => Denial::OverBurst {
+                cost: requested,
+                burst,
+            },
+            other => Denial::Unavailable(Box::new(other)),
+        }
+    }
+}
+
+/// The limit a key is decided under: `burst` permits at once, one more
+/// earned every `interval` (the GCRA emission interval `t`).
+///
+/// Both numbers are kept, not a digest of them: a `RateLimit-Policy`
+/// header can state the burst (`q = burst` over `w = burst · t`) and the
+/// steady rate (`1` per `t`) separately, which matters when the burst is
+/// smaller than the rate per window.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use limiter_core::{Policy, Quota};
+///
+/// let policy = Policy::from(Quota::per_second(10)?.with_burst(20)?);
+/// assert_eq!(policy, Policy { burst: 20, interval: Duration::from_millis(100) });
+/// assert_eq!(policy.window(), Duration::from_secs(2)); // an emptied limit refills in 2 s
+/// # Ok::<(), limiter_core::QuotaError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// The most permits granted at once.
+    pub burst: u32,
+    /// The emission interval `t`: the time one permit takes to come back.
+    pub interval: Duration,
+}
+
+impl Policy {
+    /// `burst · interval`: the time an emptied limit takes to fill again
+    /// (saturating at [`Duration::MAX`]).
+    pub fn window(&self) -> Duration {
+        self.interval.saturating_mul(self.burst)
+    }
+}
+
+impl From<Quota> for Policy {
+    fn from(quota: Quota) -> Policy {
+        Policy {
+            burst: quota.burst(),
+            interval: quota.period(),
+        }
+    }
+}
+
+/// A limiter asked for permits per key, what every decider shares whether
+/// it decides at once ([`Decide`]) or asynchronously (`limiter-async`'s
+/// `AsyncDecide`): what requests are counted by, what a grant gives back,
+/// and the limit a key is decided under.
+///
+/// `Key` is `()` for one global limit, `K` for a per-key limiter, the class
+/// for the priority limiter.
+pub trait Decider: Send + Sync {
+    /// What requests are counted by.
+    type Key: ?Sized;
+    /// What a grant hands back to [`cancel`](Decider::cancel).
+    type Ticket;
+
+    /// Gives back the permits of a grant that will not be used; returns
+    /// whether they are back (each limiter's `cancel` says when they are).
+    fn cancel(&self, key: &Self::Key, ticket: Self::Ticket) -> bool;
+
+    /// The limit `key` is decided under.
+    fn policy(&self, key: &Self::Key) -> Policy;
+}
+
+/// A [`Decider`] that decides at once, in memory: the decision seam under
+/// every front end.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use limiter_core::{Decide, Decider, Headroom, ManualClock, Quota, RateLimiter};
+///
+/// let limiter = RateLimiter::with_clock(Quota::per_second(2)?, ManualClock::new());
+/// let grant = limiter.decide(&(), 1, Duration::ZERO)?;
+/// assert_eq!(grant.wait, Duration::ZERO);
+/// assert_eq!(grant.headroom, Headroom { remaining: 0, refill_in: Duration::from_millis(500) });
+/// // Waiting up to a second: the next slot, 500 ms away, is claimed...
+/// let held = limiter.decide(&(), 1, Duration::from_secs(1))?;
+/// assert_eq!(held.wait, Duration::from_millis(500));
+/// assert!(Decider::cancel(&limiter, &(), held.ticket)); // ...and given back.
+/// let denied = limiter.decide_now(&(), 1).unwrap_err();
+/// assert_eq!(denied.retry_after(), Some(Duration::from_millis(500)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait Decide: Decider {
+    /// Claims `cost` permits for `key` if they conform within `max_wait`.
+    ///
+    /// # Errors
+    ///
+    /// A [`Denial`]; every variant consumed nothing.
+    fn decide(
+        &self,
+        key: &Self::Key,
+        cost: u32,
+        max_wait: Duration,
+    ) -> Result<Grant<Self::Ticket>, Denial>;
+
+    /// Claims `cost` permits for `key` if they conform now.
+    ///
+    /// # Errors
+    ///
+    /// As [`decide`](Decide::decide).
+    fn decide_now(&self, key: &Self::Key, cost: u32) -> Result<Grant<Self::Ticket>, Denial> {
+        self.decide(key, cost, Duration::ZERO)
+    }
+}
+
+/// A pointer to a decider is that decider: `&D`, `Arc<D>`.
+macro_rules! forward_decide {
+    ($($pointer:ty),*) => {$(
+        impl<D: Decider + ?Sized> Decider for $pointer {
+            type Key = D::Key;
+            type Ticket = D::Ticket;
+            fn cancel(&self, key: &D::Key, ticket: D::Ticket) -> bool {
+                (**self).cancel(key, ticket)
+            }
+            fn policy(&self, key: &D::Key) -> Policy {
+                (**self).policy(key)
+            }
+        }
+        impl<D: Decide + ?Sized> Decide for $pointer {
+            #[inline]
+            fn decide(
+                &self,
+                key: &D::Key,
+                cost: u32,
+                max_wait: Duration,
+            ) -> Result<Grant<D::Ticket>, Denial> {
+                (**self).decide(key, cost, max_wait)
+            }
+        }
+    )*};
+}
+
+forward_decide!(&D, alloc::sync::Arc<D>);
+
+/// Two limits at once, all or nothing: `A` decided per key (say, per
+/// user), `B` once for all (say, global). A grant waits for the later of
+/// the two slots and reports the headroom of the part with fewer permits
+/// left (on a tie, the one that refills later); a denial of either gives
+/// the other's permits back. The policy is the one with the slower steady
+/// rate.
+impl<A, B> Decider for (A, B)
+where
+    A: Decider,
+    B: Decider<Key = ()>,
+{
+    type Key = A::Key;
+    type Ticket = (A::Ticket, B::Ticket);
+
+    /// Cancels `B`'s part first, then `A`'s; whether both are back.
+    fn cancel(&self, key: &A::Key, (a, b): Self::Ticket) -> bool {
+        let b = self.1.cancel(&(), b);
+        let a = self.0.cancel(key, a);
+        a && b
+    }
+
+    fn policy(&self, key: &A::Key) -> Policy {
+        let (a, b) = (self.0.policy(key), self.1.policy(&()));
+        if a.interval >= b.interval { a } else { b }
+    }
+}
+
+/// See the [`Decider`] impl of `(A, B)`.
+impl<A, B> Decide for (A, B)
+where
+    A: Decide,
+    B: Decide<Key = ()>,
+{
+    fn decide(
+        &self,
+        key: &A::Key,
+        cost: u32,
+        max_wait: Duration,
+    ) -> Result<Grant<Self::Ticket>, Denial> {
+        let a = self.0.decide(key, cost, max_wait)?;
+        let b = match self.1.decide(&(), cost, max_wait) {
+            Ok(b) => b,
+            Err(denial) => {
+                self.0.cancel(key, a.ticket);
+                return Err(denial);
+            }
+        };
+        let tighter = |x: Headroom, y: Headroom| {
+            (x.remaining, core::cmp::Reverse(x.refill_in))
+                <= (y.remaining, core::cmp::Reverse(y.refill_in))
+        };
+        let headroom = if tighter(a.headroom, b.headroom) {
+            a.headroom
+        } else {
+            b.headroom
+        };
+        Ok(Grant {
+            wait: a.wait.max(b.wait),
+            ticket: (a.ticket, b.ticket),
+            headroom,
+        })
+    }
+}

@@ -1,0 +1,75 @@
+//! [`KeyedLimiter`] as a [`Decide`]r keyed by `K`: each key's decision is
+//! [`KeyedLimiter::reserve_n_with_headroom`], so the headroom comes from the
+//! word that key's CAS wrote, and the policy is the quota the key is decided
+//! under (its override, or the shared one).
+//!
+//! A full key table ([`KeyedError::TooManyKeys`]) is a
+//! [`Denial::Unavailable`]: the limiter could not decide, as opposed to a
+//! decision against the key.
+
+use core::hash::Hash;
+use core::time::Duration;
+
+use limiter_core::{Clock, Decide, Decider, Denial, Grant, Policy, Reservation};
+
+use crate::error::KeyedError;
+use crate::limiter::KeyedLimiter;
+
+impl From<KeyedError> for Denial {
+    fn from(e: KeyedError) -> Denial {
+        match e {
+            KeyedError::Limited(e) => Denial::from(e),
+            other => Denial::Unavailable(Box::new(other)),
+        }
+    }
+}
+
+/// Exact headroom per key (see the module docs).
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use limiter_core::{Decide, Headroom, ManualClock, Quota};
+/// use limiter_keyed::KeyedLimiter;
+///
+/// let limiter = KeyedLimiter::builder(Quota::per_second(10)?.with_burst(3)?)
+///     .clock(ManualClock::new())
+///     .build()?;
+/// let grant = limiter.decide(&"alice", 1, Duration::ZERO)?;
+/// assert_eq!(grant.headroom, Headroom { remaining: 2, refill_in: Duration::from_millis(100) });
+/// assert_eq!(limiter.policy(&"alice").burst, 3);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+impl<K, C> Decider for KeyedLimiter<K, C>
+where
+    K: Hash + Eq + Clone + Send + Sync,
+    C: Clock,
+{
+    type Key = K;
+    type Ticket = Reservation;
+
+    fn cancel(&self, key: &K, ticket: Reservation) -> bool {
+        KeyedLimiter::cancel(self, key, ticket)
+    }
+
+    fn policy(&self, key: &K) -> Policy {
+        self.quota_of(key).into()
+    }
+}
+
+impl<K, C> Decide for KeyedLimiter<K, C>
+where
+    K: Hash + Eq + Clone + Send + Sync,
+    C: Clock,
+{
+    #[inline]
+    fn decide(&self, key: &K, cost: u32, max_wait: Duration) -> Result<Grant<Reservation>, Denial> {
+        let (ticket, headroom) = self.reserve_n_with_headroom(key, cost, max_wait)?;
+        Ok(Grant {
+            wait: ticket.wait(),
+            ticket,
+            headroom,
+        })
+    }
+}

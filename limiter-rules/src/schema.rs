@@ -1,0 +1,216 @@
+//! The rules as understood: what `validate` makes of a file once every
+//! field has been checked, and what `limiter-config` builds limiters from.
+//!
+//! Every value here is already valid (quotas representable, URLs parsed,
+//! CIDRs parsed, header names legal), so building a limiter from a
+//! [`RuleSpec`] cannot fail on the numbers. Two specs with the same
+//! [`RuleSpec::shape`] differ only in numbers that a live limiter can take
+//! through `set_quota`; any other change replaces the limiter.
+
+use std::fmt;
+use std::time::Duration;
+
+use http::Method;
+use http::header::HeaderName;
+use ipnet::IpNet;
+
+use crate::algorithm::{Algorithm, Fixed};
+use crate::source::Pos;
+
+/// The default `max_delay` of a rule in delay mode (`leaky_bucket`'s default
+/// mode): one second, so a leaky bucket at `r`/s queues at most `r` requests.
+pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(1);
+
+/// The default cap on the keys of a keyed rule.
+pub const DEFAULT_MAX_KEYS: usize = 100_000;
+
+/// One rule of the file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleSpec {
+    /// The rule's name (its key under `rate_limits`).
+    pub name: String,
+    /// Where the rule starts in the file.
+    pub pos: Pos,
+    /// The algorithm and its numbers.
+    pub algorithm: Algorithm,
+    /// What requests are counted by.
+    pub key: KeySpec,
+    /// Which HTTP requests the rule applies to; `None`: library use only
+    /// (`RuleSet::get` in `limiter-config`), never matched by the router.
+    pub matcher: Option<MatchSpec>,
+    /// Reject at once, or hold up to a delay.
+    pub mode: Mode,
+    /// Where the state lives.
+    pub backend: BackendSpec,
+    /// Client networks that pass uncounted.
+    pub allowlist: Vec<IpNet>,
+    /// Proxies whose `X-Forwarded-For` is believed (key `ip` then reads the
+    /// client behind them).
+    pub trusted_proxies: Vec<IpNet>,
+    /// The rate-limit header syntax.
+    pub headers: HeaderSpec,
+    /// The most keys a keyed local rule holds.
+    pub max_keys: usize,
+}
+
+/// What must stay equal for a reload to update a live limiter in place
+/// (see [`RuleSpec::shape`]): compare two shapes with `==`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shape<'a> {
+    kind: &'static str,
+    key_is_global: bool,
+    backend: &'a BackendSpec,
+    fixed: Fixed<'a>,
+    max_keys: usize,
+}
+
+impl RuleSpec {
+    /// The part of the rule that a live limiter cannot change: algorithm,
+    /// whether keyed, the backend and, for the algorithms without
+    /// `set_quota` (sliding window, warm-up, adaptive), all their numbers.
+    pub fn shape(&self) -> Shape<'_> {
+        Shape {
+            kind: self.algorithm.name(),
+            key_is_global: self.key.is_global(),
+            backend: &self.backend,
+            fixed: self.algorithm.fixed(),
+            max_keys: self.max_keys,
+        }
+    }
+}
+
+/// One part of a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyPart {
+    /// The client address (the socket peer, or the client behind
+    /// `trusted_proxies`).
+    Ip,
+    /// The rule's route (axum's matched route template, else the path the
+    /// rule matched by: never the raw path, so ids cannot mint keys).
+    Route,
+    /// A request header's value.
+    Header(HeaderName),
+}
+
+/// What requests are counted by: no parts is one global bucket.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KeySpec {
+    /// The parts, in order; empty for `global`.
+    pub parts: Vec<KeyPart>,
+}
+
+impl KeySpec {
+    /// Whether this is one bucket for every request.
+    pub fn is_global(&self) -> bool {
+        self.parts.is_empty()
+    }
+}
+
+impl fmt::Display for KeySpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.parts.is_empty() {
+            return f.write_str("global");
+        }
+        for (i, p) in self.parts.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" + ")?;
+            }
+            match p {
+                KeyPart::Ip => f.write_str("ip")?,
+                KeyPart::Route => f.write_str("route")?,
+                KeyPart::Header(h) => write!(f, "header:{h}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Which requests a rule applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MatchSpec {
+    /// A route template or a path prefix.
+    pub path: PathMatch,
+    /// The methods; empty: all.
+    pub methods: Vec<Method>,
+}
+
+/// A route template (`/orders/{id}`, `/files/{*rest}`) or a path prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathMatch {
+    /// The template, whole.
+    Route(String),
+    /// A prefix, matched at segment boundaries (`/api` matches `/api/x`,
+    /// not `/apix`).
+    Prefix(String),
+}
+
+/// Where a rule's state lives.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BackendSpec {
+    /// In this process.
+    Local,
+    /// On Redis, shared by every process using it.
+    Redis(RedisSpec),
+}
+
+/// A Redis backend's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RedisSpec {
+    /// The server's URL.
+    pub url: String,
+    /// The prefix of the rule's Redis keys (default `limiter:RULE`).
+    pub key_prefix: String,
+    /// What to answer while Redis is unavailable.
+    pub failure_policy: FailurePolicy,
+    /// The timeout of one Redis call.
+    pub timeout: Duration,
+}
+
+/// The rate-limit headers a rule's responses carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HeaderSpec {
+    /// `RateLimit-Policy` and `RateLimit` (IETF draft-10).
+    #[default]
+    Draft10,
+    /// `X-RateLimit-Limit`, `-Remaining`, `-Reset`.
+    Legacy,
+    /// None (`Retry-After` on a 429 stays).
+    None,
+}
+
+/// What a rule does with a request over its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Refuse it at once (HTTP: `429`); it consumes nothing.
+    #[default]
+    Reject,
+    /// Hold it until its slot if that comes within `max_delay`; refuse it
+    /// at once otherwise.
+    Delay {
+        /// The longest a request is held.
+        max_delay: Duration,
+    },
+}
+
+/// What a Redis rule answers while Redis is unavailable.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FailurePolicy {
+    /// Admit every request.
+    Open,
+    /// Refuse every request.
+    Closed,
+    /// Decide in this process at `share` of the quota (in `(0, 1]`:
+    /// `1/instances`). The default, with `share` 1.
+    Local {
+        /// The fraction of the quota this instance may use on its own.
+        share: f64,
+    },
+    /// Report the error to the caller.
+    Error,
+}
+
+impl Default for FailurePolicy {
+    fn default() -> FailurePolicy {
+        FailurePolicy::Local { share: 1.0 }
+    }
+}

@@ -1,0 +1,469 @@
+//! RFC 9457 problem documents (`application/problem+json`): the one writer
+//! every response of the workspace's HTTP crates goes through.
+//!
+//! A [`Problem`] writes its JSON as it is built, into one `String`: no
+//! intermediate value tree, no serde, no allocation besides the body
+//! itself. The document always starts with the members RFC 9457 defines for
+//! a status-only problem, in this order:
+//!
+//! ```json
+//! {"type":"about:blank","title":"Too Many Requests","status":429,"detail":"…", …extension members}
+//! ```
+//!
+//! # Guarantees
+//!
+//! * The output is valid JSON (RFC 8259) for any input: every string, member
+//!   names included, goes through [`write_json_string`], which escapes `"`,
+//!   `\` and every control character below U+0020 (as `\u00XX`).
+//! * The `title` of an `about:blank` problem is the status's reason phrase
+//!   as RFC 9110 names it ([`title`]), `413 Content Too Large` and
+//!   `422 Unprocessable Content` included; a status without a registered
+//!   phrase has no `title` (RFC 9457 §4.2.1: the title is then the status).
+//! * Extension members are typed ([`JsonValue`]): strings, integers,
+//!   booleans, finite floats (`null` otherwise), `Option`s and slices of
+//!   them. Names are the caller's: give each member once and do not reuse
+//!   `type`, `title`, `status`, `detail` or `instance` (RFC 9457 §3.2
+//!   recommends names of at least three ASCII letters, digits or `_`).
+//!
+//! # Examples
+//!
+//! ```
+//! use http::StatusCode;
+//! use limiter_tower::problem::Problem;
+//!
+//! let body = Problem::new(StatusCode::TOO_MANY_REQUESTS)
+//!     .detail("rate limit exceeded")
+//!     .member("retry_after_ms", 1500u64)
+//!     .member("violated_policies", &["per-ip"][..])
+//!     .into_body();
+//! assert_eq!(
+//!     body,
+//!     r#"{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded","retry_after_ms":1500,"violated_policies":["per-ip"]}"#
+//! );
+//! ```
+
+use std::fmt;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::Full;
+
+/// The media type of a problem document.
+pub const CONTENT_TYPE: &str = "application/problem+json";
+
+/// An RFC 9457 problem document under construction (see the
+/// [module docs](self)).
+#[derive(Debug, Clone)]
+#[must_use = "a problem does nothing until it becomes a body or a response"]
+pub struct Problem {
+    status: StatusCode,
+    /// The JSON so far, without its closing `}`.
+    body: String,
+}
+
+impl Problem {
+    /// A problem of type `about:blank` for `status`, titled with the
+    /// status's RFC 9110 reason phrase.
+    pub fn new(status: StatusCode) -> Problem {
+        let mut body = String::with_capacity(192);
+        body.push_str("{\"type\":\"about:blank\"");
+        if let Some(title) = title(status) {
+            body.push_str(",\"title\":");
+            write_json_string(&mut body, title);
+        }
+        body.push_str(",\"status\":");
+        push_u64(&mut body, status.as_u16().into());
+        Problem { status, body }
+    }
+
+    /// A problem of the type `type_uri` (a URI reference that identifies the
+    /// problem type, such as
+    /// `https://iana.org/assignments/http-problem-types#quota-exceeded`),
+    /// with that type's `title`.
+    pub fn of_type(status: StatusCode, type_uri: &str, title: &str) -> Problem {
+        let mut body = String::with_capacity(192 + type_uri.len() + title.len());
+        body.push_str("{\"type\":");
+        write_json_string(&mut body, type_uri);
+        body.push_str(",\"title\":");
+        write_json_string(&mut body, title);
+        body.push_str(",\"status\":");
+        push_u64(&mut body, status.as_u16().into());
+        Problem { status, body }
+    }
+
+    /// The status the document states (and its response carries).
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// Adds `detail`: an explanation for a person, specific to this
+    /// occurrence.
+    pub fn detail(mut self, detail: &str) -> Problem {
+        self.body.push_str(",\"detail\":");
+        write_json_string(&mut self.body, detail);
+        self
+    }
+
+    /// Adds a `detail` written by formatting `args`, escaped as it is
+    /// written (no intermediate `String`).
+    ///
+    /// ```
+    /// use http::StatusCode;
+    /// use limiter_tower::problem::Problem;
+    ///
+    /// let body = Problem::new(StatusCode::BAD_REQUEST)
+    ///     .detail_fmt(format_args!("bad header {:?}", "x\ny"))
+    ///     .into_body();
+    /// assert!(body.ends_with(r#""detail":"bad header \"x\\ny\""}"#));
+    /// ```
+    pub fn detail_fmt(mut self, args: fmt::Arguments<'_>) -> Problem {
+        self.body.push_str(",\"detail\":\"");
+        // Writing into a String cannot fail.
+        let _ = fmt::write(&mut Escaped(&mut self.body), args);
+        self.body.push('"');
+        self
+    }
+
+    /// Adds `instance`: a URI reference naming this occurrence.
+    pub fn instance(mut self, uri: &str) -> Problem {
+        self.body.push_str(",\"instance\":");
+        write_json_string(&mut self.body, uri);
+        self
+    }
+
+    /// Adds the extension member `name` with `value`.
+    pub fn member<V: JsonValue>(mut self, name: &str, value: V) -> Problem {
+        self.body.push(',');
+        write_json_string(&mut self.body, name);
+        self.body.push(':');
+        value.write_json(&mut self.body);
+        self
+    }
+
+    /// The finished document.
+    pub fn into_body(mut self) -> String {
+        self.body.push('}');
+        self.body
+    }
+
+    /// The response: the status, `Content-Type: application/problem+json`
+    /// and the document as its body. Map the body into your own body type
+    /// (`response.map(Either::Right)`) where it differs.
+    pub fn into_response(self) -> Response<Full<Bytes>> {
+        let status = self.status;
+        let mut response = Response::new(Full::new(Bytes::from(self.into_body())));
+        *response.status_mut() = status;
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
+        response
+    }
+}
+
+/// The reason phrase RFC 9110 (and RFC 6585 for 428, 429, 431, 511) gives
+/// `status`, for a problem's `title`; `None` for an unregistered status.
+///
+/// ```
+/// use http::StatusCode;
+/// use limiter_tower::problem::title;
+///
+/// assert_eq!(title(StatusCode::PAYLOAD_TOO_LARGE), Some("Content Too Large"));
+/// assert_eq!(title(StatusCode::TOO_MANY_REQUESTS), Some("Too Many Requests"));
+/// assert_eq!(title(StatusCode::from_u16(599).unwrap()), None);
+/// ```
+pub fn title(status: StatusCode) -> Option<&'static str> {
+    match status.as_u16() {
+        // The `http` crate keeps the RFC 7231 names of these two.
+        413 => Some("Content Too Large"),
+        422 => Some("Unprocessable Content"),
+        _ => status.canonical_reason(),
+    }
+}
+
+/// Appends `s` to `out` as a JSON string literal (with its quotes): `"` and
+/// `\` escaped with a backslash, control characters below U+0020 as
+/// `\u00XX`, everything else (any Unicode) as it is.
+///
+/// ```
+/// let mut out = String::new();
+/// limiter_tower::problem::write_json_string(&mut out, "a\"b\\c\n");
+/// assert_eq!(out, r#""a\"b\\c\u000a""#);
+/// ```
+pub fn write_json_string(out: &mut String, s: &str) {
+    out.push('"');
+    escape_into(out, s);
+    out.push('"');
+}
+
+/// Appends `s` escaped for the inside of a JSON string, copying the runs
+/// that need no escape whole.
+fn escape_into(out: &mut String, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        // Only ASCII bytes are escaped, so every cut is at a char boundary.
+        let escape: &str = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[start..i]);
+        if escape.is_empty() {
+            out.push_str("\\u00");
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xf)]));
+        } else {
+            out.push_str(escape);
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+}
+
+/// A `fmt::Write` that escapes what it is given.
+struct Escaped<'a>(&'a mut String);
+
+impl fmt::Write for Escaped<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        escape_into(self.0, s);
+        Ok(())
+    }
+}
+
+/// Appends `n` in decimal.
+fn push_u64(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        // n % 10 < 10: the cast keeps the digit.
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[i..] {
+        out.push(char::from(d));
+    }
+}
+
+/// A value an extension member can hold, written as JSON.
+pub trait JsonValue {
+    /// Appends this value as JSON to `out`.
+    fn write_json(&self, out: &mut String);
+}
+
+impl<T: JsonValue + ?Sized> JsonValue for &T {
+    fn write_json(&self, out: &mut String) {
+        (**self).write_json(out);
+    }
+}
+
+impl JsonValue for str {
+    fn write_json(&self, out: &mut String) {
+        write_json_string(out, self);
+    }
+}
+
+impl JsonValue for String {
+    fn write_json(&self, out: &mut String) {
+        write_json_string(out, self);
+    }
+}
+
+impl JsonValue for bool {
+    fn write_json(&self, out: &mut String) {
+        out.push_str(if *self { "true" } else { "false" });
+    }
+}
+
+macro_rules! unsigned {
+    ($($t:ty),*) => {$(
+        impl JsonValue for $t {
+            fn write_json(&self, out: &mut String) {
+                // Widening to u64 keeps every value.
+                push_u64(out, *self as u64);
+            }
+        }
+    )*};
+}
+unsigned!(u8, u16, u32, u64, usize);
+
+macro_rules! signed {
+    ($($t:ty),*) => {$(
+        impl JsonValue for $t {
+            fn write_json(&self, out: &mut String) {
+                if *self < 0 {
+                    out.push('-');
+                }
+                // Widening to i64 keeps every value; unsigned_abs keeps i64::MIN.
+                push_u64(out, (*self as i64).unsigned_abs());
+            }
+        }
+    )*};
+}
+signed!(i8, i16, i32, i64, isize);
+
+/// A finite float as JSON's number; NaN and the infinities (which JSON
+/// cannot write) as `null`.
+impl JsonValue for f64 {
+    fn write_json(&self, out: &mut String) {
+        if self.is_finite() {
+            use fmt::Write as _;
+            let _ = write!(out, "{self}");
+        } else {
+            out.push_str("null");
+        }
+    }
+}
+
+/// `None` as `null`.
+impl<T: JsonValue> JsonValue for Option<T> {
+    fn write_json(&self, out: &mut String) {
+        match self {
+            Some(v) => v.write_json(out),
+            None => out.push_str("null"),
+        }
+    }
+}
+
+/// A JSON array.
+impl<T: JsonValue> JsonValue for [T] {
+    fn write_json(&self, out: &mut String) {
+        out.push('[');
+        for (i, v) in self.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            v.write_json(out);
+        }
+        out.push(']');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn escaped(s: &str) -> String {
+        let mut out = String::new();
+        write_json_string(&mut out, s);
+        out
+    }
+
+    #[test]
+    fn every_control_character_quote_and_backslash_is_escaped() {
+        for b in 0u8..0x20 {
+            let s = char::from(b).to_string();
+            assert_eq!(escaped(&s), format!("\"\\u{:04x}\"", b));
+        }
+        assert_eq!(escaped("\"\\"), r#""\"\\""#);
+        // Non-ASCII text and DEL pass unchanged, around escapes too.
+        assert_eq!(escaped("é\u{7f}\n日本"), "\"é\u{7f}\\u000a日本\"");
+        assert_eq!(escaped(""), "\"\"");
+    }
+
+    #[test]
+    fn members_are_typed() {
+        let body = Problem::new(StatusCode::BAD_GATEWAY)
+            .member("a", "x\"")
+            .member("b", 0u8)
+            .member("c", u64::MAX)
+            .member("d", i64::MIN)
+            .member("e", -7i32)
+            .member("f", true)
+            .member("g", 0.5f64)
+            .member("h", f64::NAN)
+            .member("i", None::<u32>)
+            .member("j", Some("y"))
+            .member("k", &[1u32, 2][..])
+            .member("l", &[] as &[u8])
+            .member("m\n", String::from("z"))
+            .into_body();
+        assert_eq!(
+            body,
+            concat!(
+                r#"{"type":"about:blank","title":"Bad Gateway","status":502,"#,
+                r#""a":"x\"","b":0,"c":18446744073709551615,"d":-9223372036854775808,"#,
+                r#""e":-7,"f":true,"g":0.5,"h":null,"i":null,"j":"y","k":[1,2],"l":[],"#,
+                r#""m\u000a":"z"}"#
+            )
+        );
+    }
+
+    #[test]
+    fn titles_follow_rfc_9110_and_unknown_statuses_have_none() {
+        let body = Problem::new(StatusCode::PAYLOAD_TOO_LARGE).into_body();
+        assert_eq!(
+            body,
+            r#"{"type":"about:blank","title":"Content Too Large","status":413}"#
+        );
+        let unknown = StatusCode::from_u16(599).unwrap();
+        assert_eq!(
+            Problem::new(unknown).detail("d").into_body(),
+            r#"{"type":"about:blank","status":599,"detail":"d"}"#
+        );
+        assert_eq!(
+            title(StatusCode::UNPROCESSABLE_ENTITY),
+            Some("Unprocessable Content")
+        );
+    }
+
+    #[test]
+    fn typed_problems_and_responses() {
+        let problem = Problem::of_type(
+            StatusCode::TOO_MANY_REQUESTS,
+            "https://iana.org/assignments/http-problem-types#quota-exceeded",
+            "Quota Exceeded",
+        )
+        .detail_fmt(format_args!("{} \"{}\"", 1, "two"))
+        .instance("/orders/7");
+        assert_eq!(
+            problem.clone().into_body(),
+            concat!(
+                r#"{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","#,
+                r#""title":"Quota Exceeded","status":429,"detail":"1 \"two\"","instance":"/orders/7"}"#
+            )
+        );
+        let response = problem.into_response();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers()[header::CONTENT_TYPE], CONTENT_TYPE);
+    }
+
+    #[test]
+    fn documents_parse_as_json_for_hostile_text() {
+        // A minimal JSON string reader: the escaper's output must read back
+        // as the input.
+        fn unescape(lit: &str) -> String {
+            let inner = lit.strip_prefix('"').unwrap().strip_suffix('"').unwrap();
+            let mut out = String::new();
+            let mut chars = inner.chars();
+            while let Some(c) = chars.next() {
+                assert!(u32::from(c) >= 0x20, "raw control character in output");
+                if c != '\\' {
+                    assert_ne!(c, '"', "unescaped quote");
+                    out.push(c);
+                    continue;
+                }
+                match chars.next().unwrap() {
+                    '"' => out.push('"'),
+                    '\\' => out.push('\\'),
+                    'u' => {
+                        let hex: String = chars.by_ref().take(4).collect();
+                        out.push(char::from_u32(u32::from_str_radix(&hex, 16).unwrap()).unwrap());
+                    }
+                    other => panic!("unexpected escape {other}"),
+                }
+            }
+            out
+        }
+        let mut s = String::new();
+        for c in (0u32..0x300).chain([0x2028, 0x2029, 0xfeff, 0x1f600]) {
+            s.push(char::from_u32(c).unwrap());
+        }
+        assert_eq!(unescape(&escaped(&s)), s);
+    }
+}

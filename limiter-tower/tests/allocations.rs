@@ -1,0 +1,262 @@
+//! The fast path allocates nothing of its own: an admitted or rejected
+//! in-memory request costs the allocations of the response (its body and
+//! header values) and no more.
+//!
+//! A counting global allocator (this test binary's own) counts the
+//! allocations each thread makes; every measurement runs on the test's
+//! thread, in steady state (after warm-up requests, so the thread's cached
+//! `RateLimit-Policy` value and the limiter's keys exist), and is compared
+//! with what the same response costs when built by hand.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
+use http_body_util::Full;
+use limiter_core::{ManualClock, Quota, RateLimiter};
+use limiter_keyed::KeyedLimiter;
+use limiter_tower::{
+    ClientIp, Draft10, Global, HeaderStyle, PeerAddr, PeerIp, Policy, RateLimitInfo,
+    RateLimitLayer, Rejection,
+};
+use tower::{Layer, Service};
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+// Safety: every call is forwarded to `System` unchanged; the counter is a
+// const-initialised thread-local without a destructor, which is safe to
+// touch from inside the allocator.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.with(|n| n.set(n.get() + 1));
+        // Safety: the caller's contract is System's.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // Safety: the caller's contract is System's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.with(|n| n.set(n.get() + 1));
+        // Safety: the caller's contract is System's.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.with(|n| n.set(n.get() + 1));
+        // Safety: the caller's contract is System's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations `f` makes on this thread.
+fn allocations<T>(f: impl FnOnce() -> T) -> (u64, T) {
+    let before = ALLOCATIONS.with(Cell::get);
+    let out = f();
+    (ALLOCATIONS.with(Cell::get) - before, out)
+}
+
+type Body = Full<Bytes>;
+
+/// An inner service whose response allocates nothing (an empty header map,
+/// a static body).
+#[derive(Clone)]
+struct Hello;
+
+impl Service<Request<Body>> for Hello {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _request: Request<Body>) -> Self::Future {
+        std::future::ready(Ok(Response::new(Full::new(Bytes::from_static(b"ok")))))
+    }
+}
+
+/// One request through `service`, polled to its response; returns the
+/// allocations from `call` to the response (the request itself is built
+/// before counting) and the response's status.
+fn one<S, B>(service: &mut S, request: Request<Body>) -> (u64, Response<B>)
+where
+    S: Service<Request<Body>, Response = Response<B>, Error = Infallible>,
+{
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    assert!(service.poll_ready(&mut cx).is_ready());
+    allocations(|| {
+        let mut future = std::pin::pin!(service.call(request));
+        match future.as_mut().poll(&mut cx) {
+            Poll::Ready(Ok(response)) => response,
+            Poll::Ready(Err(e)) => match e {},
+            Poll::Pending => panic!("an in-memory decision is ready at once"),
+        }
+    })
+}
+
+fn from(peer: &str, forwarded: Option<&str>) -> Request<Body> {
+    let mut request = Request::new(Body::default());
+    request
+        .extensions_mut()
+        .insert(PeerAddr(peer.parse::<SocketAddr>().unwrap()));
+    if let Some(f) = forwarded {
+        request
+            .headers_mut()
+            .insert("x-forwarded-for", HeaderValue::from_str(f).unwrap());
+    }
+    request
+}
+
+/// What writing the draft-10 headers into a fresh response costs (the
+/// header map's first insert and the `RateLimit` value), measured after a
+/// warm-up so the thread's policy value is cached.
+fn draft10_cost(policy: Policy) -> u64 {
+    let info = RateLimitInfo {
+        name: "default",
+        policy,
+        remaining: 3,
+        reset: Duration::from_millis(10),
+    };
+    Draft10.write(&info, &mut HeaderMap::new());
+    allocations(|| {
+        let mut response = Response::new(());
+        Draft10.write(&info, response.headers_mut());
+        response
+    })
+    .0
+}
+
+/// What the layer's 429 costs when built by hand: the problem document and
+/// `Retry-After` (and the headers, when `with_headers`).
+fn rejection_cost(retry_after: Duration, policy: Option<Policy>) -> u64 {
+    allocations(|| {
+        let mut response = Rejection::RateLimited { retry_after }.problem();
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            // Whole seconds rounded up, at least 1 (the layer's rule).
+            HeaderValue::from(retry_after.as_secs_f64().ceil().max(1.0) as u64),
+        );
+        if let Some(policy) = policy {
+            let info = RateLimitInfo {
+                name: "default",
+                policy,
+                remaining: 0,
+                reset: retry_after,
+            };
+            Draft10.write(&info, response.headers_mut());
+        }
+        response
+    })
+    .0
+}
+
+#[test]
+fn admitted_and_rejected_requests_allocate_only_their_response() {
+    let quota = Quota::per_second(1000).unwrap().with_burst(1000).unwrap();
+    let clock = ManualClock::new();
+    let bare = one(&mut Hello, Request::new(Body::default())).0;
+    assert_eq!(bare, 0, "the inner service alone allocates nothing");
+
+    // Global, without headers: an admitted request allocates nothing.
+    let layer = RateLimitLayer::builder(RateLimiter::with_clock(quota, clock.clone()), Global)
+        .without_headers()
+        .build()
+        .unwrap();
+    let mut service = layer.layer(Hello);
+    for _ in 0..3 {
+        let (n, response) = one(&mut service, Request::new(Body::default()));
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(n, 0, "an admitted request without headers");
+    }
+
+    // With headers: exactly the cost of the headers themselves.
+    let limiter = RateLimiter::with_clock(quota, clock.clone());
+    let policy = Policy::from(quota);
+    let mut service = RateLimitLayer::new(limiter, Global).layer(Hello);
+    one(&mut service, Request::new(Body::default()));
+    let headers = draft10_cost(policy);
+    for _ in 0..3 {
+        let (n, response) = one(&mut service, Request::new(Body::default()));
+        assert_eq!(response.status(), StatusCode::OK);
+        assert!(response.headers().contains_key("ratelimit"));
+        assert_eq!(n, headers, "an admitted request allocates its headers only");
+    }
+
+    // Keyed by peer and by forwarded client (a key already in the table).
+    let keyed = KeyedLimiter::builder(quota)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let layer = RateLimitLayer::builder(keyed, PeerIp::new())
+        .without_headers()
+        .build()
+        .unwrap();
+    let mut service = layer.layer(Hello);
+    one(&mut service, from("192.0.2.7:1", None));
+    let (n, response) = one(&mut service, from("192.0.2.7:1", None));
+    assert_eq!((n, response.status()), (0, StatusCode::OK));
+    let keyed = KeyedLimiter::builder(quota)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let trusted = ClientIp::x_forwarded_for(["10.0.0.0/8".parse().unwrap()]);
+    let layer = RateLimitLayer::builder(keyed, trusted)
+        .without_headers()
+        .build()
+        .unwrap();
+    let mut service = layer.layer(Hello);
+    let chain = Some("6.6.6.6, 203.0.113.9, 10.1.1.1");
+    one(&mut service, from("10.0.0.2:1", chain));
+    let (n, response) = one(&mut service, from("10.0.0.2:1", chain));
+    assert_eq!(
+        (n, response.status()),
+        (0, StatusCode::OK),
+        "a forwarded chain is walked without collecting it"
+    );
+
+    // Rejected: exactly the cost of the 429 built by hand.
+    let tight = Quota::per_second(1).unwrap();
+    for with_headers in [false, true] {
+        let limiter = RateLimiter::with_clock(tight, clock.clone());
+        let builder = RateLimitLayer::builder(limiter, Global);
+        let builder = if with_headers {
+            builder
+        } else {
+            builder.without_headers()
+        };
+        let mut service = builder.build().unwrap().layer(Hello);
+        assert_eq!(
+            one(&mut service, Request::new(Body::default())).1.status(),
+            StatusCode::OK
+        );
+        let wait = Duration::from_secs(1);
+        let policy = with_headers.then(|| Policy::from(tight));
+        rejection_cost(wait, policy);
+        let expected = rejection_cost(wait, policy);
+        for _ in 0..3 {
+            let (n, response) = one(&mut service, Request::new(Body::default()));
+            assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+            assert_eq!(
+                n, expected,
+                "a rejected request allocates its response only"
+            );
+        }
+    }
+}
