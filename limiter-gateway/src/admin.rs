@@ -23,7 +23,13 @@ use limiter_config::Mode;
 use limiter_config::{PathMatch, RuleSet};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::proxy::json_escape;
+/// `s` escaped for the inside of a JSON string (the workspace's one
+/// escaper, `limiter_tower::problem::write_json_string`, without its quotes).
+fn json_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    limiter_tower::problem::write_json_string(&mut out, s);
+    out[1..out.len() - 1].to_owned()
+}
 
 /// Histogram buckets (seconds) of every `*_seconds` metric: 100 µs to 10 s.
 const BUCKETS: [f64; 14] = [

@@ -18,6 +18,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use http::Uri;
+use limiter_config::{MatchSpec, Matcher, PathMatch, RouteTable};
 use serde::Deserialize;
 
 use crate::conn::ConnectionLimits;
@@ -472,15 +473,21 @@ impl GatewayConfig {
         Ok(())
     }
 
-    /// The upstream serving `path`: the longest prefix matching it at a
-    /// segment boundary.
-    pub fn upstream_for(&self, path: &str) -> Option<usize> {
-        self.upstreams
-            .iter()
-            .enumerate()
-            .filter(|(_, u)| prefix_matches(trim(&u.prefix), path))
-            .max_by_key(|(_, u)| trim(&u.prefix).len())
-            .map(|(i, _)| i)
+    /// The upstreams by prefix, in the workspace's one route matcher
+    /// (segment boundaries, the longest prefix wins).
+    pub(crate) fn routes(&self) -> RouteTable<usize> {
+        let mut table = RouteTable::new();
+        for (i, u) in self.upstreams.iter().enumerate() {
+            let spec = MatchSpec {
+                path: PathMatch::Prefix(trim(&u.prefix).to_owned()),
+                methods: Vec::new(),
+            };
+            // A prefix always compiles (only templates can fail).
+            if let Some(matcher) = Matcher::new(&spec) {
+                table.insert(matcher, i);
+            }
+        }
+        table
     }
 }
 
@@ -489,13 +496,6 @@ fn trim(prefix: &str) -> &str {
         "" => "/",
         p => p,
     }
-}
-
-fn prefix_matches(prefix: &str, path: &str) -> bool {
-    prefix == "/"
-        || path
-            .strip_prefix(prefix)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 #[cfg(test)]
@@ -515,10 +515,12 @@ prefix = "/api/"
 "#;
         let c = GatewayConfig::from_toml("g.toml".as_ref(), text).unwrap();
         c.validate().unwrap();
-        assert_eq!(c.upstream_for("/api/x"), Some(1));
-        assert_eq!(c.upstream_for("/api"), Some(1));
-        assert_eq!(c.upstream_for("/apix"), Some(0));
-        assert_eq!(c.upstream_for("/"), Some(0));
+        let routes = c.routes();
+        let up = |path: &str| routes.get(&http::Method::GET, path).copied();
+        assert_eq!(up("/api/x"), Some(1));
+        assert_eq!(up("/api"), Some(1));
+        assert_eq!(up("/apix"), Some(0));
+        assert_eq!(up("/"), Some(0));
         assert_eq!(c.upstreams[1].name, "api");
         assert_eq!(c.upstreams[0].name, "upstream0");
     }

@@ -35,53 +35,33 @@ use std::time::Instant;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::uri::PathAndQuery;
-use http::{HeaderValue, Request, Response, StatusCode, Uri};
+use http::{Request, Response, StatusCode, Uri};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use limiter_tower::PeerAddr;
+use limiter_tower::problem::Problem;
 use tower_service::Service;
 
 use crate::body::ClientBody;
 use crate::config::{GatewayConfig, Upstream};
 use crate::forward::{add_forwarding, strip_hop_by_hop};
 use crate::front::ForwardPath;
+use limiter_config::RouteTable;
 
 /// The body of a proxied response: the upstream's stream, or the gateway's
 /// own problem document.
 pub type ProxyBody = Either<Incoming, Full<Bytes>>;
 
-/// A problem document response.
+/// A problem document response (the workspace's one writer,
+/// `limiter_tower::problem`).
 pub fn problem(status: StatusCode, detail: &str) -> Response<ProxyBody> {
-    let title = status.canonical_reason().unwrap_or("Error");
-    let body = format!(
-        "{{\"type\":\"about:blank\",\"title\":\"{title}\",\"status\":{},\"detail\":\"{}\"}}",
-        status.as_u16(),
-        json_escape(detail)
-    );
-    let mut response = Response::new(Either::Right(Full::new(Bytes::from(body))));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/problem+json"),
-    );
-    response
-}
-
-/// `s` escaped for a JSON string.
-pub(crate) fn json_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out
+    Problem::new(status)
+        .detail(detail)
+        .into_response()
+        .map(Either::Right)
 }
 
 /// The metric handles of one upstream, registered once (a per-request
@@ -117,6 +97,8 @@ impl UpstreamMetrics {
 
 struct Shared {
     config: GatewayConfig,
+    /// The upstreams by prefix (the workspace's one matcher).
+    routes: RouteTable<usize>,
     client: Client<HttpConnector, ClientBody>,
     metrics: Vec<UpstreamMetrics>,
 }
@@ -169,6 +151,7 @@ impl Shared {
             .map(|u| UpstreamMetrics::new(&u.name))
             .collect();
         Shared {
+            routes: config.routes(),
             config,
             client,
             metrics,
@@ -231,7 +214,7 @@ impl Service<Request<Incoming>> for Proxy {
 
 async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<ProxyBody> {
     let config = &shared.config;
-    let Some(index) = config.upstream_for(request.uri().path()) else {
+    let Some(&index) = shared.routes.get(request.method(), request.uri().path()) else {
         return problem(StatusCode::NOT_FOUND, "no upstream serves this path");
     };
     let upstream = &config.upstreams[index];
