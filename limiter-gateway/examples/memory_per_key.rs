@@ -27,7 +27,13 @@ fn rss() -> u64 {
 
 fn ip(i: u32) -> String {
     let n = 0x0a00_0000 + i; // 10.0.0.0/8
-    format!("{}.{}.{}.{}", n >> 24, (n >> 16) & 255, (n >> 8) & 255, n & 255)
+    format!(
+        "{}.{}.{}.{}",
+        n >> 24,
+        (n >> 16) & 255,
+        (n >> 8) & 255,
+        n & 255
+    )
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -47,8 +53,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = GatewayConfig::single("127.0.0.1:0".parse()?, echo.url().parse()?);
     let running = Gateway::new(config, rules).start().await?;
     let url = format!("http://{}/x", running.addrs()[0]);
-    let client = Client::builder(TokioExecutor::new())
-        .build_http::<Empty<Bytes>>();
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
     let send = |from: u32, to: u32| {
         let client = client.clone();
         let url = url.clone();

@@ -111,10 +111,21 @@ pub enum Drained {
     DeadlineReached,
 }
 
+/// The accept backlog: connections beyond a listener's cap wait here (the
+/// kernel caps it at `net.core.somaxconn`); nginx uses 511, tokio's default
+/// is 128.
+const BACKLOG: u32 = 1024;
+
 async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|e| io::Error::new(e.kind(), format!("{addr}: {e}")))
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{addr}: {e}"));
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+    }
+    .map_err(named)?;
+    socket.set_reuseaddr(true).map_err(named)?;
+    socket.bind(addr).map_err(named)?;
+    socket.listen(BACKLOG).map_err(named)
 }
 
 fn expired(expiry: Expiry) {

@@ -198,6 +198,23 @@ async fn heads_are_checked_and_the_gateway_speaks_its_own_version() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_in_use_is_named() {
+    let echo = Echo::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let rig = Rig::start(RULES, &echo.url(), |_| {}).await;
+    let rules = limiter_config::RuleSet::load(&rig.file).unwrap();
+    let config = limiter_gateway::GatewayConfig::single(rig.addr(), echo.url().parse().unwrap());
+    let error = limiter_gateway::Gateway::new(config, rules)
+        .start()
+        .await
+        .expect_err("the address is taken");
+    assert_eq!(error.kind(), std::io::ErrorKind::AddrInUse);
+    assert!(
+        error.to_string().starts_with(&format!("{}: ", rig.addr())),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_client_body_is_a_client_error_not_an_upstream_one() {
     let echo = Echo::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let rig = Rig::start(RULES, &echo.url(), |_| {}).await;

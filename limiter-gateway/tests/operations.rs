@@ -361,6 +361,8 @@ async fn the_first_scrape_passes_promtool_and_an_unrouted_rule_is_warned_about()
             "127.0.0.1:0",
             "--upstream",
             &echo.url(),
+            "--log-json",
+            "--access-log",
         ],
     )
     .await;
@@ -395,6 +397,30 @@ async fn the_first_scrape_passes_promtool_and_an_unrouted_rule_is_warned_about()
             .any(|l| l.contains("named_only") && l.contains("never applies")),
         "{log}"
     );
+    // JSON lines: one object per line; the access log has every request;
+    // the rejection log names the rule (burst 5: the 6th and 7th of the
+    // 7 requests are rejected, one line for the burst).
+    assert!(
+        log.lines().all(|l| l.starts_with('{') && l.ends_with('}')),
+        "{log}"
+    );
+    let access = log
+        .lines()
+        .filter(|l| l.contains("\"target\":\"access\""))
+        .count();
+    assert_eq!(access, 7, "{log}");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("\"status\":429") && l.contains("\"rule\":\"api\"")),
+        "{log}"
+    );
+    let rejections: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("rule rejecting requests"))
+        .collect();
+    assert_eq!(rejections.len(), 1, "{log}");
+    assert!(rejections[0].contains("\"rule\":\"api\""), "{log}");
+    assert!(rejections[0].contains("\"previous_burst\":0"), "{log}");
     p.stop().await;
 }
 
