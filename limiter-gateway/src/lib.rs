@@ -44,8 +44,8 @@
 
 //! # Features
 //!
-//! `testing`: the [`echo`] upstream (the demo, the benchmark and the tests
-//! use it); not part of the proxy.
+//! `testing`: the `echo` module, the upstream of the demo, the benchmark
+//! and the tests; not part of the proxy.
 
 mod admin;
 mod body;
