@@ -4,6 +4,8 @@
 //!   as rate and period, burst, key, mode, backend, match) and exits 0, or
 //!   prints every problem (file:line:column, rule, field, fix) and exits 1.
 //!   Usage errors exit 2. Fit for CI: `limiter check rules.yaml || exit 1`.
+//!   With `--gateway`, also a warning (on stderr, exit code unchanged) for
+//!   each rule without `match`, which `limiter-gateway` never applies.
 //! * `limiter watch FILE`: loads the file, reloads it on every change and on
 //!   SIGHUP, and prints each outcome, until interrupted (Ctrl-C).
 
@@ -27,6 +29,9 @@ enum Command {
     Check {
         /// The rule file (.yaml, .yml or .toml).
         file: PathBuf,
+        /// Warn about rules limiter-gateway never applies (no `match`).
+        #[arg(long)]
+        gateway: bool,
     },
     /// Load the file and reload it on change and on SIGHUP.
     Watch {
@@ -79,11 +84,20 @@ fn describe(rule: &RuleSpec) -> String {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Check { file } => match check_file(&file) {
+        Command::Check { file, gateway } => match check_file(&file) {
             Ok(rules) => {
                 println!("{}: {} rule(s), no errors", file.display(), rules.len());
                 for rule in &rules {
                     print!("{}", describe(rule));
+                }
+                if gateway {
+                    for rule in rules.iter().filter(|r| r.matcher.is_none()) {
+                        eprintln!(
+                            "warning: {}: rule `{}` has no `match`: limiter-gateway never applies it (add match: {{ prefix: \"/\" }} to limit every request)",
+                            file.display(),
+                            rule.name
+                        );
+                    }
                 }
                 ExitCode::SUCCESS
             }

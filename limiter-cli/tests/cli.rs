@@ -36,6 +36,24 @@ fn a_good_file_prints_the_rules_as_understood() {
 }
 
 #[test]
+fn check_gateway_warns_about_each_rule_the_gateway_never_applies() {
+    // Seed 004's file verbatim: no rule has a `match`.
+    let path = file("seed004.yaml");
+    let (code, _, err) = check(&["check".as_ref(), "--gateway".as_ref(), path.as_os_str()]);
+    assert_eq!(code, 0);
+    for rule in ["api_gateway", "order_service", "payment_gateway"] {
+        assert!(
+            err.contains(&format!(
+                "rule `{rule}` has no `match`: limiter-gateway never applies it"
+            )),
+            "{err}"
+        );
+    }
+    let (_, _, quiet) = check(&["check".as_ref(), path.as_os_str()]);
+    assert!(!quiet.contains("never applies"), "{quiet}");
+}
+
+#[test]
 fn a_bad_file_prints_every_error_and_exits_1() {
     let path = file("bad.yaml");
     let (code, _, err) = check(&["check".as_ref(), path.as_os_str()]);

@@ -7,7 +7,7 @@
 //!
 //! A reload reads and checks the whole file first; a file with any problem
 //! changes nothing (the old snapshot stays in force), logs every problem and
-//! increments `rate_limit_config_errors`. A good file becomes a new snapshot,
+//! increments `rate_limit_config_errors_total`. A good file becomes a new snapshot,
 //! rule by rule against the old one:
 //!
 //! * same name, same shape (algorithm, global or keyed, backend, and the
@@ -39,7 +39,7 @@ use crate::snapshot::Snapshot;
 use limiter_rules::{ConfigErrors, check_file};
 
 /// The metric counting reloads refused because the file had problems.
-pub const CONFIG_ERRORS: &str = "rate_limit_config_errors";
+pub const CONFIG_ERRORS: &str = "rate_limit_config_errors_total";
 /// The gauge of the generation of the rules in force.
 pub const CONFIG_GENERATION: &str = "rate_limit_config_generation";
 
@@ -120,7 +120,17 @@ impl<C: RuleClock> RuleSet<C> {
         let specs = check_file(&path)?;
         let mut conns = HashMap::new();
         let (snapshot, _) = build(&path, &clock, specs, None, &mut conns, 1)?;
+        metrics::describe_gauge!(
+            CONFIG_GENERATION,
+            "The generation of the rules in force: 1 for the first load, one more per applied reload."
+        );
+        metrics::describe_counter!(
+            CONFIG_ERRORS,
+            "Reloads refused because the rules file had problems (the previous rules stay in force)."
+        );
         metrics::gauge!(CONFIG_GENERATION).set(1.0);
+        // Registered at 0, so the series exists before the first failure.
+        metrics::counter!(CONFIG_ERRORS).increment(0);
         Ok(RuleSet {
             shared: Arc::new(Shared {
                 path,
@@ -137,7 +147,7 @@ impl<C: RuleClock> RuleSet<C> {
     /// # Errors
     ///
     /// Every problem of the file; the rules in force stay as they were, the
-    /// problems are logged and `rate_limit_config_errors` counts one.
+    /// problems are logged and `rate_limit_config_errors_total` counts one.
     pub fn reload(&self) -> Result<ReloadReport, ConfigErrors> {
         let mut conns = self
             .shared
@@ -173,9 +183,12 @@ impl<C: RuleClock> RuleSet<C> {
             }
             Err(errors) => {
                 metrics::counter!(CONFIG_ERRORS).increment(1);
+                // One line: each problem joined by "; ".
+                let problems = errors.to_string().lines().collect::<Vec<_>>().join("; ");
                 tracing::error!(
                     file = %self.shared.path.display(),
-                    "rate-limit rules not reloaded; the previous rules stay in force:\n{errors}"
+                    problems = %problems,
+                    "rate-limit rules not reloaded; the previous rules stay in force"
                 );
                 Err(errors)
             }

@@ -194,7 +194,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             drive(&client, format!("http://{gateway}{path}"), offered_rate).await;
         let elapsed = started.elapsed().as_secs_f64();
         let metrics = handle.render();
-        let delayed = counter(&metrics, "rate_limit_delayed", rule);
+        let delayed = counter(&metrics, "rate_limit_delayed_total", rule);
         let admitted = tally.admitted.load(Ordering::Relaxed);
         let mut lat = std::mem::take(&mut *tally.latencies.lock().await);
         lat.sort_unstable();

@@ -23,7 +23,13 @@ use limiter_config::Mode;
 use limiter_config::{PathMatch, RuleSet};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::proxy::json_escape;
+/// `s` escaped for the inside of a JSON string (the workspace's one
+/// escaper, `limiter_tower::problem::write_json_string`, without its quotes).
+fn json_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    limiter_tower::problem::write_json_string(&mut out, s);
+    out[1..out.len() - 1].to_owned()
+}
 
 /// Histogram buckets (seconds) of every `*_seconds` metric: 100 µs to 10 s.
 const BUCKETS: [f64; 14] = [
@@ -47,6 +53,47 @@ pub fn metrics_handle() -> &'static PrometheusHandle {
         }
         handle
     })
+}
+
+/// Describes the gateway's metric families (HELP lines) and registers the
+/// ones without per-upstream labels, so each exists from start.
+pub(crate) fn register() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        "gateway_upstream_responses_total",
+        "Responses from upstreams, by upstream and status class."
+    );
+    describe_counter!(
+        "gateway_upstream_errors_total",
+        "Requests an upstream failed (connect, timeout, protocol), by upstream and kind."
+    );
+    describe_histogram!(
+        "gateway_upstream_latency_seconds",
+        metrics::Unit::Seconds,
+        "Time from sending a request upstream to its response head."
+    );
+    describe_gauge!(
+        "gateway_upstream_available_addresses",
+        "Addresses of an upstream that are neither ejected nor failing their health check."
+    );
+    describe_counter!(
+        "gateway_accept_errors_total",
+        "Failed accepts on the proxy listeners (such as EMFILE), each followed by a backoff."
+    );
+    describe_counter!(
+        "gateway_connections_refused_total",
+        "Client connections closed at accept, by reason (per_client: the address is at its cap)."
+    );
+    describe_counter!(
+        "gateway_connections_timed_out_total",
+        "Client connections closed by a deadline, by phase (head: no complete request head; idle: keep-alive)."
+    );
+    metrics::counter!("gateway_accept_errors_total").increment(0);
+    metrics::counter!("gateway_connections_refused_total", "reason" => "per_client").increment(0);
+    for phase in ["head", "idle"] {
+        metrics::counter!("gateway_connections_timed_out_total", "phase" => phase).increment(0);
+    }
+    crate::front::register();
 }
 
 fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {

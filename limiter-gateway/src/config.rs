@@ -18,7 +18,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use http::Uri;
+use limiter_config::{MatchSpec, Matcher, PathMatch, RouteTable};
 use serde::Deserialize;
+
+use crate::conn::ConnectionLimits;
+use crate::paths::PathMode;
 
 /// Where requests go: an upstream and the path prefix it serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,8 +51,12 @@ pub struct Timeouts {
     pub request: Duration,
     /// How long a pooled upstream connection may stay idle.
     pub idle: Duration,
-    /// How long SIGTERM waits for in-flight and delayed requests.
+    /// How long SIGTERM waits for in-flight and delayed requests (after
+    /// the drain delay).
     pub shutdown: Duration,
+    /// How long after SIGTERM `/healthz` answers `503` while the listeners
+    /// still accept, so a load balancer stops sending first.
+    pub drain: Duration,
 }
 
 impl Default for Timeouts {
@@ -58,6 +66,7 @@ impl Default for Timeouts {
             request: Duration::from_secs(30),
             idle: Duration::from_secs(90),
             shutdown: Duration::from_secs(10),
+            drain: Duration::from_secs(5),
         }
     }
 }
@@ -75,6 +84,21 @@ pub struct GatewayConfig {
     pub timeouts: Timeouts,
     /// TLS listeners and their certificate, if any.
     pub tls: Option<crate::tls::TlsConfig>,
+    /// The limits of client connections and request heads.
+    pub connections: ConnectionLimits,
+    /// What to do with a path not in normal form.
+    pub paths: PathMode,
+    /// Logging.
+    pub log: LogConfig,
+}
+
+/// How the gateway logs (the gateway file's `[log]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LogConfig {
+    /// One JSON object per line instead of text.
+    pub json: bool,
+    /// One line per request (target `access`).
+    pub access: bool,
 }
 
 /// A gateway configuration that cannot be used, and why.
@@ -126,6 +150,33 @@ struct FileConfig {
     #[serde(default)]
     timeouts: FileTimeouts,
     tls: Option<crate::tls::FileTls>,
+    #[serde(default)]
+    connections: FileConnections,
+    paths: Option<String>,
+    #[serde(default)]
+    log: FileLog,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConnections {
+    head_timeout: Option<String>,
+    idle_timeout: Option<String>,
+    h2_ping_interval: Option<String>,
+    h2_ping_timeout: Option<String>,
+    max_per_listener: Option<usize>,
+    max_per_client: Option<usize>,
+    max_headers: Option<usize>,
+    max_head_bytes: Option<usize>,
+    max_field_bytes: Option<usize>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileLog {
+    format: Option<String>,
+    #[serde(default)]
+    access: bool,
 }
 
 // Unknown keys: caught by `FilePool` (flatten and deny_unknown_fields do
@@ -148,6 +199,7 @@ struct FileTimeouts {
     request: Option<String>,
     idle: Option<String>,
     shutdown: Option<String>,
+    drain: Option<String>,
 }
 
 fn invalid(field: impl Into<String>, reason: impl Into<String>) -> GatewayConfigError {
@@ -208,6 +260,61 @@ fn duration(
     Ok(d)
 }
 
+/// A duration that may be 0 (the drain delay: none).
+fn zero_or_duration(
+    field: &str,
+    s: Option<&str>,
+    default: Duration,
+) -> Result<Duration, GatewayConfigError> {
+    let Some(s) = s else { return Ok(default) };
+    limiter_config::parse_duration(s).map_err(|e| invalid(field, e))
+}
+
+fn connections(c: &FileConnections) -> Result<ConnectionLimits, GatewayConfigError> {
+    let d = ConnectionLimits::default();
+    let at_least = |field: &str, v: Option<usize>, min: usize, default: usize| match v {
+        None => Ok(default),
+        Some(v) if v >= min => Ok(v),
+        Some(_) => Err(invalid(
+            format!("connections.{field}"),
+            format!("must be at least {min}"),
+        )),
+    };
+    Ok(ConnectionLimits {
+        head_timeout: duration(
+            "connections.head_timeout",
+            c.head_timeout.as_deref(),
+            d.head_timeout,
+        )?,
+        idle_timeout: duration(
+            "connections.idle_timeout",
+            c.idle_timeout.as_deref(),
+            d.idle_timeout,
+        )?,
+        h2_ping_interval: duration(
+            "connections.h2_ping_interval",
+            c.h2_ping_interval.as_deref(),
+            d.h2_ping_interval,
+        )?,
+        h2_ping_timeout: duration(
+            "connections.h2_ping_timeout",
+            c.h2_ping_timeout.as_deref(),
+            d.h2_ping_timeout,
+        )?,
+        max_per_listener: at_least(
+            "max_per_listener",
+            c.max_per_listener,
+            1,
+            d.max_per_listener,
+        )?,
+        max_per_client: at_least("max_per_client", c.max_per_client, 0, d.max_per_client)?,
+        max_headers: at_least("max_headers", c.max_headers, 1, d.max_headers)?,
+        // hyper's smallest HTTP/1 buffer.
+        max_head_bytes: at_least("max_head_bytes", c.max_head_bytes, 8192, d.max_head_bytes)?,
+        max_field_bytes: at_least("max_field_bytes", c.max_field_bytes, 64, d.max_field_bytes)?,
+    })
+}
+
 impl GatewayConfig {
     /// An upstream for every path with the default timeouts.
     pub fn single(listen: SocketAddr, upstream: Uri) -> GatewayConfig {
@@ -222,6 +329,9 @@ impl GatewayConfig {
                 pool: crate::upstream::PoolConfig::default(),
             }],
             timeouts: Timeouts::default(),
+            connections: ConnectionLimits::default(),
+            paths: PathMode::default(),
+            log: LogConfig::default(),
             tls: None,
         }
     }
@@ -288,6 +398,31 @@ impl GatewayConfig {
             request: duration("timeouts.request", t.request.as_deref(), d.request)?,
             idle: duration("timeouts.idle", t.idle.as_deref(), d.idle)?,
             shutdown: duration("timeouts.shutdown", t.shutdown.as_deref(), d.shutdown)?,
+            drain: zero_or_duration("timeouts.drain", t.drain.as_deref(), d.drain)?,
+        };
+        let connections = connections(&raw.connections)?;
+        let paths = match raw.paths.as_deref() {
+            None | Some("rewrite") => PathMode::Rewrite,
+            Some("reject") => PathMode::Reject,
+            Some(other) => {
+                return Err(invalid(
+                    "paths",
+                    format!("`{other}`: write \"rewrite\" or \"reject\""),
+                ));
+            }
+        };
+        let log = LogConfig {
+            json: match raw.log.format.as_deref() {
+                None | Some("text") => false,
+                Some("json") => true,
+                Some(other) => {
+                    return Err(invalid(
+                        "log.format",
+                        format!("`{other}`: write \"text\" or \"json\""),
+                    ));
+                }
+            },
+            access: raw.log.access,
         };
         let tls = raw.tls.map(|t| t.parse(file)).transpose()?;
         Ok(GatewayConfig {
@@ -295,6 +430,9 @@ impl GatewayConfig {
             admin,
             upstreams,
             timeouts,
+            connections,
+            paths,
+            log,
             tls,
         })
     }
@@ -350,15 +488,21 @@ impl GatewayConfig {
         Ok(())
     }
 
-    /// The upstream serving `path`: the longest prefix matching it at a
-    /// segment boundary.
-    pub fn upstream_for(&self, path: &str) -> Option<usize> {
-        self.upstreams
-            .iter()
-            .enumerate()
-            .filter(|(_, u)| prefix_matches(trim(&u.prefix), path))
-            .max_by_key(|(_, u)| trim(&u.prefix).len())
-            .map(|(i, _)| i)
+    /// The upstreams by prefix, in the workspace's one route matcher
+    /// (segment boundaries, the longest prefix wins).
+    pub(crate) fn routes(&self) -> RouteTable<usize> {
+        let mut table = RouteTable::new();
+        for (i, u) in self.upstreams.iter().enumerate() {
+            let spec = MatchSpec {
+                path: PathMatch::Prefix(trim(&u.prefix).to_owned()),
+                methods: Vec::new(),
+            };
+            // A prefix always compiles (only templates can fail).
+            if let Some(matcher) = Matcher::new(&spec) {
+                table.insert(matcher, i);
+            }
+        }
+        table
     }
 }
 
@@ -367,13 +511,6 @@ fn trim(prefix: &str) -> &str {
         "" => "/",
         p => p,
     }
-}
-
-fn prefix_matches(prefix: &str, path: &str) -> bool {
-    prefix == "/"
-        || path
-            .strip_prefix(prefix)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 #[cfg(test)]
@@ -393,10 +530,12 @@ prefix = "/api/"
 "#;
         let c = GatewayConfig::from_toml("g.toml".as_ref(), text).unwrap();
         c.validate().unwrap();
-        assert_eq!(c.upstream_for("/api/x"), Some(1));
-        assert_eq!(c.upstream_for("/api"), Some(1));
-        assert_eq!(c.upstream_for("/apix"), Some(0));
-        assert_eq!(c.upstream_for("/"), Some(0));
+        let routes = c.routes();
+        let up = |path: &str| routes.get(&http::Method::GET, path).copied();
+        assert_eq!(up("/api/x"), Some(1));
+        assert_eq!(up("/api"), Some(1));
+        assert_eq!(up("/apix"), Some(0));
+        assert_eq!(up("/"), Some(0));
         assert_eq!(c.upstreams[1].name, "api");
         assert_eq!(c.upstreams[0].name, "upstream0");
     }

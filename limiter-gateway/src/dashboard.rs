@@ -5,8 +5,8 @@
 //! # What the snapshot holds, and where it comes from
 //!
 //! Per rule: its limit as the rules file states it, the keys in use where
-//! the rule can count them, the totals of `rate_limit_allowed`,
-//! `rate_limit_delayed`, `rate_limit_rejected` and
+//! the rule can count them, the totals of `rate_limit_allowed_total`,
+//! `rate_limit_delayed_total`, `rate_limit_rejected_total` and
 //! `rate_limit_shadow_rejected` read from the **same recorder `/metrics`
 //! renders** at the moment of the request (summed over the rule's route
 //! labels), so the page and `/metrics` never disagree; the samples of the

@@ -5,8 +5,11 @@
 //! # What a request goes through
 //!
 //! 1. The listener (hyper 1 through hyper-util: HTTP/1.1 with keep-alive,
-//!    h2c with prior knowledge) inserts the socket peer as
-//!    [`PeerAddr`](limiter_tower::PeerAddr).
+//!    h2c with prior knowledge) holds each connection to its deadlines and
+//!    caps (module `conn`), inserts the socket peer as
+//!    [`PeerAddr`](limiter_tower::PeerAddr), checks the head (`Host`, field
+//!    sizes, module `front`) and normalises the path ([`normalize`]): every
+//!    later step sees the normal form.
 //! 2. [`RuleSet::layer`](limiter_config::RuleSet::layer) matches the
 //!    request to its rule (route or prefix, method), keys it, and rejects
 //!    (`429` with `Retry-After` and a problem document) or delays it
@@ -18,9 +21,10 @@
 //!    `502`/`504` problem documents when the upstream fails.
 //!
 //! Around it: the admin listener (`/metrics`, `/healthz`, `/rules`, module
-//! `admin`), hot reload of the rules on file change and SIGHUP (the rules
-//! crate's, state kept, a bad file keeping the old rules), and graceful
-//! shutdown ([`Running::shutdown`]). `docs/gateway.md` is the guide.
+//! `admin`), hot reload of the rules and the gateway file on change and
+//! SIGHUP ([`watch`], on `limiter-reload`; limiter state kept, a bad file
+//! keeping the old rules), and graceful shutdown ([`Running::shutdown`]:
+//! drain delay, then close, then finish in-flight requests). `docs/gateway.md` is the guide.
 //!
 //! # Example
 //!
@@ -38,13 +42,25 @@
 //! # Ok(()) }
 //! ```
 
+//! # Features
+//!
+//! `testing`: the `echo` module, the upstream of the demo, the benchmark
+//! and the tests; not part of the proxy.
+
 mod admin;
 mod admin_auth;
+mod body;
 mod config;
+mod conn;
 mod dashboard;
+#[cfg(feature = "testing")]
 pub mod echo;
 mod forward;
+mod front;
+mod logs;
+mod paths;
 mod proxy;
+mod reload;
 mod server;
 mod tls;
 mod upgrade;
@@ -55,14 +71,20 @@ pub use admin_auth::{
     AdminToken, AdminTokenError, AuthDenied, CHALLENGE, MIN_TOKEN_LEN, PublicAdminWithoutToken,
     authorize, check_admin_bind, is_read_only,
 };
+pub use body::ClientBody;
 pub use config::{
-    GatewayConfig, GatewayConfigError, Timeouts, Upstream, parse_addr, parse_upstream_url,
+    GatewayConfig, GatewayConfigError, LogConfig, Timeouts, Upstream, parse_addr,
+    parse_upstream_url,
 };
+pub use conn::ConnectionLimits;
 pub use dashboard::{
     Counts, DASHBOARD_HTML, Dashboard, HISTORY, MAX_RULES, RuleView, TOP_LISTED,
     counts_from_prometheus, rule_views,
 };
 pub use forward::{HOP_BY_HOP, add_forwarding, strip_hop_by_hop};
+pub use logs::init_logging;
+pub use paths::{Normalized, PathError, PathMode, normalize};
 pub use proxy::{Proxy, ProxyBody, problem};
+pub use reload::{LoadGateway, unrouted_rules, watch};
 pub use server::{Drained, Gateway, Running};
 pub use tls::{ClientTls, TlsConfig};

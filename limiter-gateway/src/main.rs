@@ -1,24 +1,30 @@
 //! The `limiter-gateway` binary: the rules file, the gateway file or
 //! flags, signals.
 //!
-//! Exit codes: 0 after a shutdown on SIGTERM/SIGINT (drained or at the
-//! deadline); 1 when the rules file has problems (every one printed, as
-//! `limiter check` prints them) or a listener cannot be bound; 2 for a
-//! usage or gateway-config error. On start it prints
+//! Exit codes: 0 after a shutdown on SIGTERM/SIGINT (drain delay, then
+//! drained or at the deadline); 1 when the rules file has problems (every
+//! one printed, as `limiter check` prints them) or a listener cannot be
+//! bound (the message names the address); 2 for a usage or gateway-config
+//! error. Both files reload on change and on SIGHUP (`limiter_gateway::watch`). On start it prints
 //! `limiter-gateway listening on ADDR` per listener and
+//! `limiter-gateway tls on ADDR` per TLS listener and
 //! `limiter-gateway admin on ADDR` to stdout (useful with port 0).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use clap::Parser;
 use limiter_config::RuleSet;
-use limiter_gateway::{Gateway, GatewayConfig, Upstream, metrics_handle, parse_upstream_url};
+use limiter_gateway::{
+    Gateway, GatewayConfig, Upstream, init_logging, metrics_handle, parse_upstream_url,
+};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// A rate-limiting reverse proxy driven by a limiter-config rules file.
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Clone)]
 #[command(name = "limiter-gateway", version)]
 struct Args {
     /// The rules file (YAML or TOML, the limiter-config schema).
@@ -45,7 +51,17 @@ struct Args {
     /// How long SIGTERM waits for in-flight requests (e.g. 10s).
     #[arg(long, value_parser = duration)]
     shutdown_timeout: Option<Duration>,
-    /// Do not reload the rules when the file changes (SIGHUP still does).
+    /// How long after SIGTERM /healthz answers 503 while the listeners
+    /// still accept (e.g. 5s; 0 for none).
+    #[arg(long, value_parser = limiter_config::parse_duration)]
+    drain_delay: Option<Duration>,
+    /// Log lines as JSON objects instead of text.
+    #[arg(long)]
+    log_json: bool,
+    /// One log line per request (target `access`).
+    #[arg(long)]
+    access_log: bool,
+    /// Do not reload the files when they change (SIGHUP still does).
     #[arg(long)]
     no_watch: bool,
 }
@@ -82,20 +98,15 @@ fn gateway_config(args: &Args) -> Result<GatewayConfig, String> {
     t.connect = args.connect_timeout.unwrap_or(t.connect);
     t.request = args.request_timeout.unwrap_or(t.request);
     t.shutdown = args.shutdown_timeout.unwrap_or(t.shutdown);
+    t.drain = args.drain_delay.unwrap_or(t.drain);
+    config.log.json |= args.log_json;
+    config.log.access |= args.access_log;
     config.validate().map_err(|e| e.to_string())?;
     Ok(config)
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .init();
     let config = match gateway_config(&args) {
         Ok(c) => c,
         Err(e) => {
@@ -103,6 +114,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    init_logging(&config.log);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -128,28 +140,28 @@ async fn run(args: Args, config: GatewayConfig) -> ExitCode {
         }
     };
     let running = match Gateway::new(config, rules.clone()).start().await {
-        Ok(r) => r,
+        Ok(r) => Arc::new(r),
         Err(e) => {
             eprintln!("limiter-gateway: cannot listen: {e}");
             return ExitCode::from(1);
         }
     };
-    let _watcher = if args.no_watch {
-        None
-    } else {
-        match rules.watch() {
-            Ok(w) => Some(w),
-            Err(e) => {
-                tracing::error!(error = %e, "cannot watch the rules file; SIGHUP still reloads");
-                None
-            }
+    // The reloader (both files, SIGHUP) and the handlers before the
+    // addresses are printed: an edit or a SIGHUP by whoever read them must
+    // reload (SIGHUP's default action would kill).
+    let gateway_file = args.gateway.clone().map(|path| {
+        let args = args.clone();
+        let load: limiter_gateway::LoadGateway = Box::new(move || gateway_config(&args));
+        (path, load)
+    });
+    let reloader = match limiter_gateway::watch(&rules, gateway_file, &running, !args.no_watch) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("limiter-gateway: {e}");
+            return ExitCode::from(1);
         }
     };
-    // The watcher and the handlers before the addresses are printed: an
-    // edit or a SIGHUP by whoever read them must reload (SIGHUP's default
-    // action would kill).
-    let (Ok(mut hup), Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::hangup()),
+    let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
     ) else {
@@ -165,20 +177,27 @@ async fn run(args: Args, config: GatewayConfig) -> ExitCode {
     if let Some(admin) = running.admin_addr() {
         println!("limiter-gateway admin on {admin}");
     }
-    loop {
-        tokio::select! {
-            _ = hup.recv() => {
-                // Errors are logged and counted by reload; the old rules stay.
-                let _ = rules.reload();
-                if let Err(error) = running.reload_tls() {
-                    tracing::warn!(%error, "TLS certificate not reloaded; the one in force stays");
-                }
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    drop(reloader);
+    tracing::info!("shutting down: drain delay, then no new connections, then in-flight requests");
+    // A reload that was running when the reloader stopped may still hold
+    // the gateway for a moment.
+    let mut running = running;
+    for _ in 0..500 {
+        match Arc::try_unwrap(running) {
+            Ok(r) => {
+                r.shutdown().await;
+                return ExitCode::SUCCESS;
             }
-            _ = term.recv() => break,
-            _ = int.recv() => break,
+            Err(shared) => {
+                running = shared;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
         }
     }
-    tracing::info!("shutting down: no new connections, draining in-flight requests");
-    running.shutdown().await;
+    tracing::error!("a reload still holds the gateway after 5 s; exiting without draining");
     ExitCode::SUCCESS
 }

@@ -1,11 +1,16 @@
 //! [`Proxy`]: the tower service that forwards one request to its upstream
 //! and streams the answer back.
 //!
-//! Per request: pick the upstream by the longest prefix, rewrite the URI to
-//! it (base path + the request's path and query), strip hop-by-hop headers
-//! and append the forwarding ones (see `forward`), send it on the pooled
-//! keep-alive client with the request body as it arrives, and wait for the
-//! response head at most `timeouts.request`. The response body is handed to
+//! Per request: pick the upstream in the route table (the workspace's one
+//! matcher: segment boundaries, the longest prefix wins), rewrite the URI
+//! to it (base path + the request's normal path and query), strip
+//! hop-by-hop headers and append the forwarding ones (see `forward`), hand
+//! it to that upstream's pool (module `upstream`: an address picked by the
+//! balancer, ejected and unhealthy ones skipped, a keep-alive client per
+//! address, HTTP/1.1 or h2, TLS or not) with the request body as it
+//! arrives, and wait for the response head at most `timeouts.request`.
+//! An `Upgrade` request becomes a tunnel when the upstream answers `101`
+//! (module `upgrade`). The response body is handed to
 //! hyper as the upstream sends it: neither body is ever buffered whole.
 //!
 //! Failures become RFC 9457 problem documents (`application/problem+json`):
@@ -14,8 +19,14 @@
 //! connect timeout, `504`; a path no upstream serves, `404`. The service
 //! never fails (`Error = Infallible`).
 //!
-//! Metrics: `gateway_upstream_responses{upstream,class}` (`2xx`..`5xx`),
-//! `gateway_upstream_errors{upstream,kind}` (`connect`, `timeout`,
+//! A request whose *client* body broke (a bad chunk size, an upload cut
+//! short) is the client's error, not the upstream's: `400` (if the client
+//! is still there to read it) and `gateway_client_errors_total{kind}`,
+//! never an upstream error. Responses carry the gateway's own HTTP version
+//! (RFC 9110 §6.2), whatever the upstream's status line said.
+//!
+//! Metrics: `gateway_upstream_responses_total{upstream,class}` (`1xx`..`5xx`),
+//! `gateway_upstream_errors_total{upstream,kind}` (`connect`, `timeout`,
 //! `protocol`), `gateway_upstream_latency_seconds{upstream}` (to the head).
 
 use std::convert::Infallible;
@@ -26,51 +37,34 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::uri::PathAndQuery;
-use http::{HeaderValue, Request, Response, StatusCode, Uri};
+use http::{Request, Response, StatusCode, Uri};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 use limiter_tower::PeerAddr;
+use limiter_tower::problem::Problem;
 use tower_service::Service;
 
+use crate::body::ClientBody;
 use crate::config::{GatewayConfig, GatewayConfigError, Upstream};
 use crate::forward::{add_forwarding, strip_hop_by_hop};
+use crate::front::ForwardPath;
 use crate::upstream::{Balancer, Protocol};
+use limiter_config::RouteTable;
 
 /// The body of a proxied response: the upstream's stream, or the gateway's
 /// own problem document.
 pub type ProxyBody = Either<Incoming, Full<Bytes>>;
 
-/// A problem document response.
+/// A problem document response (the workspace's one writer,
+/// `limiter_tower::problem`).
 pub fn problem(status: StatusCode, detail: &str) -> Response<ProxyBody> {
-    let title = status.canonical_reason().unwrap_or("Error");
-    let body = format!(
-        "{{\"type\":\"about:blank\",\"title\":\"{title}\",\"status\":{},\"detail\":\"{}\"}}",
-        status.as_u16(),
-        json_escape(detail)
-    );
-    let mut response = Response::new(Either::Right(Full::new(Bytes::from(body))));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/problem+json"),
-    );
-    response
-}
-
-/// `s` escaped for a JSON string.
-pub(crate) fn json_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out
+    Problem::new(status)
+        .detail(detail)
+        .into_response()
+        .map(Either::Right)
 }
 
 /// The metric handles of one upstream, registered once (a per-request
@@ -86,8 +80,8 @@ struct UpstreamMetrics {
 
 impl UpstreamMetrics {
     fn new(name: &str) -> UpstreamMetrics {
-        let class = |c: &'static str| metrics::counter!("gateway_upstream_responses", "upstream" => name.to_owned(), "class" => c);
-        let error = |k: &'static str| metrics::counter!("gateway_upstream_errors", "upstream" => name.to_owned(), "kind" => k);
+        let class = |c: &'static str| metrics::counter!("gateway_upstream_responses_total", "upstream" => name.to_owned(), "class" => c);
+        let error = |k: &'static str| metrics::counter!("gateway_upstream_errors_total", "upstream" => name.to_owned(), "kind" => k);
         UpstreamMetrics {
             responses: [
                 class("1xx"),
@@ -106,6 +100,11 @@ impl UpstreamMetrics {
 
 struct Shared {
     config: GatewayConfig,
+    /// The upstreams by prefix (the workspace's one matcher), each an
+    /// index into `balancers` and `metrics`.
+    routes: RouteTable<usize>,
+    /// One pool per upstream: its addresses, balancing, ejection and
+    /// health checks.
     balancers: Vec<Arc<Balancer>>,
     metrics: Vec<UpstreamMetrics>,
 }
@@ -113,13 +112,13 @@ struct Shared {
 /// The proxy service; clones share the client pool and the configuration.
 #[derive(Clone)]
 pub struct Proxy {
-    shared: Arc<Shared>,
+    shared: Arc<ArcSwap<Shared>>,
 }
 
 impl std::fmt::Debug for Proxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Proxy")
-            .field("upstreams", &self.shared.config.upstreams)
+            .field("upstreams", &self.shared.load().config.upstreams)
             .finish()
     }
 }
@@ -133,6 +132,27 @@ impl Proxy {
     /// An `https://` upstream whose `ca` file cannot be read or whose host
     /// is not a valid TLS server name.
     pub fn new(config: GatewayConfig) -> Result<Proxy, GatewayConfigError> {
+        Ok(Proxy {
+            shared: Arc::new(ArcSwap::from_pointee(Shared::new(config)?)),
+        })
+    }
+
+    /// Puts `config`'s upstreams (new pools, their health checks started)
+    /// and timeouts in force for the requests that start from now on;
+    /// requests in flight finish on the old pools, whose health checks stop
+    /// when the last of them ends.
+    ///
+    /// # Errors
+    ///
+    /// As [`Proxy::new`]; the upstreams in force stay.
+    pub fn reconfigure(&self, config: GatewayConfig) -> Result<(), GatewayConfigError> {
+        self.shared.store(Arc::new(Shared::new(config)?));
+        Ok(())
+    }
+}
+
+impl Shared {
+    fn new(config: GatewayConfig) -> Result<Shared, GatewayConfigError> {
         let balancers = config
             .upstreams
             .iter()
@@ -154,20 +174,22 @@ impl Proxy {
             .iter()
             .map(|u| UpstreamMetrics::new(&u.name))
             .collect();
-        Ok(Proxy {
-            shared: Arc::new(Shared {
-                config,
-                balancers,
-                metrics,
-            }),
+        Ok(Shared {
+            routes: config.routes(),
+            config,
+            balancers,
+            metrics,
         })
     }
 }
 
 /// The request's URI on `upstream`.
-fn upstream_uri(upstream: &Upstream, incoming: &Uri) -> Option<Uri> {
+fn upstream_uri(upstream: &Upstream, incoming: &Uri, forward: Option<&ForwardPath>) -> Option<Uri> {
     let base = upstream.url.path().trim_end_matches('/');
-    let pq = incoming.path_and_query().map_or("/", PathAndQuery::as_str);
+    let pq = match forward {
+        Some(f) => f.0.as_str(),
+        None => incoming.path_and_query().map_or("/", PathAndQuery::as_str),
+    };
     let path = format!("{base}{pq}");
     Uri::builder()
         .scheme(upstream.url.scheme()?.clone())
@@ -209,21 +231,22 @@ impl Service<Request<Incoming>> for Proxy {
     }
 
     fn call(&mut self, request: Request<Incoming>) -> Self::Future {
-        let shared = Arc::clone(&self.shared);
+        let shared = self.shared.load_full();
         Box::pin(async move { Ok(forward(&shared, request).await) })
     }
 }
 
 async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<ProxyBody> {
     let config = &shared.config;
-    let Some(index) = config.upstream_for(request.uri().path()) else {
+    let Some(&index) = shared.routes.get(request.method(), request.uri().path()) else {
         return problem(StatusCode::NOT_FOUND, "no upstream serves this path");
     };
     let upstream = &config.upstreams[index];
     let mut request = request;
     let upgrade = crate::upgrade::take(&mut request);
     let (mut parts, body) = request.into_parts();
-    let Some(uri) = upstream_uri(upstream, &parts.uri) else {
+    let Some(uri) = upstream_uri(upstream, &parts.uri, parts.extensions.get::<ForwardPath>())
+    else {
         return problem(
             StatusCode::BAD_REQUEST,
             "the request target cannot be forwarded",
@@ -252,6 +275,7 @@ async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<ProxyB
         // `:authority` (the URL's) names the host on h2 (RFC 9113 §8.3.1).
         parts.headers.remove(http::header::HOST);
     }
+    let (body, fault) = ClientBody::new(body);
     // An empty body is sent as `Empty`: replayable on another address.
     let body = if http_body::Body::is_end_stream(&body) {
         Either::Right(http_body_util::Empty::new())
@@ -274,10 +298,20 @@ async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<ProxyB
             let tunnel = upgrade.and_then(|u| u.accept(&mut response));
             let (mut parts, body) = response.into_parts();
             strip_hop_by_hop(&mut parts.headers);
+            // The gateway's own version (hyper writes HTTP/1.1 or h2).
+            parts.version = http::Version::HTTP_11;
             if let Some(protocol) = tunnel {
                 crate::upgrade::restore_response(&mut parts.headers, protocol);
             }
             Response::from_parts(parts, Either::Left(body))
+        }
+        Ok(Err(error)) if fault.get().is_some() => {
+            // Counted by the body when it broke.
+            tracing::debug!(upstream = %name, error = %error, "client body failed");
+            problem(
+                StatusCode::BAD_REQUEST,
+                "the request body is malformed or was cut short",
+            )
         }
         Ok(Err(error)) => {
             let (status, counter, detail) = if error.is_connect() && timed_out(&error) {
@@ -334,7 +368,7 @@ mod tests {
         };
         let incoming: Uri = "/x/y?q=1".parse().unwrap();
         assert_eq!(
-            upstream_uri(&up, &incoming).unwrap(),
+            upstream_uri(&up, &incoming, None).unwrap(),
             "http://10.0.0.1:3000/base/x/y?q=1"
         );
     }

@@ -1,18 +1,27 @@
 //! [`Gateway`]: the listeners, the per-connection service stack, and
 //! graceful shutdown.
 //!
-//! Each accepted connection is served by hyper-util's auto builder
-//! (HTTP/1.1 with keep-alive, or HTTP/2 with prior knowledge, h2c) with the
-//! stack `PeerAddr` insertion → [`RulesLayer`](limiter_config::RulesLayer)
-//! → [`Proxy`]. The limiter therefore sees the request as the client sent
-//! it (its own `X-Forwarded-For`, read only behind a rule's
-//! `trusted_proxies`), before the proxy appends its forwarding headers.
+//! Each accepted connection (within the listener's and the client's caps,
+//! held to the head and idle deadlines: module `conn`; on a TLS listener
+//! the rustls handshake, module `tls`, runs first inside those deadlines)
+//! is served by hyper-util's auto builder (HTTP/1.1 with keep-alive and
+//! upgrades, or HTTP/2: h2c with prior knowledge, or negotiated by ALPN,
+//! with keep-alive pings) with the stack: the head
+//! checks and path normalisation (module `front`) → `PeerAddr` insertion →
+//! [`RulesLayer`](limiter_config::RulesLayer) → [`Proxy`]. The limiter
+//! therefore sees the request as the client sent it (its own
+//! `X-Forwarded-For`, read only behind a rule's `trusted_proxies`) but on
+//! its normal path, before the proxy appends its forwarding headers. A
+//! `101` answer turns the connection into a tunnel (module `upgrade`): the
+//! deadlines stop there.
 //!
-//! Shutdown ([`Running::shutdown`]): `/healthz` turns `503`, the listeners
-//! close (no new connections), every connection is told to finish: an
-//! HTTP/1 connection completes the request in flight (a delayed one
-//! included) and closes, an HTTP/2 one sends GOAWAY. Shutdown returns when
-//! all have finished or the deadline has passed, whichever is first.
+//! Shutdown ([`Running::shutdown`]): `/healthz` turns `503` at once and the
+//! listeners keep accepting for the drain delay (`timeouts.drain`, default
+//! 5 s), so a load balancer that polls it stops sending before anything is
+//! refused; then the listeners close, every connection is told to finish
+//! (an HTTP/1 connection completes the request in flight, a delayed one
+//! included, and closes; an HTTP/2 one sends GOAWAY), and shutdown returns
+//! when all have finished or `timeouts.shutdown` has passed.
 
 use std::convert::Infallible;
 use std::io;
@@ -21,7 +30,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use http::{Request, StatusCode};
+use arc_swap::ArcSwap;
+use http::{Request, Response, StatusCode};
+use http_body_util::Either;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -30,45 +41,49 @@ use hyper_util::server::graceful::GracefulShutdown;
 use limiter_config::RuleSet;
 use limiter_tower::PeerAddr;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::admin;
+use crate::body::Tracked;
 use crate::config::GatewayConfig;
+use crate::conn::{Activity, Backoff, ClientCounts, Expiry, Guarded, Throttled, listener_cap};
+use crate::front::{self, Checks};
+use crate::logs::{RejectionLog, rule_of};
 use crate::proxy::Proxy;
 use crate::tls::{ClientTls, ServerStream, Terminator};
 
-/// One log line per burst of rejections: a burst starts at a rejection
-/// after at least [`RejectionLog::QUIET`] without one, and its line carries
-/// the count of the burst before it.
-#[derive(Debug, Default)]
-struct RejectionLog {
-    state: Mutex<(Option<Instant>, u64)>,
+/// What a live connection reads from the configuration (replaced whole on
+/// a gateway-file reload; each connection keeps the one it started with).
+#[derive(Debug)]
+pub(crate) struct Settings {
+    pub(crate) config: GatewayConfig,
+    pub(crate) checks: Checks,
 }
 
-impl RejectionLog {
-    const QUIET: Duration = Duration::from_secs(1);
-
-    fn rejected(&self, path: &str) {
-        let now = Instant::now();
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let (last, count) = *state;
-        match last {
-            Some(last) if now.duration_since(last) < Self::QUIET => {
-                *state = (Some(now), count + 1);
-            }
-            _ => {
-                tracing::warn!(
-                    path,
-                    previous_burst = count,
-                    "rate limit: rejecting requests (one line per burst)"
-                );
-                *state = (Some(now), 1);
-            }
+impl Settings {
+    fn new(config: GatewayConfig) -> Settings {
+        Settings {
+            checks: Checks {
+                paths: config.paths,
+                max_field_bytes: config.connections.max_field_bytes,
+            },
+            config,
         }
     }
+}
+
+/// The state every accept loop shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) settings: ArcSwap<Settings>,
+    pub(crate) proxy: Proxy,
+    rejections: RejectionLog,
+    clients: Arc<ClientCounts>,
+    /// One line per interval for refused or failed accepts.
+    refused_log: Mutex<Throttled>,
 }
 
 /// A gateway ready to start: its configuration and its rules.
@@ -78,7 +93,8 @@ pub struct Gateway {
     rules: RuleSet,
 }
 
-/// A started gateway: its bound addresses and its shutdown.
+/// A started gateway: its bound addresses, its reconfiguration and its
+/// shutdown.
 #[derive(Debug)]
 pub struct Running {
     addrs: Vec<SocketAddr>,
@@ -90,7 +106,7 @@ pub struct Running {
     accept: Vec<JoinHandle<()>>,
     admin_task: Option<JoinHandle<()>>,
     graceful: Arc<GracefulShutdown>,
-    deadline: Duration,
+    shared: Arc<Shared>,
 }
 
 /// How a shutdown ended.
@@ -100,6 +116,31 @@ pub enum Drained {
     Complete,
     /// The deadline passed with connections still open (they are dropped).
     DeadlineReached,
+}
+
+/// The accept backlog: connections beyond a listener's cap wait here (the
+/// kernel caps it at `net.core.somaxconn`); nginx uses 511, tokio's default
+/// is 128.
+const BACKLOG: u32 = 1024;
+
+async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{addr}: {e}"));
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+    }
+    .map_err(named)?;
+    socket.set_reuseaddr(true).map_err(named)?;
+    socket.bind(addr).map_err(named)?;
+    socket.listen(BACKLOG).map_err(named)
+}
+
+fn expired(expiry: Expiry) {
+    metrics::counter!(
+        "gateway_connections_timed_out_total",
+        "phase" => match expiry { Expiry::Head => "head", Expiry::Idle => "idle" }
+    )
+    .increment(1);
 }
 
 impl Gateway {
@@ -112,9 +153,11 @@ impl Gateway {
     ///
     /// # Errors
     ///
-    /// A listener that cannot be bound (address in use, permission).
+    /// A listener that cannot be bound (address in use, permission); the
+    /// message names the address.
     pub async fn start(self) -> io::Result<Running> {
         let handle = admin::metrics_handle();
+        admin::register();
         let (stop, _) = watch::channel(false);
         // Histogram samples queue in the recorder until upkeep folds them
         // into buckets: without a scrape they would grow without bound.
@@ -138,15 +181,30 @@ impl Gateway {
             ),
             None => None,
         };
-        let mut tls_addrs = Vec::new();
-        let log = Arc::new(RejectionLog::default());
+        let shared = Arc::new(Shared {
+            proxy,
+            settings: ArcSwap::from_pointee(Settings::new(self.config.clone())),
+            rejections: RejectionLog::default(),
+            clients: Arc::new(ClientCounts::default()),
+            refused_log: Mutex::new(Throttled::new(Duration::from_secs(5))),
+        });
+        let tls_listen: Vec<SocketAddr> = self
+            .config
+            .tls
+            .iter()
+            .flat_map(|t| t.listen.clone())
+            .collect();
+        let cap = listener_cap(
+            self.config.connections.max_per_listener,
+            self.config.listen.len() + tls_listen.len(),
+        );
         let mut addrs = Vec::new();
+        let mut tls_addrs = Vec::new();
         let mut accept = Vec::new();
-        let tls_listen = self.config.tls.iter().flat_map(|t| &t.listen);
         let listeners = (self.config.listen.iter().map(|a| (a, None)))
-            .chain(tls_listen.map(|a| (a, tls.clone())));
+            .chain(tls_listen.iter().map(|a| (a, tls.clone())));
         for (addr, tls) in listeners {
-            let listener = TcpListener::bind(addr).await?;
+            let listener = bind(*addr).await?;
             match tls {
                 None => addrs.push(listener.local_addr()?),
                 Some(_) => tls_addrs.push(listener.local_addr()?),
@@ -155,15 +213,15 @@ impl Gateway {
                 listener,
                 tls,
                 self.rules.clone(),
-                proxy.clone(),
+                Arc::clone(&shared),
+                Arc::new(Semaphore::new(cap)),
                 Arc::clone(&graceful),
-                Arc::clone(&log),
                 stop.subscribe(),
             )));
         }
         let (admin, admin_task) = match self.config.admin {
             Some(addr) => {
-                let listener = TcpListener::bind(addr).await?;
+                let listener = bind(addr).await?;
                 let local = listener.local_addr()?;
                 let task = tokio::spawn(admin_loop(
                     listener,
@@ -174,7 +232,7 @@ impl Gateway {
             }
             None => (None, None),
         };
-        tracing::info!(listen = ?addrs, tls = ?tls_addrs, admin = ?admin, "gateway serving");
+        tracing::info!(listen = ?addrs, tls = ?tls_addrs, admin = ?admin, max_connections = cap, "gateway serving");
         let tls = tls.map(|t| {
             let watcher = t
                 .watch()
@@ -192,7 +250,7 @@ impl Gateway {
             accept,
             admin_task,
             graceful,
-            deadline: self.config.timeouts.shutdown,
+            shared,
         })
     }
 }
@@ -224,20 +282,66 @@ impl Running {
         self.admin
     }
 
-    /// Stops accepting, lets in-flight requests finish up to the shutdown
-    /// timeout, and stops the admin listener.
+    /// Puts `config` in force for new connections and requests: upstreams
+    /// (new pools with their addresses, balancing and health checks),
+    /// timeouts, connection limits, path mode, access log. What cannot
+    /// change without a restart (the listeners, the TLS listeners and
+    /// files, the admin listener, the per-listener cap, the log format)
+    /// stays as it is; the returned list names it (empty when everything
+    /// applied).
+    ///
+    /// # Errors
+    ///
+    /// An upstream cannot be set up (as [`Proxy::new`]); nothing changes.
+    pub fn reconfigure(
+        &self,
+        config: GatewayConfig,
+    ) -> Result<Vec<&'static str>, crate::GatewayConfigError> {
+        let old = self.shared.settings.load();
+        let old = &old.config;
+        let mut kept = Vec::new();
+        if config.listen != old.listen {
+            kept.push("listen");
+        }
+        if config.tls != old.tls {
+            kept.push("tls");
+        }
+        if config.admin != old.admin {
+            kept.push("admin");
+        }
+        if config.connections.max_per_listener != old.connections.max_per_listener {
+            kept.push("connections.max_per_listener");
+        }
+        if config.log.json != old.log.json {
+            kept.push("log.format");
+        }
+        self.shared.proxy.reconfigure(config.clone())?;
+        self.shared.settings.store(Arc::new(Settings::new(config)));
+        Ok(kept)
+    }
+
+    /// Turns `/healthz` to `503`, keeps accepting for the drain delay, then
+    /// stops accepting and lets in-flight requests finish up to the
+    /// shutdown timeout, and stops the admin listener.
     pub async fn shutdown(self) -> Drained {
         // Relaxed: only /healthz reads it, and it needs no other memory.
         self.draining.store(true, Ordering::Relaxed);
+        let timeouts = self.shared.settings.load().config.timeouts;
+        if !timeouts.drain.is_zero() {
+            tracing::info!(drain = ?timeouts.drain, "draining: /healthz answers 503, still accepting");
+            tokio::time::sleep(timeouts.drain).await;
+        }
         self.stop.send_replace(true);
         for task in self.accept {
             let _ = task.await;
         }
         let drained = match Arc::try_unwrap(self.graceful) {
-            Ok(graceful) => match tokio::time::timeout(self.deadline, graceful.shutdown()).await {
-                Ok(()) => Drained::Complete,
-                Err(_) => Drained::DeadlineReached,
-            },
+            Ok(graceful) => {
+                match tokio::time::timeout(timeouts.shutdown, graceful.shutdown()).await {
+                    Ok(()) => Drained::Complete,
+                    Err(_) => Drained::DeadlineReached,
+                }
+            }
             // Unreachable: every accept loop, the only other holders, has
             // ended above.
             Err(_) => Drained::DeadlineReached,
@@ -250,17 +354,42 @@ impl Running {
     }
 }
 
+fn note_refused(shared: &Shared, what: &str, detail: &dyn std::fmt::Display) {
+    let mut log = shared
+        .refused_log
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(suppressed) = log.due(Instant::now()) {
+        tracing::warn!(
+            error = %detail,
+            more_since_last_line = suppressed,
+            "{what} (one line per 5 s)"
+        );
+    }
+}
+
 async fn accept_loop(
     listener: TcpListener,
     tls: Option<Terminator>,
     rules: RuleSet,
-    proxy: Proxy,
+    shared: Arc<Shared>,
+    slots: Arc<Semaphore>,
     graceful: Arc<GracefulShutdown>,
-    log: Arc<RejectionLog>,
     mut stop: watch::Receiver<bool>,
 ) {
     let layer = rules.layer();
+    let mut backoff = Backoff::default();
+    let accept_errors = metrics::counter!("gateway_accept_errors_total");
+    let refused = metrics::counter!("gateway_connections_refused_total", "reason" => "per_client");
     loop {
+        // At the cap, wait here: new connections queue in the backlog.
+        let permit = tokio::select! {
+            _ = stop.wait_for(|s| *s) => break,
+            permit = Arc::clone(&slots).acquire_owned() => match permit {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
         let accepted = tokio::select! {
             _ = stop.wait_for(|s| *s) => break,
             accepted = listener.accept() => accepted,
@@ -269,62 +398,162 @@ async fn accept_loop(
             Ok(a) => a,
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(20)).await;
+                accept_errors.increment(1);
+                note_refused(&shared, "accept failed; backing off", &e);
+                tokio::time::sleep(backoff.failed()).await;
                 continue;
             }
+        };
+        backoff.succeeded();
+        let settings = shared.settings.load_full();
+        let Some(slot) = shared
+            .clients
+            .admit(peer.ip(), settings.config.connections.max_per_client)
+        else {
+            refused.increment(1);
+            note_refused(
+                &shared,
+                "connection refused: the client is at connections.max_per_client",
+                &peer.ip(),
+            );
+            continue;
         };
         let _ = stream.set_nodelay(true);
         let https = tls.is_some();
         let stream = match &tls {
             None => ServerStream::Plain(stream),
+            // The handshake runs on the connection's task, on first read.
             Some(t) => t.stream(stream),
         };
-        let service = layer.layer(proxy.clone());
-        let log = Arc::clone(&log);
-        let svc = service_fn(move |mut request: Request<Incoming>| {
-            request.extensions_mut().insert(PeerAddr(peer));
-            if https {
-                request.extensions_mut().insert(ClientTls);
-            }
-            // A cheap clone (shared bytes), for the rejection log.
-            let uri = request.uri().clone();
-            let mut service = service.clone();
-            let log = Arc::clone(&log);
-            async move {
-                std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
-                let response = service.call(request).await?;
-                if response.status() == StatusCode::TOO_MANY_REQUESTS {
-                    log.rejected(uri.path());
-                }
-                Ok::<_, Infallible>(response)
-            }
-        });
-        let mut builder = auto::Builder::new(TokioExecutor::new());
-        builder.http1().timer(TokioTimer::new()).keep_alive(true);
-        let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), svc)
-            .into_owned();
-        let watched = graceful.watcher().watch(connection);
-        tokio::spawn(async move {
-            if let Err(e) = watched.await {
-                tracing::debug!(error = %e, %peer, "client connection ended with an error");
-            }
-        });
+        let service = layer.layer(shared.proxy.clone());
+        serve(
+            stream,
+            peer,
+            https,
+            service,
+            Arc::clone(&shared),
+            &settings,
+            graceful.watcher(),
+            (permit, slot),
+        );
     }
+}
+
+/// Serves one client connection (its deadlines, its head checks, the
+/// rules and the proxy) on its own task, under `watcher`'s shutdown; the
+/// `hold`s (cap permits) are released when it ends.
+#[allow(clippy::too_many_arguments)]
+fn serve<S, B>(
+    stream: ServerStream,
+    peer: SocketAddr,
+    https: bool,
+    service: S,
+    shared: Arc<Shared>,
+    settings: &Settings,
+    watcher: hyper_util::server::graceful::Watcher,
+    hold: impl Send + 'static,
+) where
+    S: Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let limits = settings.config.connections;
+    let activity = Arc::new(Activity::default());
+    let io = TokioIo::new(Guarded::new(stream, Arc::clone(&activity), limits, expired));
+    let checks = settings.checks;
+    let access = settings.config.log.access;
+    let svc = service_fn(move |mut request: Request<Incoming>| {
+        let in_flight = activity.begin();
+        let started = Instant::now();
+        let method = request.method().clone();
+        let checked = front::check(&mut request, checks);
+        // A cheap clone (shared bytes), for the logs.
+        let uri = request.uri().clone();
+        request.extensions_mut().insert(PeerAddr(peer));
+        if https {
+            request.extensions_mut().insert(ClientTls);
+        }
+        let mut service = service.clone();
+        let shared = Arc::clone(&shared);
+        let activity = Arc::clone(&activity);
+        async move {
+            let response = match checked {
+                Err(refusal) => refusal.map(Either::Right),
+                Ok(()) => {
+                    std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
+                    service.call(request).await?.map(Either::Left)
+                }
+            };
+            if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+                // An Upgrade tunnel (module upgrade) from here on.
+                activity.tunnel();
+            }
+            let rule = if response.status() == StatusCode::TOO_MANY_REQUESTS {
+                let rule = rule_of(response.headers()).unwrap_or("-");
+                shared.rejections.rejected(rule, uri.path());
+                Some(rule.to_owned())
+            } else {
+                None
+            };
+            if access {
+                tracing::info!(
+                    target: "access",
+                    %peer,
+                    %method,
+                    path = uri.path(),
+                    status = response.status().as_u16(),
+                    rule = rule.as_deref().unwrap_or("-"),
+                    ms = started.elapsed().as_secs_f64() * 1000.0,
+                    "request"
+                );
+            }
+            Ok::<_, Infallible>(response.map(|b| Tracked::new(b, in_flight)))
+        }
+    });
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .keep_alive(true)
+        // The head and idle deadlines are the stream's (module conn).
+        .header_read_timeout(None)
+        .max_headers(limits.max_headers)
+        .max_buf_size(limits.max_head_bytes);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(limits.h2_ping_interval)
+        .keep_alive_timeout(limits.h2_ping_timeout)
+        .max_header_list_size(u32::try_from(limits.max_head_bytes).unwrap_or(u32::MAX));
+    let connection = builder.serve_connection_with_upgrades(io, svc).into_owned();
+    let watched = watcher.watch(connection);
+    tokio::spawn(async move {
+        if let Err(e) = watched.await {
+            tracing::debug!(error = %e, %peer, "client connection ended with an error");
+        }
+        drop(hold);
+    });
 }
 
 async fn admin_loop(listener: TcpListener, rules: RuleSet, draining: Arc<AtomicBool>) {
     // The admin listener outlives the proxy's until shutdown ends (it is
-    // aborted then), so that /healthz reports draining meanwhile.
+    // aborted then), so that /healthz reports draining meanwhile. It has
+    // no cap of its own: the proxy listeners' caps leave it descriptors.
+    let mut backoff = Backoff::default();
     loop {
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
             Err(_) => {
-                tokio::time::sleep(Duration::from_millis(20)).await;
+                tokio::time::sleep(backoff.failed()).await;
                 continue;
             }
         };
+        backoff.succeeded();
         let rules = rules.clone();
         let draining = Arc::clone(&draining);
         let svc = service_fn(move |request: Request<Incoming>| {
@@ -332,6 +561,8 @@ async fn admin_loop(listener: TcpListener, rules: RuleSet, draining: Arc<AtomicB
         });
         tokio::spawn(async move {
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(10))
                 .serve_connection(TokioIo::new(stream), svc)
                 .await;
         });

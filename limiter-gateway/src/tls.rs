@@ -173,7 +173,8 @@ impl Terminator {
         Ok(changed)
     }
 
-    /// Reloads when the contents of either file change, through the one
+    /// Reloads when the contents of either file change (seen by the watch
+    /// or on `SIGHUP`), through the one
     /// reload mechanism (`limiter-reload`: the files' directories watched, a
     /// ConfigMap symlink swap seen, one reload per change).
     pub(crate) fn watch(&self) -> Result<TlsWatcher, String> {
@@ -181,6 +182,7 @@ impl Terminator {
         let reloader = limiter_reload::Reloader::builder()
             .path(&self.config.cert)
             .path(&self.config.key)
+            .sighup(true)
             .start(move |_change| {
                 if let Err(error) = me.reload() {
                     tracing::warn!(%error, "TLS certificate not reloaded; the one in force stays");

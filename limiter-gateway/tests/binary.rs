@@ -36,6 +36,11 @@ async fn spawn(rules: &std::path::Path, upstream: &str, extra: &[&str]) -> Proc 
             upstream,
         ])
         .args(extra)
+        .args(if extra.contains(&"--drain-delay") {
+            &[][..]
+        } else {
+            &["--drain-delay", "0"][..]
+        })
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -100,11 +105,11 @@ async fn wait_generation(admin: SocketAddr, n: u64) {
     panic!("generation {n} never came");
 }
 
-/// Polls `/metrics` until `rate_limit_config_errors` is at least `n`.
+/// Polls `/metrics` until `rate_limit_config_errors_total` is at least `n`.
 async fn wait_errors(admin: SocketAddr, n: u64) {
     for _ in 0..200 {
         let metrics = get(format!("http://{admin}/metrics")).await.1;
-        if support::sample(&metrics, "rate_limit_config_errors") >= n as f64 {
+        if support::sample(&metrics, "rate_limit_config_errors_total") >= n as f64 {
             return;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -172,7 +177,12 @@ rate_limits:
     match: { prefix: \"/paced\" }
 ",
     );
-    let mut p = spawn(&rules, &echo.url(), &["--shutdown-timeout", "20s"]).await;
+    let mut p = spawn(
+        &rules,
+        &echo.url(),
+        &["--shutdown-timeout", "20s", "--drain-delay", "1s"],
+    )
+    .await;
     let addr = p.addr;
     // Three requests the upstream holds for 700 ms, and two paced ones: the
     // second waits ~500 ms for its slot inside the gateway.
@@ -203,6 +213,13 @@ rate_limits:
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert!(draining, "/healthz never reported draining");
+    // The drain delay: /healthz is 503 but the listener still accepts, so
+    // a balancer that has not polled yet loses nothing.
+    assert_eq!(
+        get(format!("http://{addr}/fresh")).await.0,
+        StatusCode::OK,
+        "a new connection during the drain delay"
+    );
     let mut held = 0;
     for t in tasks {
         let (status, body) = t.await.unwrap();
@@ -210,7 +227,7 @@ rate_limits:
         held += usize::from(body == "held");
     }
     assert_eq!(held, 3);
-    assert_eq!(echo.requests(), 5);
+    assert_eq!(echo.requests(), 6);
     let exit = tokio::time::timeout(Duration::from_secs(20), p.child.wait())
         .await
         .expect("exits after draining")

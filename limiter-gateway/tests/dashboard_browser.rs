@@ -190,7 +190,7 @@ async fn the_page_renders_what_metrics_says() {
     ] {
         let expected = sample(
             &metrics,
-            &format!("rate_limit_{name}{{limiter=\"per_client\"}}"),
+            &format!("rate_limit_{name}_total{{limiter=\"per_client\"}}"),
         );
         assert_eq!(
             field(&dom, rule, shown).parse::<f64>().unwrap(),
@@ -198,7 +198,10 @@ async fn the_page_renders_what_metrics_says() {
             "{name} on the page and in /metrics"
         );
     }
-    let rejected = sample(&metrics, "rate_limit_rejected{limiter=\"per_client\"}");
+    let rejected = sample(
+        &metrics,
+        "rate_limit_rejected_total{limiter=\"per_client\"}",
+    );
     assert!(rejected > 0.0, "the traffic exceeded the limit");
     assert!(
         field(&dom, rule, "limit").contains('5'),

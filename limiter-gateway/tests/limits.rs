@@ -74,17 +74,17 @@ rate_limits:
     }
     let metrics = rig.admin("/metrics").await;
     assert_eq!(
-        sample(&metrics, "rate_limit_allowed{limiter=\"bound_api\"}"),
+        sample(&metrics, "rate_limit_allowed_total{limiter=\"bound_api\"}"),
         admitted as f64
     );
     assert_eq!(
-        sample(&metrics, "rate_limit_rejected{limiter=\"bound_api\"}"),
+        sample(&metrics, "rate_limit_rejected_total{limiter=\"bound_api\"}"),
         rejected as f64
     );
     assert!(
         sample(
             &metrics,
-            "gateway_upstream_responses{upstream=\"default\",class=\"2xx\"}"
+            "gateway_upstream_responses_total{upstream=\"default\",class=\"2xx\"}"
         ) >= (admitted + 40) as f64
     );
     let rules_json = rig.admin("/rules").await;
@@ -154,12 +154,18 @@ rate_limits:
     }
     let metrics = rig.admin("/metrics").await;
     assert_eq!(
-        sample(&metrics, "rate_limit_delayed{limiter=\"delay_paced\"}"),
+        sample(
+            &metrics,
+            "rate_limit_delayed_total{limiter=\"delay_paced\"}"
+        ),
         5.0,
         "{metrics}"
     );
     assert_eq!(
-        sample(&metrics, "rate_limit_allowed{limiter=\"delay_paced\"}"),
+        sample(
+            &metrics,
+            "rate_limit_allowed_total{limiter=\"delay_paced\"}"
+        ),
         6.0
     );
     assert_eq!(echo.requests(), 6);

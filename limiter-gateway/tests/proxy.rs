@@ -224,7 +224,7 @@ async fn a_refused_connection_is_502_with_a_problem_document() {
     assert!(
         support::sample(
             &metrics,
-            "gateway_upstream_errors{upstream=\"default\",kind=\"connect\"}"
+            "gateway_upstream_errors_total{upstream=\"default\",kind=\"connect\"}"
         ) >= 1.0,
         "{metrics}"
     );

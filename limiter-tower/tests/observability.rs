@@ -109,11 +109,11 @@ async fn decisions_are_counted_by_limiter_name() {
     assert_eq!(delayed.await.unwrap().unwrap().status(), 200);
 
     totals.take(&snapshotter);
-    assert_eq!(totals.counter("rate_limit_allowed", "m"), 2);
-    assert_eq!(totals.counter("rate_limit_delayed", "m"), 1);
-    assert_eq!(totals.counter("rate_limit_rejected", "m"), 1);
-    assert_eq!(totals.counter("rate_limit_bypassed", "m"), 1);
-    assert_eq!(totals.counter("rate_limit_backend_errors", "m"), 0);
+    assert_eq!(totals.counter("rate_limit_allowed_total", "m"), 2);
+    assert_eq!(totals.counter("rate_limit_delayed_total", "m"), 1);
+    assert_eq!(totals.counter("rate_limit_rejected_total", "m"), 1);
+    assert_eq!(totals.counter("rate_limit_bypassed_total", "m"), 1);
+    assert_eq!(totals.counter("rate_limit_backend_errors_total", "m"), 0);
     assert_eq!(totals.gauge("rate_limit_queue_size", "m"), 0.0);
     assert_eq!(
         totals.histograms[&("rate_limit_wait_seconds".to_owned(), "m".to_owned())],
@@ -154,8 +154,8 @@ async fn backend_errors_are_counted_open_or_closed() {
         }
         let mut totals = Totals::default();
         totals.take(&snapshotter);
-        assert_eq!(totals.counter("rate_limit_backend_errors", name), 2);
-        assert_eq!(totals.counter("rate_limit_allowed", name), 1);
+        assert_eq!(totals.counter("rate_limit_backend_errors_total", name), 2);
+        assert_eq!(totals.counter("rate_limit_allowed_total", name), 1);
     }
 }
 
@@ -255,15 +255,15 @@ async fn routes_are_labelled_when_asked() {
             .map(|(_, _, v)| v)
     };
     assert_eq!(
-        count("rate_limit_allowed", "/a/{id}"),
+        count("rate_limit_allowed_total", "/a/{id}"),
         Some(&DebugValue::Counter(1))
     );
     assert_eq!(
-        count("rate_limit_rejected", "/a/{id}"),
+        count("rate_limit_rejected_total", "/a/{id}"),
         Some(&DebugValue::Counter(1))
     );
     assert_eq!(
-        count("rate_limit_rejected", "/b"),
+        count("rate_limit_rejected_total", "/b"),
         Some(&DebugValue::Counter(1))
     );
     // The raw path never becomes a label.

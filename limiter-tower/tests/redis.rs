@@ -176,12 +176,21 @@ async fn a_killed_redis_is_answered_by_the_declared_policy_and_counted() {
     // Under `Error` both answers after the kill reach the layer as errors
     // and are counted, whichever way `fail_open` sends them; the limiter's
     // own policies (Closed, Local) answer before the layer sees an error.
-    assert_eq!(counter(&snapshot, "rate_limit_backend_errors", "open"), 2);
-    assert_eq!(counter(&snapshot, "rate_limit_backend_errors", "closed"), 2);
-    assert_eq!(counter(&snapshot, "rate_limit_backend_errors", "deny"), 0);
-    assert_eq!(counter(&snapshot, "rate_limit_rejected", "deny"), 2);
+    assert_eq!(
+        counter(&snapshot, "rate_limit_backend_errors_total", "open"),
+        2
+    );
+    assert_eq!(
+        counter(&snapshot, "rate_limit_backend_errors_total", "closed"),
+        2
+    );
+    assert_eq!(
+        counter(&snapshot, "rate_limit_backend_errors_total", "deny"),
+        0
+    );
+    assert_eq!(counter(&snapshot, "rate_limit_rejected_total", "deny"), 2);
     // Requests let through by `fail_open` are counted as errors, not grants;
     // the local fallback's grants are grants.
-    assert_eq!(counter(&snapshot, "rate_limit_allowed", "open"), 1);
-    assert_eq!(counter(&snapshot, "rate_limit_allowed", "local"), 3);
+    assert_eq!(counter(&snapshot, "rate_limit_allowed_total", "open"), 1);
+    assert_eq!(counter(&snapshot, "rate_limit_allowed_total", "local"), 3);
 }

@@ -27,7 +27,7 @@ use crate::config::{Timeouts, Upstream};
 
 /// The body sent upstream: the client's, or none (a request whose body is
 /// empty is sent with `Empty`, which makes it replayable).
-pub(crate) type UpstreamBody = Either<Incoming, Empty<Bytes>>;
+pub(crate) type UpstreamBody = Either<crate::body::ClientBody, Empty<Bytes>>;
 
 /// What [`pick`] knows of one address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

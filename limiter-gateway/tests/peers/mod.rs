@@ -161,8 +161,13 @@ pub(crate) async fn gateway(dir: &Path, rules: &str, toml: &str) -> Running {
     std::fs::write(&file, rules).unwrap();
     let rules = RuleSet::load(&file).expect("good rules");
     let gw = dir.join("gateway.toml");
-    let config = GatewayConfig::from_toml(&gw, toml).expect("good gateway file");
+    let mut config = GatewayConfig::from_toml(&gw, toml).expect("good gateway file");
     config.validate().expect("valid gateway file");
+    // No drain delay unless the test sets one: the default 5 s would only
+    // make every shutdown of these tests wait (support/mod.rs does the same).
+    if !toml.contains("drain") {
+        config.timeouts.drain = std::time::Duration::ZERO;
+    }
     Gateway::new(config, rules)
         .start()
         .await

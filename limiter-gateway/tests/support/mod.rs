@@ -107,6 +107,7 @@ impl Rig {
         let mut config =
             GatewayConfig::single("127.0.0.1:0".parse().unwrap(), upstream.parse().unwrap());
         config.admin = Some("127.0.0.1:0".parse().unwrap());
+        config.timeouts.drain = std::time::Duration::ZERO;
         tweak(&mut config);
         let running = Gateway::new(config, rules.clone())
             .start()
