@@ -177,7 +177,10 @@ impl RedisCluster {
     }
 
     /// Waits until every slot is served by a live master, the state is `ok`
-    /// on every live node, and every live replica's link is up.
+    /// on every live node, every live replica's link is up, and every live
+    /// node's view has no master without slots. (Right after `--cluster
+    /// create` a node can still list a fresh replica as a slotless master
+    /// until gossip reaches it: a test counting masters would see six.)
     pub(crate) fn wait_healthy(&self, within: Duration) {
         let live: Vec<u16> = self
             .ports
@@ -190,9 +193,13 @@ impl RedisCluster {
             live.iter().all(|&p| {
                 let info: String = admin(p, &["CLUSTER", "INFO"]).unwrap_or_default();
                 let repl: String = admin(p, &["INFO", "replication"]).unwrap_or_default();
+                let nodes: String = admin(p, &["CLUSTER", "NODES"]).unwrap_or_default();
                 info.contains("cluster_state:ok")
                     && info.contains("cluster_slots_ok:16384")
                     && (repl.contains("role:master") || repl.contains("master_link_status:up"))
+                    && parse_nodes(&nodes)
+                        .iter()
+                        .all(|n| !n.master || !n.slots.is_empty())
             })
         });
     }
