@@ -85,7 +85,7 @@ pub use route_table::RouteTable;
 pub use routes::Matcher;
 pub use schema::{
     BackendSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, HeaderSpec, KeyPart, KeySpec,
-    MatchSpec, Mode, PathMatch, RedisSpec, RuleSpec, Shape,
+    MAX_PENALTY_AFTER, MatchSpec, Mode, PathMatch, PenaltySpec, RedisSpec, RuleSpec, Shape,
 };
 pub use source::{Format, Pos};
 pub use units::{Rate, parse_duration};
