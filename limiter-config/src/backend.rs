@@ -8,13 +8,24 @@
 //! made from it, come from the decision itself: no quota is built and no
 //! second reading of the limiter is taken per request. Redis rules go
 //! through limiter-tower's `RedisBackend`.
+//!
+//! Around every decision the rule adds its own steps (`RuleLimiter::settle`):
+//! a key in the rule's penalty box is refused before the limiter is asked
+//! (its wait the rest of the block, counted in `rate_limit_penalized_total`);
+//! a refusal is recorded in the rule's top keys and struck in the penalty
+//! box; and a rule in shadow mode turns a refusal into a grant that charged
+//! nothing (`rate_limit_shadow_rejected_total`) and a held grant into one
+//! that goes at once with its permits charged
+//! (`rate_limit_shadow_delayed_total`), so its limiter's state is what
+//! enforcement would have left.
 
 use crate::RuleClock;
 use std::sync::Arc;
 use std::time::Duration;
 
 use limiter_async::AsyncDecide;
-use limiter_core::{Decide, Decider, Denial, Grant, Policy, Reservation};
+use limiter_core::{Decide, Decider, Denial, Grant, Headroom, Policy, Reservation};
+use limiter_keyed::Strike;
 
 use crate::key::{RuleKeyText, encodes};
 use crate::limiter::RuleLimiter;
@@ -47,7 +58,84 @@ fn ruled(decision: Result<Grant<Reservation>, Denial>) -> Result<Grant<RuleTicke
     })
 }
 
+impl<C: RuleClock> RuleLimiter<C> {
+    /// The refusal of a key in the penalty box, if it is in it now.
+    fn penalized(&self, key: &RuleKeyText) -> Option<Denial> {
+        let left = self.penalty.as_ref()?.blocked(key)?;
+        Some(Denial::RateLimited { retry_after: left })
+    }
+
+    /// What the rule makes of its limiter's decision (or of the penalty
+    /// box's refusal, `boxed`): refusals are recorded in the top keys and
+    /// struck in the penalty box (a strike that blocks makes the refusal's
+    /// wait the whole block); in shadow mode a refusal becomes a grant that
+    /// charged nothing (counted), and a held grant goes at once, its
+    /// permits charged (counted).
+    fn settle(
+        &self,
+        key: &RuleKeyText,
+        decision: Result<Grant<RuleTicket>, Denial>,
+        boxed: bool,
+    ) -> Result<Grant<RuleTicket>, Denial> {
+        let denial = match decision {
+            Ok(mut grant) => {
+                if self.spec.shadow && !grant.wait.is_zero() {
+                    self.counters.shadow_delayed.increment(1);
+                    grant.wait = Duration::ZERO;
+                }
+                return Ok(grant);
+            }
+            Err(d @ (Denial::RateLimited { .. } | Denial::OverBurst { .. })) => d,
+            Err(other) => return Err(other),
+        };
+        if let Some(top) = self.live.top.get() {
+            top.record(key, 1);
+        }
+        let denial = match (&self.penalty, denial) {
+            (_, denial) if boxed => {
+                self.counters.penalized.increment(1);
+                denial
+            }
+            (Some(jail), Denial::RateLimited { retry_after }) => match jail.strike(key) {
+                Strike::Penalized { retry_after: block } => Denial::RateLimited {
+                    retry_after: retry_after.max(block),
+                },
+                _ => Denial::RateLimited { retry_after },
+            },
+            (_, denial) => denial,
+        };
+        if !self.spec.shadow {
+            return Err(denial);
+        }
+        self.counters.shadow_rejected.increment(1);
+        Ok(Grant {
+            ticket: RuleTicket { reservation: None },
+            wait: Duration::ZERO,
+            headroom: Headroom {
+                remaining: 0,
+                refill_in: denial.retry_after().unwrap_or(Duration::ZERO),
+            },
+        })
+    }
+}
+
 impl<C: RuleClock> RuleBackend<C> {
+    /// The rule's decision when it can be made at once: the penalty box,
+    /// then the limiter's, settled by the rule (shadow, strikes, top
+    /// keys); `None` for a Redis rule whose key is not in the box.
+    fn decide_now(
+        &self,
+        key: &RuleKeyText,
+        cost: u32,
+        max_wait: Duration,
+    ) -> Option<Result<Grant<RuleTicket>, Denial>> {
+        if let Some(refusal) = self.0.penalized(key) {
+            return Some(self.0.settle(key, Err(refusal), true));
+        }
+        let decision = self.decide_sync(key, cost, max_wait)?;
+        Some(self.0.settle(key, decision, false))
+    }
+
     /// Every local rule decides through its limiter's own [`Decide`], so
     /// the headroom (and the headers) come from the decision itself; `None`
     /// for a Redis rule, which decides remotely.
@@ -71,7 +159,7 @@ impl<C: RuleClock> RuleBackend<C> {
 
     /// A priority rule's class for `key` (the class header's encoded
     /// value): the class it names, else the lowest.
-    fn class_of(&self, key: &str) -> usize {
+    pub(crate) fn class_of(&self, key: &str) -> usize {
         let (Core::Priority(_, lowest), Algorithm::Priority { classes, .. }) =
             (&self.0.live.core, &self.0.spec.algorithm)
         else {
@@ -126,7 +214,7 @@ impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
         cost: u32,
         max_wait: Duration,
     ) -> Result<Grant<RuleTicket>, Denial> {
-        if let Some(decision) = self.decide_sync(key, cost, max_wait) {
+        if let Some(decision) = self.decide_now(key, cost, max_wait) {
             return decision;
         }
         let Core::Redis { http, keyed, .. } = &self.0.live.core else {
@@ -135,9 +223,11 @@ impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
         // limiter-tower's RedisBackend: its exact reset from the script's
         // `reset_after`, its injective Redis keys.
         let redis_key = if *keyed { &**key } else { "global" };
-        http.decide_async(&String::from(redis_key), cost, max_wait)
+        let decision = http
+            .decide_async(&String::from(redis_key), cost, max_wait)
             .await
-            .map(|g| g.map_ticket(|()| RuleTicket { reservation: None }))
+            .map(|g| g.map_ticket(|()| RuleTicket { reservation: None }));
+        self.0.settle(key, decision, false)
     }
 
     fn decide_ready(
@@ -146,7 +236,7 @@ impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
         cost: u32,
         max_wait: Duration,
     ) -> Option<Result<Grant<RuleTicket>, Denial>> {
-        self.decide_sync(key, cost, max_wait)
+        self.decide_now(key, cost, max_wait)
     }
 }
 
@@ -162,7 +252,7 @@ mod tests {
             .unwrap()
             .remove(0);
         let live = Arc::new(Live::build(&spec, clock, None).unwrap());
-        RuleBackend(Arc::new(RuleLimiter { spec, live }))
+        RuleBackend(Arc::new(RuleLimiter::new(spec, live, None)))
     }
 
     #[test]

@@ -11,12 +11,15 @@ use std::sync::Arc;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use limiter_keyed::{Penalty, PenaltyBox};
 use limiter_rules::{
-    BackendSpec, ConfigError, ConfigErrors, Matcher, Problem, RouteTable, RuleSpec,
+    BackendSpec, ConfigError, ConfigErrors, Matcher, PenaltySpec, Problem, RouteTable, RuleSpec,
 };
 
+use crate::key::RuleKeyText;
+
 use crate::RuleClock;
-use crate::layer::rule_layer;
+use crate::layer::{rule_key, rule_layer};
 use crate::limiter::RuleLimiter;
 use crate::live::{Core, Live};
 use crate::snapshot::{ReloadReport, Routed, Snapshot};
@@ -30,6 +33,7 @@ pub(crate) fn build<C: RuleClock>(
     old: Option<&Snapshot<C>>,
     conns: &mut HashMap<String, ConnectionManager>,
     generation: u64,
+    top_keys: bool,
 ) -> Result<Built<C>, ConfigErrors> {
     let mut report = ReloadReport {
         generation,
@@ -90,7 +94,22 @@ pub(crate) fn build<C: RuleClock>(
                 }
             }
         };
-        let rule = Arc::new(RuleLimiter { spec, live });
+        if top_keys {
+            live.record_top_keys();
+        }
+        // The penalty box: kept while the limiter and the penalty are.
+        let penalty = match (previous, spec.penalty) {
+            (Some(p), Some(now)) if Arc::ptr_eq(&p.live, &live) && p.spec.penalty == Some(now) => {
+                p.penalty.clone()
+            }
+            (_, Some(spec_penalty)) => Some(Arc::new(penalty_box(
+                spec_penalty,
+                spec.max_keys,
+                clock.clone(),
+            ))),
+            (_, None) => None,
+        };
+        let rule = Arc::new(RuleLimiter::new(spec, live, penalty));
         rules.insert(rule.spec.name.clone(), rule);
     }
     if !errors.is_empty() {
@@ -110,6 +129,7 @@ pub(crate) fn build<C: RuleClock>(
             let matcher = Matcher::new(r.spec.matcher.as_ref()?)?;
             let routed = Routed {
                 layer: rule_layer(r),
+                key: rule_key(&r.spec),
                 rule: Arc::clone(r),
             };
             Some((matcher, routed))
@@ -123,6 +143,18 @@ pub(crate) fn build<C: RuleClock>(
         },
         report,
     ))
+}
+
+/// The penalty box of a checked `penalty` (validation checked its ranges
+/// against the box's own).
+fn penalty_box<C: RuleClock>(
+    spec: PenaltySpec,
+    max_keys: usize,
+    clock: C,
+) -> PenaltyBox<RuleKeyText, C> {
+    let penalty = Penalty::new(spec.after, spec.within, spec.block)
+        .unwrap_or_else(|e| unreachable!("validated penalty refused: {e}"));
+    PenaltyBox::with_clock(penalty, max_keys, clock)
 }
 
 fn build_error(path: &Path, spec: &RuleSpec, message: String) -> ConfigError {

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use limiter_rules::{Algorithm, HeaderSpec, Mode};
+use limiter_rules::{Algorithm, HeaderSpec, Mode, RuleSpec};
 use limiter_tower::{Draft10, LegacyHeaders, RateLimitLayer};
 
 use crate::RuleClock;
@@ -18,16 +18,7 @@ pub(crate) type RuleLayer<C> = RateLimitLayer<RuleBackend<C>, RuleKey>;
 /// The layer of `rule`.
 pub(crate) fn rule_layer<C: RuleClock>(rule: &Arc<RuleLimiter<C>>) -> RuleLayer<C> {
     let spec = &rule.spec;
-    let class_header = match &spec.algorithm {
-        Algorithm::Priority { class_header, .. } => class_header.as_ref(),
-        _ => None,
-    };
-    let key = RuleKey::new(
-        &spec.key.parts,
-        &spec.trusted_proxies,
-        spec.matcher.as_ref(),
-        class_header,
-    );
+    let key = rule_key(spec);
     let builder = RateLimitLayer::builder(RuleBackend(Arc::clone(rule)), key)
         .name(spec.name.clone())
         .mode(match spec.mode {
@@ -36,6 +27,8 @@ pub(crate) fn rule_layer<C: RuleClock>(rule: &Arc<RuleLimiter<C>>) -> RuleLayer<
         })
         .allow_ips(spec.allowlist.iter().copied());
     let builder = match spec.headers {
+        // A shadowed rule is invisible to clients unless asked otherwise.
+        _ if spec.shadow && !spec.shadow_headers => builder.without_headers(),
         HeaderSpec::Draft10 => builder.headers(Draft10),
         HeaderSpec::Legacy => builder.headers(LegacyHeaders),
         HeaderSpec::None => builder.without_headers(),
@@ -44,4 +37,18 @@ pub(crate) fn rule_layer<C: RuleClock>(rule: &Arc<RuleLimiter<C>>) -> RuleLayer<
     builder
         .build()
         .unwrap_or_else(|_| unreachable!("rule names are validated"))
+}
+
+/// The key extractor of `spec` (the layer's, and `explain`'s).
+pub(crate) fn rule_key(spec: &RuleSpec) -> RuleKey {
+    let class_header = match &spec.algorithm {
+        Algorithm::Priority { class_header, .. } => class_header.as_ref(),
+        _ => None,
+    };
+    RuleKey::new(
+        &spec.key.parts,
+        &spec.trusted_proxies,
+        spec.matcher.as_ref(),
+        class_header,
+    )
 }

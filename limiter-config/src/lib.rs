@@ -9,6 +9,7 @@
 //! | to check a file (CI, an editor) | [`check_file`] (from `limiter-rules`, which needs no runtime), or `limiter check FILE` (`limiter-cli`) |
 //! | the rules applied to HTTP requests by route and method | [`RuleSet::layer`] ([`RulesLayer`], on `limiter-tower`) |
 //! | to apply an edited file | [`RuleSet::reload`], [`RuleSet::watch`] (the file watcher), [`RuleSet::reload_with`] (watch and SIGHUP, on `limiter-reload`), `limiter watch FILE` |
+//! | what a request would get now, by which rule and key, consuming nothing | [`RuleSet::explain`] |
 //! | what went wrong, where, and the fix | [`ConfigErrors`] / [`ConfigError`] / [`Problem`] |
 //!
 //! # Example: seed 004's file
@@ -75,6 +76,7 @@
 
 mod backend;
 mod build;
+mod explain;
 mod http;
 mod key;
 mod latency;
@@ -90,14 +92,15 @@ mod error {
     pub(crate) use limiter_rules::ConfigErrors;
 }
 
+pub use explain::{ExplainRequest, Explanation, Verdict};
 pub use http::{RulesLayer, RulesService};
 pub use key::RuleKeyText;
-pub use limiter::{RuleError, RuleLimiter};
+pub use limiter::{PENALIZED, RuleError, RuleLimiter, SHADOW_DELAYED, SHADOW_REJECTED};
 pub use limiter_rules::{
     ALGORITHMS, AdaptivePolicySpec, Algorithm, BackendSpec, ConfigError, ConfigErrors,
     DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, Format, HeaderSpec, KeyPart, KeySpec,
-    MatchSpec, Matcher, Mode, PathMatch, Pos, Problem, Rate, RedisSpec, RouteTable, RuleSpec,
-    Shape, check_file, check_str, parse_duration,
+    MAX_PENALTY_AFTER, MatchSpec, Matcher, Mode, PathMatch, PenaltySpec, Pos, Problem, Rate,
+    RedisSpec, RouteTable, RuleSpec, Shape, check_file, check_str, parse_duration,
 };
 pub use ruleset::{CONFIG_ERRORS, CONFIG_GENERATION, RuleSet};
 pub use snapshot::{ReloadReport, Snapshot};

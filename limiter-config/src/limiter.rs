@@ -20,7 +20,7 @@ use limiter_async::{AsyncLimiter, CancelGrant, SlotWait, WakeUp};
 use limiter_core::{
     AcquireError, AdaptiveLimiter, EwmaAimd, Outcome, PercentileWindow, PriorityClass, RateLimiter,
 };
-use limiter_keyed::{KeyedError, KeyedLimiter};
+use limiter_keyed::{KeyedError, KeyedLimiter, PenaltyBox, TopKey};
 use limiter_redis::{RedisLimitError, RedisLimiter};
 
 use crate::key::{RuleKeyText, library_key};
@@ -126,6 +126,60 @@ impl From<AcquireError> for RuleError {
 pub struct RuleLimiter<C: RuleClock> {
     pub(crate) spec: RuleSpec,
     pub(crate) live: Arc<Live<C>>,
+    /// The rule's penalty box (a keyed rule with `penalty`), kept across
+    /// reloads that keep the limiter and the penalty.
+    pub(crate) penalty: Option<Arc<PenaltyBox<RuleKeyText, C>>>,
+    /// `rate_limit_shadow_rejected_total`, `rate_limit_shadow_delayed_total`
+    /// and `rate_limit_penalized_total` of the rule.
+    pub(crate) counters: RuleCounters,
+}
+
+/// The counters a rule's decisions add to besides the layer's own.
+#[derive(Debug, Clone)]
+pub(crate) struct RuleCounters {
+    pub(crate) shadow_rejected: metrics::Counter,
+    pub(crate) shadow_delayed: metrics::Counter,
+    pub(crate) penalized: metrics::Counter,
+}
+
+/// The counter of shadowed refusals: requests a rule in shadow mode would
+/// have refused (`429` or `413`) and let through.
+pub const SHADOW_REJECTED: &str = "rate_limit_shadow_rejected_total";
+/// The counter of shadowed delays: requests a delay-mode rule in shadow
+/// mode would have held, let through at once (their permits charged).
+pub const SHADOW_DELAYED: &str = "rate_limit_shadow_delayed_total";
+/// The counter of requests refused because their key was in the rule's
+/// penalty box.
+pub const PENALIZED: &str = "rate_limit_penalized_total";
+
+impl RuleCounters {
+    fn new(rule: &str) -> RuleCounters {
+        static DESCRIBED: std::sync::Once = std::sync::Once::new();
+        DESCRIBED.call_once(|| {
+            metrics::describe_counter!(
+                SHADOW_REJECTED,
+                "Requests a rule in shadow mode would have refused, let through."
+            );
+            metrics::describe_counter!(
+                SHADOW_DELAYED,
+                "Requests a delay-mode rule in shadow mode would have held, let through at once."
+            );
+            metrics::describe_counter!(
+                PENALIZED,
+                "Requests refused because their key was in the rule's penalty box."
+            );
+        });
+        let counters = RuleCounters {
+            shadow_rejected: metrics::counter!(SHADOW_REJECTED, "limiter" => rule.to_owned()),
+            shadow_delayed: metrics::counter!(SHADOW_DELAYED, "limiter" => rule.to_owned()),
+            penalized: metrics::counter!(PENALIZED, "limiter" => rule.to_owned()),
+        };
+        // Registered at 0, so each series exists from the first scrape.
+        counters.shadow_rejected.increment(0);
+        counters.shadow_delayed.increment(0);
+        counters.penalized.increment(0);
+        counters
+    }
 }
 
 impl<C: RuleClock> fmt::Debug for RuleLimiter<C> {
@@ -138,6 +192,54 @@ impl<C: RuleClock> fmt::Debug for RuleLimiter<C> {
 }
 
 impl<C: RuleClock> RuleLimiter<C> {
+    /// The rule `spec` over the state `live`, with its penalty box.
+    pub(crate) fn new(
+        spec: RuleSpec,
+        live: Arc<Live<C>>,
+        penalty: Option<Arc<PenaltyBox<RuleKeyText, C>>>,
+    ) -> RuleLimiter<C> {
+        let counters = RuleCounters::new(&spec.name);
+        RuleLimiter {
+            spec,
+            live,
+            penalty,
+            counters,
+        }
+    }
+
+    /// Whether the rule is in shadow mode (decides and counts, refuses and
+    /// delays nothing).
+    pub fn is_shadow(&self) -> bool {
+        self.spec.shadow
+    }
+
+    /// The keys a keyed local rule holds now (`None` for other rules).
+    pub fn keys_in_use(&self) -> Option<usize> {
+        self.keyed().map(KeyedLimiter::len)
+    }
+
+    /// The rule's penalty box, for a keyed rule with `penalty`.
+    pub fn penalty_box(&self) -> Option<&PenaltyBox<RuleKeyText, C>> {
+        self.penalty.as_deref()
+    }
+
+    /// Ends the block of `key` (the key text as [`RuleSet::explain`]
+    /// shows it) in the rule's penalty box now; whether the key was held.
+    ///
+    /// [`RuleSet::explain`]: crate::RuleSet::explain
+    pub fn release_penalty(&self, key: &str) -> bool {
+        self.penalty
+            .as_ref()
+            .is_some_and(|b| b.release(&RuleKeyText::from(key)))
+    }
+
+    /// The keys with the most refusals by this rule, heaviest first, once
+    /// [`RuleSet::record_top_keys`](crate::RuleSet::record_top_keys) is on
+    /// (empty before).
+    pub fn top_keys(&self, n: usize) -> Vec<TopKey<RuleKeyText>> {
+        self.live.top.get().map_or_else(Vec::new, |t| t.top(n))
+    }
+
     /// The rule as understood.
     pub fn spec(&self) -> &RuleSpec {
         &self.spec

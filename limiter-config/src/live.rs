@@ -20,7 +20,7 @@ use redis::aio::ConnectionManager;
 
 use crate::RuleClock;
 use crate::key::RuleKeyText;
-use limiter_keyed::{KeyedBuilder, KeyedLimiter, WhenFull};
+use limiter_keyed::{KeyedBuilder, KeyedLimiter, TopKeys, WhenFull};
 use limiter_rules::{
     AdaptivePolicySpec, Algorithm, BackendSpec, FailurePolicy, RedisSpec, RuleSpec,
 };
@@ -52,6 +52,23 @@ pub(crate) struct Live<C: RuleClock> {
     pub(crate) core: Core<C>,
     /// The waiting layer of an unkeyed local limiter, made on first use.
     pub(crate) waiter: OnceLock<AsyncLimiter<Arc<dyn Limiter>>>,
+    /// The keys with the most refusals, once the rule set records them
+    /// (`RuleSet::record_top_keys`): a fixed summary of `TOP_SHARDS ×
+    /// TOP_PER_SHARD` counters.
+    pub(crate) top: OnceLock<TopKeys<RuleKeyText>>,
+}
+
+/// Shards of a rule's top-keys summary.
+const TOP_SHARDS: usize = 8;
+/// Counters per shard.
+const TOP_PER_SHARD: usize = 16;
+
+impl<C: RuleClock> Live<C> {
+    /// Starts recording refusals per key (idempotent).
+    pub(crate) fn record_top_keys(&self) {
+        self.top
+            .get_or_init(|| TopKeys::new(TOP_SHARDS, TOP_PER_SHARD));
+    }
 }
 
 impl<C: RuleClock> Live<C> {
@@ -152,6 +169,7 @@ impl<C: RuleClock> Live<C> {
         Ok(Live {
             core,
             waiter: OnceLock::new(),
+            top: OnceLock::new(),
         })
     }
 }

@@ -24,6 +24,7 @@
 use crate::RuleClock;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
@@ -49,6 +50,8 @@ struct Shared<C: RuleClock> {
     current: ArcSwap<Snapshot<C>>,
     reload: Mutex<HashMap<String, ConnectionManager>>,
     generation: watch::Sender<u64>,
+    /// Whether rules record their refusals per key (`record_top_keys`).
+    top_keys: AtomicBool,
 }
 
 /// The rules of one file, as limiters by name and as an HTTP layer
@@ -119,7 +122,7 @@ impl<C: RuleClock> RuleSet<C> {
         let path = path.as_ref().to_path_buf();
         let specs = check_file(&path)?;
         let mut conns = HashMap::new();
-        let (snapshot, _) = build(&path, &clock, specs, None, &mut conns, 1)?;
+        let (snapshot, _) = build(&path, &clock, specs, None, &mut conns, 1, false)?;
         metrics::describe_gauge!(
             CONFIG_GENERATION,
             "The generation of the rules in force: 1 for the first load, one more per applied reload."
@@ -138,6 +141,7 @@ impl<C: RuleClock> RuleSet<C> {
                 current: ArcSwap::from_pointee(snapshot),
                 reload: Mutex::new(conns),
                 generation: watch::channel(1).0,
+                top_keys: AtomicBool::new(false),
             }),
         })
     }
@@ -163,6 +167,9 @@ impl<C: RuleClock> RuleSet<C> {
                 Some(&old),
                 &mut conns,
                 old.generation + 1,
+                // Relaxed: read under the reload mutex, which
+                // `record_top_keys` takes too.
+                self.shared.top_keys.load(Ordering::Relaxed),
             )
         });
         match result {
@@ -227,5 +234,22 @@ impl<C: RuleClock> RuleSet<C> {
     /// The file.
     pub fn path(&self) -> &Path {
         &self.shared.path
+    }
+
+    /// From now on every rule (and every rule a reload adds) records its
+    /// refusals per key in a fixed heavy-hitters summary
+    /// ([`RuleLimiter::top_keys`]): 128 counters per rule, one shard's
+    /// mutex per refusal, nothing per admitted request.
+    pub fn record_top_keys(&self) {
+        let _reload = self
+            .shared
+            .reload
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Relaxed: the reload mutex orders it with the next build.
+        self.shared.top_keys.store(true, Ordering::Relaxed);
+        for rule in self.shared.current.load().rules() {
+            rule.live.record_top_keys();
+        }
     }
 }

@@ -26,6 +26,8 @@ pub struct Snapshot<C: RuleClock> {
 pub(crate) struct Routed<C: RuleClock> {
     pub(crate) rule: Arc<RuleLimiter<C>>,
     pub(crate) layer: RuleLayer<C>,
+    /// The layer's key extractor, for `explain`.
+    pub(crate) key: crate::key::RuleKey,
 }
 
 impl<C: RuleClock> std::fmt::Debug for Snapshot<C> {

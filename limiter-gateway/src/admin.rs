@@ -29,7 +29,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use limiter_config::Mode;
-use limiter_config::{PathMatch, RuleSet};
+use limiter_config::{ExplainRequest, Explanation, PathMatch, RuleSet, Verdict};
 use limiter_tower::problem::Problem;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -301,7 +301,42 @@ impl Admin {
                     .answer(parts.uri.path(), &views, &metrics)
                     .unwrap_or_else(|| problem(StatusCode::NOT_FOUND, "no such admin endpoint"))
             }
-            (false, ["metrics" | "healthz" | "rules" | "" | "dashboard" | "dashboard.json"]) => {
+            (true, ["explain"]) => match explain_request(parts.uri.query().unwrap_or("")) {
+                Ok(request) => text(
+                    StatusCode::OK,
+                    "application/json",
+                    explanation_json(&self.rules.explain(&request)),
+                ),
+                Err(detail) => problem(StatusCode::BAD_REQUEST, &detail),
+            },
+            (false, ["rules", rule, "penalties", key]) if parts.method == Method::DELETE => {
+                match self.rules.get(rule) {
+                    None => problem(StatusCode::NOT_FOUND, &format!("no rule `{rule}` in force")),
+                    Some(r) if r.penalty_box().is_none() => problem(
+                        StatusCode::NOT_FOUND,
+                        &format!("rule `{rule}` has no `penalty`"),
+                    ),
+                    Some(r) if r.release_penalty(key) => {
+                        tracing::info!(rule = %rule, key = %key, "penalty released by the admin API");
+                        text(
+                            StatusCode::OK,
+                            "application/json",
+                            "{\"released\":true}".into(),
+                        )
+                    }
+                    Some(_) => problem(
+                        StatusCode::NOT_FOUND,
+                        &format!("key `{key}` is not in rule `{rule}`'s penalty box"),
+                    ),
+                }
+            }
+            (
+                false,
+                [
+                    "metrics" | "healthz" | "rules" | "" | "dashboard" | "dashboard.json"
+                    | "explain",
+                ],
+            ) => {
                 let mut response = problem(
                     StatusCode::METHOD_NOT_ALLOWED,
                     "this admin endpoint only reads: use GET",
@@ -313,8 +348,109 @@ impl Admin {
             }
             _ => problem(
                 StatusCode::NOT_FOUND,
-                "admin endpoints: GET / (dashboard), /dashboard.json, /metrics, /healthz, /rules",
+                "admin endpoints: GET / (dashboard), /dashboard.json, /metrics, /healthz, /rules, /explain; DELETE /rules/{rule}/penalties/{key}",
             ),
         }
     }
+}
+
+/// The request of `GET /explain?method=GET&path=/orders/7&header=x-user:42&ip=203.0.113.9`
+/// (`header` repeated for several; `method` defaults to `GET`).
+///
+/// # Errors
+///
+/// The problem's detail: a missing `path`, or a parameter that is not a
+/// method, a header or an address.
+pub(crate) fn explain_request(query: &str) -> Result<ExplainRequest, String> {
+    let mut request = ExplainRequest {
+        method: Method::GET,
+        path: String::new(),
+        headers: http::HeaderMap::new(),
+        client: None,
+    };
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = value.replace('+', " ");
+        let value = percent_decode(&value);
+        match name {
+            "method" => {
+                request.method = Method::from_bytes(value.as_bytes())
+                    .map_err(|_| format!("`{value}` is not an HTTP method"))?;
+            }
+            "path" if value.starts_with('/') => request.path = value.into_owned(),
+            "path" => return Err(format!("path `{value}` must start with /")),
+            "header" => {
+                let (h, v) = value
+                    .split_once(':')
+                    .ok_or_else(|| format!("header `{value}`: write NAME:VALUE"))?;
+                let name = http::HeaderName::try_from(h.trim())
+                    .map_err(|_| format!("`{h}` is not a header name"))?;
+                let v = HeaderValue::try_from(v.trim())
+                    .map_err(|_| format!("the value of header `{h}` is not a header value"))?;
+                request.headers.append(name, v);
+            }
+            "ip" => {
+                request.client = Some(
+                    value
+                        .parse()
+                        .map_err(|_| format!("ip `{value}` is not an IP address"))?,
+                );
+            }
+            other => {
+                return Err(format!(
+                    "unknown parameter `{other}`: use method, path, header (NAME:VALUE), ip"
+                ));
+            }
+        }
+    }
+    if request.path.is_empty() {
+        return Err("give the request's path: /explain?path=/orders/7".into());
+    }
+    Ok(request)
+}
+
+/// An explanation as JSON: `rule`, `limit`, `key` (null when none),
+/// `shadow`, `decision` (`unlimited`, `allowlisted`, `no_key`, `admitted`,
+/// `delayed`, `refused`, `penalized`, `over_burst`, `not_read`) and its
+/// numbers: `remaining`, `wait_ms`, `retry_after_ms`, `burst`.
+pub(crate) fn explanation_json(e: &Explanation) -> String {
+    let string = |s: Option<&str>| match s {
+        Some(s) => format!("\"{}\"", json_escape(s)),
+        None => "null".into(),
+    };
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    let decision = match e.verdict {
+        Verdict::Unlimited => "\"decision\":\"unlimited\"".to_owned(),
+        Verdict::Allowlisted => "\"decision\":\"allowlisted\"".to_owned(),
+        Verdict::NoKey => "\"decision\":\"no_key\"".to_owned(),
+        Verdict::Admitted { remaining } => {
+            format!("\"decision\":\"admitted\",\"remaining\":{remaining}")
+        }
+        Verdict::Delayed { wait, remaining } => format!(
+            "\"decision\":\"delayed\",\"wait_ms\":{},\"remaining\":{remaining}",
+            ms(wait)
+        ),
+        Verdict::Refused {
+            retry_after,
+            remaining,
+        } => format!(
+            "\"decision\":\"refused\",\"retry_after_ms\":{},\"remaining\":{remaining}",
+            ms(retry_after)
+        ),
+        Verdict::Penalized { retry_after } => format!(
+            "\"decision\":\"penalized\",\"retry_after_ms\":{},\"remaining\":0",
+            ms(retry_after)
+        ),
+        Verdict::OverBurst { burst } => {
+            format!("\"decision\":\"over_burst\",\"burst\":{burst}")
+        }
+        _ => "\"decision\":\"not_read\"".to_owned(),
+    };
+    format!(
+        "{{\"rule\":{},\"limit\":{},\"key\":{},\"shadow\":{},{decision}}}",
+        string(e.rule.as_deref()),
+        string(e.limit.as_deref()),
+        string(e.key.as_deref()),
+        e.shadow
+    )
 }

@@ -12,26 +12,27 @@
 //! labels), so the page and `/metrics` never disagree; the samples of the
 //! last [`HISTORY`] sampling intervals, from which the page draws the
 //! per-second rates; and the top keys by rejections from a bounded
-//! heavy-hitters summary ([`TopKeys`]).
+//! heavy-hitters summary (`limiter_keyed::TopKeys`) that the rules'
+//! limiting path records into (`RuleSet::record_top_keys`, switched on by
+//! the gateway with its admin listener); the keys a keyed rule holds now.
 //!
 //! # Memory
 //!
-//! Fixed: [`HISTORY`] samples of at most [`MAX_RULES`] rules, and per rule
-//! a [`TopKeys`] of `TOP_SHARDS × TOP_PER_SHARD` counters. A rule name past
-//! [`MAX_RULES`] is not tracked (its totals still show in `/metrics`).
+//! Fixed: [`HISTORY`] samples of at most [`MAX_RULES`] rules (a rule past
+//! it is not sampled; its totals still show in `/metrics`); each rule's
+//! top-keys summary is 128 counters, held by the rule.
 //! Recording a rejection takes a read lock on the rule table (shared by all
 //! recorders; the write lock only when a rule is first seen) and one shard
 //! of the rule's summary.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
 use limiter_config::RuleSet;
-use limiter_keyed::TopKeys;
 
 use limiter_tower::problem::write_json_string;
 
@@ -44,8 +45,6 @@ pub const HISTORY: usize = 300;
 pub const MAX_RULES: usize = 1_024;
 /// Top keys listed per rule.
 pub const TOP_LISTED: usize = 10;
-const TOP_SHARDS: usize = 8;
-const TOP_PER_SHARD: usize = 16;
 
 /// The four decision counters of one rule.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -69,10 +68,14 @@ pub struct RuleView {
     pub limit: String,
     /// Keys in use, where the rule can count them.
     pub keys: Option<usize>,
+    /// The keys with the most refusals, heaviest first: key text, count,
+    /// and how much of the count may belong to keys evicted before it.
+    pub top: Vec<(String, u64, u64)>,
 }
 
-/// The rules of `rules` in force, for [`Dashboard::snapshot_json`] (keys in
-/// use are not known from the rule set).
+/// The rules of `rules` in force, for [`Dashboard::snapshot_json`]: the
+/// keys a keyed rule holds now, and its top keys by refusals as the rules'
+/// limiting path recorded them (see `RuleSet::record_top_keys`).
 pub fn rule_views(rules: &RuleSet) -> Vec<RuleView> {
     rules
         .snapshot()
@@ -80,7 +83,12 @@ pub fn rule_views(rules: &RuleSet) -> Vec<RuleView> {
         .map(|rule| RuleView {
             name: rule.spec().name.clone(),
             limit: rule.spec().algorithm.to_string(),
-            keys: None,
+            keys: rule.keys_in_use(),
+            top: rule
+                .top_keys(TOP_LISTED)
+                .into_iter()
+                .map(|t| (t.key.to_string(), t.count, t.error))
+                .collect(),
         })
         .collect()
 }
@@ -148,30 +156,12 @@ struct Sample {
 #[derive(Debug, Default)]
 pub struct Dashboard {
     history: Mutex<VecDeque<Sample>>,
-    tops: RwLock<BTreeMap<String, Arc<TopKeys<String>>>>,
 }
 
 impl Dashboard {
     /// An empty dashboard.
     pub fn new() -> Dashboard {
         Dashboard::default()
-    }
-
-    /// Records one rejection of `key` by `rule`.
-    pub fn record_rejection(&self, rule: &str, key: &str) {
-        let tops = self.tops.read().unwrap_or_else(PoisonError::into_inner);
-        if let Some(top) = tops.get(rule) {
-            top.record(&key.to_owned(), 1);
-            return;
-        }
-        drop(tops);
-        let mut tops = self.tops.write().unwrap_or_else(PoisonError::into_inner);
-        if tops.len() >= MAX_RULES && !tops.contains_key(rule) {
-            return;
-        }
-        tops.entry(rule.to_owned())
-            .or_insert_with(|| Arc::new(TopKeys::new(TOP_SHARDS, TOP_PER_SHARD)))
-            .record(&key.to_owned(), 1);
     }
 
     /// Takes a sample of the totals in `metrics` (a Prometheus text) now.
@@ -211,7 +201,6 @@ impl Dashboard {
     pub fn snapshot_json(&self, rules: &[RuleView], metrics: &str) -> String {
         let now = counts_from_prometheus(metrics);
         let history = self.history.lock().unwrap_or_else(PoisonError::into_inner);
-        let tops = self.tops.read().unwrap_or_else(PoisonError::into_inner);
         let mut out = format!(
             "{{\"at_ms\":{},\"history\":{HISTORY},\"rules\":[",
             unix_ms()
@@ -239,18 +228,14 @@ impl Dashboard {
                 ));
             }
             out.push_str("],\"top\":[");
-            if let Some(top) = tops.get(&rule.name) {
-                for (j, t) in top.top(TOP_LISTED).iter().enumerate() {
-                    if j > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(&format!(
-                        "{{\"key\":{},\"count\":{},\"error\":{}}}",
-                        json_string(&t.key),
-                        t.count,
-                        t.error
-                    ));
+            for (j, (key, count, error)) in rule.top.iter().enumerate() {
+                if j > 0 {
+                    out.push(',');
                 }
+                out.push_str(&format!(
+                    "{{\"key\":{},\"count\":{count},\"error\":{error}}}",
+                    json_string(key),
+                ));
             }
             out.push_str("]}");
         }
@@ -342,14 +327,11 @@ gateway_requests{upstream=\"x\"} 99
     fn the_snapshot_carries_totals_samples_and_top_keys() {
         let d = Dashboard::new();
         d.sample(METRICS);
-        for _ in 0..3 {
-            d.record_rejection("api", "10.0.0.\"9\"");
-        }
-        d.record_rejection("api", "10.0.0.1");
         let rules = [RuleView {
             name: "api".into(),
             limit: "10/s burst 5".into(),
             keys: Some(2),
+            top: vec![("10.0.0.\"9\"".into(), 3, 0), ("10.0.0.1".into(), 1, 0)],
         }];
         let json = d.snapshot_json(&rules, METRICS);
         assert!(json.contains("\"name\":\"api\",\"limit\":\"10/s burst 5\",\"keys\":2,\"allowed\":10,\"delayed\":0,\"rejected\":5,\"shadow_rejected\":4,\"samples\":[["), "{json}");
@@ -363,10 +345,14 @@ gateway_requests{upstream=\"x\"} 99
             d.sample(METRICS);
         }
         assert_eq!(d.history.lock().unwrap().len(), HISTORY);
-        for i in 0..MAX_RULES + 10 {
-            d.record_rejection(&format!("rule-{i}"), "k");
-        }
-        assert_eq!(d.tops.read().unwrap().len(), MAX_RULES);
+        let many: String = (0..MAX_RULES + 10)
+            .map(|i| format!("rate_limit_allowed_total{{limiter=\"r{i}\"}} 1\n"))
+            .collect();
+        d.sample(&many);
+        assert_eq!(
+            d.history.lock().unwrap().back().unwrap().counts.len(),
+            MAX_RULES
+        );
         assert!(d.answer("/nope", &[], "").is_none());
         let page = d.answer("/", &[], "").unwrap();
         assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");

@@ -234,6 +234,9 @@ impl Gateway {
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
                 let listener = bind(addr).await?;
                 let local = listener.local_addr()?;
+                // The dashboard's top keys: recorded by the rules' own
+                // limiting path from now on.
+                self.rules.record_top_keys();
                 let dashboard = Arc::new(Dashboard::new());
                 let sampler = Arc::clone(&dashboard)
                     .spawn_sampler(SAMPLE_EVERY, || metrics_handle().render());

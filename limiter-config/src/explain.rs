@@ -1,0 +1,230 @@
+//! [`RuleSet::explain`]: what the rules would do with a request, now,
+//! consuming nothing: the rule that matches, the key it computes (the key
+//! text, as the rule's table holds it), the decision and the permits left.
+//!
+//! # How the decision is read without taking
+//!
+//! Nothing is reserved, cancelled or inserted: each limiter is only read.
+//! The permits left are the limiter's own `available()` (exact, whole
+//! permits: a GCRA rule's from its state word, a keyed rule's from the
+//! key's cell without inserting it). For a request that does not fit,
+//! the wait is the time `cost − available` more permits take at the
+//! rule's emission interval: an upper bound, exact to within one interval
+//! (the fraction of the next permit already earned is not read). A delay
+//! rule's request is `Delayed` when that bound is within `max_delay`.
+//! A key in the penalty box is refused with the exact rest of its block.
+//! Redis rules and adaptive rules are not read (`Verdict::NotRead`): their
+//! state is remote, or their rate moves with every latency.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use http::{HeaderMap, Method, Request};
+use limiter_core::Decider;
+use limiter_tower::{KeyExtractor, PeerAddr, RequestHead};
+
+use crate::RuleClock;
+use crate::backend::RuleBackend;
+use crate::key::RuleKeyText;
+use crate::live::Core;
+use crate::ruleset::RuleSet;
+use limiter_rules::Mode;
+
+/// A request to explain: what the rules read of a request.
+#[derive(Debug, Clone)]
+pub struct ExplainRequest {
+    /// The method.
+    pub method: Method,
+    /// The path (normalised as the gateway normalises it).
+    pub path: String,
+    /// The headers (a key `header:NAME`, `X-Forwarded-For` behind
+    /// `trusted_proxies`).
+    pub headers: HeaderMap,
+    /// The socket peer's address (a key `ip`, the allowlist).
+    pub client: Option<IpAddr>,
+}
+
+/// What the rules would do with a request now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explanation {
+    /// The rule that matches; `None`: no rule does, the request passes
+    /// unlimited.
+    pub rule: Option<String>,
+    /// The rule's limit as the file states it.
+    pub limit: Option<String>,
+    /// The key text the rule counts the request by (`""` for a global
+    /// rule); `None` when no key could be computed or no rule matches.
+    pub key: Option<String>,
+    /// Whether the rule is in shadow mode (it would let the request through
+    /// whatever [`verdict`](Explanation::verdict) says, counting it).
+    pub shadow: bool,
+    /// The decision.
+    pub verdict: Verdict,
+}
+
+/// The decision a request would get now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// No rule matches: passed unlimited.
+    Unlimited,
+    /// The client is on the rule's allowlist: passed uncounted.
+    Allowlisted,
+    /// The rule's key cannot be computed (a missing header, no client
+    /// address): the layer answers with an error.
+    NoKey,
+    /// Admitted at once, leaving `remaining` permits.
+    Admitted {
+        /// Permits left after it.
+        remaining: u32,
+    },
+    /// Held for at most `wait`, then admitted (a delay-mode rule).
+    Delayed {
+        /// The wait (an upper bound, exact to within one emission
+        /// interval).
+        wait: Duration,
+        /// Permits available now (fewer than the cost).
+        remaining: u32,
+    },
+    /// Refused (`429`) with `retry_after`.
+    Refused {
+        /// When the same request would fit (an upper bound, exact to
+        /// within one emission interval).
+        retry_after: Duration,
+        /// Permits available now (fewer than the cost).
+        remaining: u32,
+    },
+    /// Refused because the key is in the rule's penalty box, for the
+    /// exact rest of its block.
+    Penalized {
+        /// The rest of the block.
+        retry_after: Duration,
+    },
+    /// The cost is more than the burst: never admitted (`413`).
+    OverBurst {
+        /// The burst.
+        burst: u32,
+    },
+    /// The rule's state is not read here (Redis, adaptive).
+    NotRead,
+}
+
+impl<C: RuleClock> RuleSet<C> {
+    /// What the rules in force would do with `request` now (cost 1),
+    /// consuming nothing: see the module documentation for what is exact.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_config::{ExplainRequest, RuleSet, Verdict};
+    /// use limiter_core::ManualClock;
+    ///
+    /// # let dir = std::env::temp_dir().join(format!("limiter-config-explain-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir)?;
+    /// # let path = dir.join("rules.yaml");
+    /// std::fs::write(&path, "rate_limits:\n  orders:\n    algorithm: token_bucket\n    rate: 10\n    burst: 3\n    key: header:x-user\n    match: { route: \"/orders/{id}\" }\n")?;
+    /// let rules = RuleSet::load_with_clock(&path, ManualClock::new())?;
+    /// let mut headers = http::HeaderMap::new();
+    /// headers.insert("x-user", "42".parse()?);
+    /// let request = ExplainRequest { method: http::Method::GET, path: "/orders/7".into(), headers, client: None };
+    /// let e = rules.explain(&request);
+    /// assert_eq!((e.rule.as_deref(), e.key.as_deref()), (Some("orders"), Some("42")));
+    /// assert_eq!(e.verdict, Verdict::Admitted { remaining: 2 });
+    /// assert_eq!(rules.explain(&request), e); // nothing was taken
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn explain(&self, request: &ExplainRequest) -> Explanation {
+        let snapshot = self.current();
+        let Some(routed) = snapshot.routed_rule(&request.method, &request.path) else {
+            return Explanation {
+                rule: None,
+                limit: None,
+                key: None,
+                shadow: false,
+                verdict: Verdict::Unlimited,
+            };
+        };
+        let rule = &routed.rule;
+        let spec = &rule.spec;
+        let mut explanation = Explanation {
+            rule: Some(spec.name.clone()),
+            limit: Some(spec.algorithm.to_string()),
+            key: None,
+            shadow: spec.shadow,
+            verdict: Verdict::NoKey,
+        };
+        if let Some(ip) = request.client
+            && spec
+                .allowlist
+                .iter()
+                .any(|net| net.contains(&canonical(ip)))
+        {
+            explanation.verdict = Verdict::Allowlisted;
+            return explanation;
+        }
+        let mut head = Request::builder()
+            .method(request.method.clone())
+            .uri(request.path.as_str())
+            .body(())
+            .unwrap_or_default();
+        *head.headers_mut() = request.headers.clone();
+        if let Some(ip) = request.client {
+            head.extensions_mut()
+                .insert(PeerAddr(SocketAddr::new(ip, 0)));
+        }
+        let Ok(key) = routed.key.extract(&RequestHead::of(&head)) else {
+            return explanation;
+        };
+        explanation.key = Some(key.as_str().to_owned());
+        explanation.verdict = verdict(&RuleBackend(std::sync::Arc::clone(rule)), &key, 1);
+        explanation
+    }
+}
+
+/// An IPv4-mapped IPv6 address as IPv4, as the layer's allowlist reads it.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// The decision `cost` permits of `key` would get from `backend` now.
+fn verdict<C: RuleClock>(backend: &RuleBackend<C>, key: &RuleKeyText, cost: u32) -> Verdict {
+    let rule = &backend.0;
+    if let Some(left) = rule.penalty.as_ref().and_then(|b| b.blocked(key)) {
+        return Verdict::Penalized { retry_after: left };
+    }
+    let available = match &rule.live.core {
+        Core::Gcra(l) => l.available(),
+        Core::Keyed(k) => k.available(key),
+        Core::SlidingWindow(l) => l.available(),
+        Core::WarmUp(l) => l.available(),
+        Core::Priority(p, _) => p.available(backend.class_of(key)).unwrap_or(0),
+        Core::AdaptiveEwma(_) | Core::AdaptivePercentile(_) | Core::Redis { .. } => {
+            return Verdict::NotRead;
+        }
+    };
+    let policy = backend.policy(key);
+    if cost > policy.burst {
+        return Verdict::OverBurst {
+            burst: policy.burst,
+        };
+    }
+    if available >= cost {
+        return Verdict::Admitted {
+            remaining: available - cost,
+        };
+    }
+    let wait = policy.interval.saturating_mul(cost - available);
+    match rule.spec.mode {
+        Mode::Delay { max_delay } if wait <= max_delay => Verdict::Delayed {
+            wait,
+            remaining: available,
+        },
+        _ => Verdict::Refused {
+            retry_after: wait,
+            remaining: available,
+        },
+    }
+}
