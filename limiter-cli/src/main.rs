@@ -8,12 +8,17 @@
 //!   each rule without `match`, which `limiter-gateway` never applies.
 //! * `limiter watch FILE`: loads the file, reloads it on every change and on
 //!   SIGHUP, and prints each outcome, until interrupted (Ctrl-C).
+//! * `limiter explain FILE --method GET --path /orders/7 --header 'x-user: 42'
+//!   --ip 203.0.113.9`: which rule the request matches, the key it is
+//!   counted by, and the decision it would get from fresh limiters
+//!   (`RuleSet::explain`); exit 0, 1 for a file with problems, 2 for a
+//!   usage error.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use limiter_config::RuleSet;
+use limiter_config::{ExplainRequest, RuleSet, Verdict};
 use limiter_rules::{BackendSpec, Mode, PathMatch, RuleSpec, check_file};
 
 #[derive(Parser)]
@@ -37,6 +42,23 @@ enum Command {
     Watch {
         /// The rule file (.yaml, .yml or .toml).
         file: PathBuf,
+    },
+    /// Which rule, key and decision a request would get (fresh limiters).
+    Explain {
+        /// The rule file (.yaml, .yml or .toml).
+        file: PathBuf,
+        /// The request's method.
+        #[arg(long, default_value = "GET")]
+        method: String,
+        /// The request's path.
+        #[arg(long)]
+        path: String,
+        /// A request header, `NAME: VALUE` (repeat for several).
+        #[arg(long)]
+        header: Vec<String>,
+        /// The client's address.
+        #[arg(long)]
+        ip: Option<std::net::IpAddr>,
     },
 }
 
@@ -108,7 +130,85 @@ fn main() -> ExitCode {
             }
         },
         Command::Watch { file } => watch(file),
+        Command::Explain {
+            file,
+            method,
+            path,
+            header,
+            ip,
+        } => explain(&file, &method, path, &header, ip),
     }
+}
+
+fn explain(
+    file: &std::path::Path,
+    method: &str,
+    path: String,
+    headers: &[String],
+    client: Option<std::net::IpAddr>,
+) -> ExitCode {
+    let usage = |message: String| {
+        eprintln!("limiter explain: {message}");
+        ExitCode::from(2)
+    };
+    let Ok(method) = http::Method::from_bytes(method.as_bytes()) else {
+        return usage(format!("`{method}` is not an HTTP method"));
+    };
+    if !path.starts_with('/') {
+        return usage(format!("--path `{path}` must start with /"));
+    }
+    let mut map = http::HeaderMap::new();
+    for h in headers {
+        let parsed = h.split_once(':').and_then(|(name, value)| {
+            Some((
+                http::HeaderName::try_from(name.trim()).ok()?,
+                http::HeaderValue::try_from(value.trim()).ok()?,
+            ))
+        });
+        match parsed {
+            Some((name, value)) => {
+                map.append(name, value);
+            }
+            None => return usage(format!("--header `{h}`: write 'NAME: VALUE'")),
+        }
+    }
+    let rules = match RuleSet::load(file) {
+        Ok(r) => r,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return ExitCode::from(1);
+        }
+    };
+    let e = rules.explain(&ExplainRequest {
+        method,
+        path,
+        headers: map,
+        client,
+    });
+    let Some(rule) = &e.rule else {
+        println!("rule: none (no rule matches: unlimited)");
+        return ExitCode::SUCCESS;
+    };
+    println!("rule: {rule} ({})", e.limit.as_deref().unwrap_or(""));
+    println!("key: {}", e.key.as_deref().unwrap_or("(none)"));
+    if e.shadow {
+        println!("shadow: true (let through, counted)");
+    }
+    let decision = match e.verdict {
+        Verdict::Admitted { remaining } => format!("admitted, {remaining} permit(s) left"),
+        Verdict::Delayed { wait, .. } => format!("delayed by at most {wait:?}"),
+        Verdict::Refused { retry_after, .. } => {
+            format!("refused, retry after at most {retry_after:?}")
+        }
+        Verdict::Penalized { retry_after } => format!("penalized for {retry_after:?}"),
+        Verdict::OverBurst { burst } => format!("refused: costs more than the burst {burst}"),
+        Verdict::Allowlisted => "allowlisted (uncounted)".into(),
+        Verdict::NoKey => "no key (a header or the client address is missing)".into(),
+        Verdict::Unlimited => "unlimited".into(),
+        _ => "not read (Redis or adaptive rule)".into(),
+    };
+    println!("decision: {decision}");
+    ExitCode::SUCCESS
 }
 
 fn watch(file: PathBuf) -> ExitCode {

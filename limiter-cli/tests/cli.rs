@@ -75,3 +75,57 @@ fn usage_errors_exit_2() {
     assert_eq!(code, 1);
     assert!(err.contains("unknown file format"), "{err}");
 }
+
+#[test]
+fn explain_names_the_rule_the_key_and_the_decision() {
+    let dir = std::env::temp_dir().join(format!("limiter-cli-explain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = dir.join("rules.yaml");
+    std::fs::write(
+        &rules,
+        "rate_limits:\n  orders:\n    algorithm: token_bucket\n    rate: 10\n    burst: 3\n    key: [header:x-user, ip]\n    match: { route: \"/orders/{id}\" }\n",
+    )
+    .unwrap();
+    let args = |extra: &[&str]| -> Vec<std::ffi::OsString> {
+        let mut a: Vec<std::ffi::OsString> = vec!["explain".into(), rules.clone().into()];
+        a.extend(extra.iter().map(Into::into));
+        a
+    };
+    let run = |extra: &[&str]| {
+        let a = args(extra);
+        let refs: Vec<&std::ffi::OsStr> = a.iter().map(|s| s.as_os_str()).collect();
+        check(&refs)
+    };
+    let (code, out, _) = run(&[
+        "--method",
+        "GET",
+        "--path",
+        "/orders/7",
+        "--header",
+        "x-user: 42",
+        "--ip",
+        "203.0.113.9",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out,
+        "rule: orders (token_bucket: rate 10/s (one permit every 100ms), burst 3)\nkey: 42:203.0.113.9\ndecision: admitted, 2 permit(s) left\n"
+    );
+    let (code, out, _) = run(&["--path", "/orders/7", "--ip", "203.0.113.9"]);
+    assert_eq!(
+        (code, out.lines().last()),
+        (
+            0,
+            Some("decision: no key (a header or the client address is missing)")
+        )
+    );
+    let (code, out, _) = run(&["--path", "/other"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "rule: none (no rule matches: unlimited)\n")
+    );
+    let (code, _, err) = run(&["--path", "/orders/7", "--header", "nocolon"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("write 'NAME: VALUE'"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
