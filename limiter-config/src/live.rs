@@ -15,7 +15,6 @@ use limiter_core::{
     RateLimiter, SlidingWindow, WarmUpBuilder, WarmUpLimiter,
 };
 use limiter_redis::{RedisLimitError, RedisLimiter};
-use limiter_tower::RedisBackend;
 use redis::aio::ConnectionManager;
 
 use crate::RuleClock;
@@ -39,11 +38,11 @@ pub(crate) enum Core<C: RuleClock> {
     /// The limiter and the view of its lowest class (what unclassed
     /// requests use).
     Priority(Arc<PriorityLimiter<C>>, PriorityClass<C>),
-    /// The limiter for library calls, and `limiter-tower`'s backend over
-    /// the same limiter for the HTTP layer.
+    /// The limiter for library calls and the HTTP layer alike, asked
+    /// about encoded keys (`crate::key`): both write a client's key once,
+    /// the same way, so both name the same Redis key.
     Redis {
         limiter: RedisLimiter,
-        http: RedisBackend<String>,
         keyed: bool,
     },
 }
@@ -72,11 +71,7 @@ impl<C: RuleClock> Live<C> {
                     period: Duration::ZERO,
                 })?;
                 let limiter = redis_limiter(conn, quota, r)?;
-                Core::Redis {
-                    http: RedisBackend::new(limiter.clone()),
-                    limiter,
-                    keyed,
-                }
+                Core::Redis { limiter, keyed }
             }
             (BackendSpec::Local, Algorithm::TokenBucket { quota, .. })
             | (BackendSpec::Local, Algorithm::LeakyBucket { quota, .. }) => {
