@@ -84,8 +84,8 @@ pub use error::{ConfigError, ConfigErrors, Problem};
 pub use route_table::RouteTable;
 pub use routes::Matcher;
 pub use schema::{
-    BackendSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, HeaderSpec, KeyPart, KeySpec,
-    MatchSpec, Mode, PathMatch, RedisSpec, RuleSpec, Shape,
+    BackendSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, HeaderSpec, KeyOverride,
+    KeyPart, KeySpec, MAX_OVERRIDES, MatchSpec, Mode, PathMatch, RedisSpec, RuleSpec, Shape,
 };
 pub use source::{Format, Pos};
 pub use units::{Rate, parse_duration};
