@@ -159,7 +159,10 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         }
     }
 
+    /// The refusal of a new key at a full map, counted.
     fn too_many(&self) -> KeyedError {
+        // Relaxed: a statistic (see `new_keys_refused`).
+        self.refused.fetch_add(1, Ordering::Relaxed);
         KeyedError::TooManyKeys {
             max_keys: self.max_keys,
         }
@@ -262,6 +265,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
                 .unwrap_or(false)
             {
                 freed += 1;
+                // Relaxed: a statistic (see `evictions`).
+                self.evictions.fetch_add(1, Ordering::Relaxed);
             }
             self.remove_retired(&key);
         }

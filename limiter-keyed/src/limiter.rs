@@ -167,6 +167,12 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     /// key's `tat`, refreshed by each complete pass and lowered by each
     /// insertion.
     pub(crate) next_idle_at: AtomicU64,
+    /// Keys forgotten while still limited, to make room for a new key
+    /// (see [`KeyedLimiter::evictions`]).
+    pub(crate) evictions: AtomicU64,
+    /// New keys refused because the map was full (see
+    /// [`KeyedLimiter::new_keys_refused`]).
+    pub(crate) refused: AtomicU64,
 }
 
 impl<K, C: Clock> core::fmt::Debug for KeyedLimiter<K, C> {
@@ -466,6 +472,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
             cursor: Mutex::new(Cursor::new()),
             inserted_min: AtomicU64::new(u64::MAX),
             next_idle_at: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
         }
     }
 }
@@ -774,6 +782,78 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         self.len() == 0
     }
 
+    /// How many keys were forgotten while still limited, to make room for a
+    /// new key, since the limiter was made: a cumulative count that only
+    /// grows (wrapping after 2^64), for a caller that reports table
+    /// pressure once per interval by the difference of two readings.
+    ///
+    /// Only [`WhenFull::EvictLeastRecent`] evicts: each step that found no
+    /// idle key and forgot the cheapest one counts 1, and so does a new key
+    /// decided on a cell that is not kept (as if inserted and at once
+    /// evicted, see [`crate::eviction`]). Idle keys swept away carry no
+    /// information (they are full again) and are not counted. Under
+    /// [`WhenFull::RejectNewKeys`] it stays 0; see
+    /// [`new_keys_refused`](KeyedLimiter::new_keys_refused).
+    ///
+    /// # Memory ordering
+    ///
+    /// A relaxed counter: a reading is exact for the calls that happened
+    /// before it in this thread, and eventually counts every other one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{ManualClock, Quota};
+    /// use limiter_keyed::{KeyedLimiter, WhenFull};
+    ///
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(1)?)
+    ///     .max_keys(2)
+    ///     .when_full(WhenFull::EvictLeastRecent)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// limiter.try_acquire(&"alice")?;
+    /// limiter.try_acquire(&"bob")?;
+    /// assert_eq!(limiter.evictions(), 0);
+    /// limiter.try_acquire(&"carol")?; // the map is full: a limited key goes
+    /// assert_eq!(limiter.evictions(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn evictions(&self) -> u64 {
+        // Relaxed: a statistic; see "Memory ordering".
+        self.evictions.load(Ordering::Relaxed)
+    }
+
+    /// How many new keys were refused with [`KeyedError::TooManyKeys`]
+    /// because the map was full and no key was idle, since the limiter was
+    /// made: a cumulative count, like [`evictions`](KeyedLimiter::evictions).
+    /// Only [`WhenFull::RejectNewKeys`] refuses; under
+    /// [`WhenFull::EvictLeastRecent`] it stays 0.
+    ///
+    /// # Memory ordering
+    ///
+    /// A relaxed counter, as [`evictions`](KeyedLimiter::evictions).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{ManualClock, Quota};
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(1)?)
+    ///     .max_keys(1)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// limiter.try_acquire(&"alice")?;
+    /// assert!(limiter.try_acquire(&"bob").is_err());
+    /// assert!(limiter.try_acquire(&"carol").is_err());
+    /// assert_eq!(limiter.new_keys_refused(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new_keys_refused(&self) -> u64 {
+        // Relaxed: a statistic; see "Memory ordering".
+        self.refused.load(Ordering::Relaxed)
+    }
+
     /// The cap on keys.
     ///
     /// # Examples
@@ -955,6 +1035,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         let result = decide(&entry);
         if room == Room::Unkept {
             // Decided as if inserted and at once evicted (see eviction).
+            // Relaxed: a statistic.
+            self.evictions.fetch_add(1, Ordering::Relaxed);
             return Ok(result);
         }
         if matches!(result, Some(Err(_))) {
