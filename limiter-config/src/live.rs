@@ -52,6 +52,8 @@ pub(crate) struct Live<C: RuleClock> {
     pub(crate) core: Core<C>,
     /// The waiting layer of an unkeyed local limiter, made on first use.
     pub(crate) waiter: OnceLock<AsyncLimiter<Arc<dyn Limiter>>>,
+    /// The per-key quotas of a keyed rule, by source (see `overrides`).
+    pub(crate) overrides: std::sync::Mutex<crate::overrides::Sources>,
 }
 
 impl<C: RuleClock> Live<C> {
@@ -84,6 +86,7 @@ impl<C: RuleClock> Live<C> {
                     Core::Keyed(Box::new(
                         KeyedBuilder::with_clock(*quota, clock)
                             .max_keys(spec.max_keys)
+                            .max_overrides(limiter_rules::MAX_OVERRIDES)
                             .when_full(WhenFull::EvictLeastRecent)
                             .build()
                             .map_err(invalid)?,
@@ -152,6 +155,7 @@ impl<C: RuleClock> Live<C> {
         Ok(Live {
             core,
             waiter: OnceLock::new(),
+            overrides: std::sync::Mutex::default(),
         })
     }
 }
