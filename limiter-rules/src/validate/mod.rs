@@ -34,6 +34,7 @@ mod redis;
 mod request;
 
 use fields::Fields;
+pub(crate) use overrides::quota_table;
 
 const COMMON: &[&str] = &[
     "algorithm",

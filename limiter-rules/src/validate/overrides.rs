@@ -120,3 +120,43 @@ impl Fields<'_, '_, '_> {
         ok.then_some(out)
     }
 }
+
+/// One quota table on its own (`{rate, burst}`, the admin API's body):
+/// the same checks as an override in the file, named by `field`.
+pub(crate) fn quota_table(file: &Path, root: &Node) -> Result<(Rate, Quota), Vec<ConfigError>> {
+    let mut check = Check {
+        file,
+        errors: Vec::new(),
+    };
+    let Value::Map(fields) = &root.value else {
+        let problem = wrong("a table with `rate` and `burst`", &root.value);
+        check.push(root.pos, None, None, problem);
+        return Err(check.errors);
+    };
+    for (name, pos, _) in fields {
+        if name != "rate" && name != "burst" {
+            let problem = Problem::UnknownField {
+                found: name.clone(),
+                expected: vec!["rate", "burst"],
+            };
+            check.push(*pos, None, Some(name), problem);
+        }
+    }
+    let table = Table {
+        entries: fields,
+        pos: root.pos,
+    };
+    let mut f = Fields {
+        check: &mut check,
+        name: "",
+        t: &table,
+    };
+    let quota = f.quota();
+    for e in &mut check.errors {
+        e.rule = None;
+    }
+    match quota {
+        Some(q) if check.errors.is_empty() => Ok(q),
+        _ => Err(check.errors),
+    }
+}
