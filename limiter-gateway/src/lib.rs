@@ -66,7 +66,7 @@ mod tls;
 mod upgrade;
 pub mod upstream;
 
-pub use admin::{metrics_handle, rules_json};
+pub use admin::{MAX_ADMIN_BODY, metrics_handle, rules_json};
 pub use admin_auth::{
     AdminToken, AdminTokenError, AuthDenied, CHALLENGE, MIN_TOKEN_LEN, PublicAdminWithoutToken,
     authorize, check_admin_bind, is_read_only,
