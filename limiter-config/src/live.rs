@@ -51,6 +51,8 @@ pub(crate) struct Live<C: RuleClock> {
     pub(crate) core: Core<C>,
     /// The waiting layer of an unkeyed local limiter, made on first use.
     pub(crate) waiter: OnceLock<AsyncLimiter<Arc<dyn Limiter>>>,
+    /// The per-key quotas of a keyed rule, by source (see `overrides`).
+    pub(crate) overrides: std::sync::Mutex<crate::overrides::Sources>,
 }
 
 impl<C: RuleClock> Live<C> {
@@ -79,6 +81,7 @@ impl<C: RuleClock> Live<C> {
                     Core::Keyed(Box::new(
                         KeyedBuilder::with_clock(*quota, clock)
                             .max_keys(spec.max_keys)
+                            .max_overrides(limiter_rules::MAX_OVERRIDES)
                             .when_full(WhenFull::EvictLeastRecent)
                             .build()
                             .map_err(invalid)?,
@@ -147,6 +150,7 @@ impl<C: RuleClock> Live<C> {
         Ok(Live {
             core,
             waiter: OnceLock::new(),
+            overrides: std::sync::Mutex::default(),
         })
     }
 }

@@ -29,10 +29,12 @@ use crate::source::{Node, Pos, Value};
 use crate::units::{Rate, parse_duration};
 
 mod fields;
+mod overrides;
 mod redis;
 mod request;
 
 use fields::Fields;
+pub(crate) use overrides::quota_table;
 
 const COMMON: &[&str] = &[
     "algorithm",
@@ -47,6 +49,7 @@ const COMMON: &[&str] = &[
     "trusted_proxies",
     "headers",
     "max_keys",
+    "overrides",
 ];
 
 /// Collects the problems of one file.
@@ -251,6 +254,7 @@ fn rule(check: &mut Check<'_>, name: &str, pos: Pos, node: &Node) -> Option<(Rul
             .positive(n, "max_keys")
             .and_then(|v| usize::try_from(v).ok()),
     };
+    let overrides = f.overrides(algorithm.as_ref(), key.as_ref(), backend.as_ref());
     if let (Some(a), Some(k)) = (&algorithm, &key)
         && !k.is_global()
         && !a.definition().keyed
@@ -280,6 +284,7 @@ fn rule(check: &mut Check<'_>, name: &str, pos: Pos, node: &Node) -> Option<(Rul
         trusted_proxies: trusted_proxies?,
         headers: headers?,
         max_keys: max_keys?,
+        overrides: overrides?,
     };
     Some((spec, match_pos))
 }
