@@ -85,7 +85,8 @@ pub use route_table::RouteTable;
 pub use routes::Matcher;
 pub use schema::{
     BackendSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, HeaderSpec, KeyOverride,
-    KeyPart, KeySpec, MAX_OVERRIDES, MatchSpec, Mode, PathMatch, RedisSpec, RuleSpec, Shape,
+    KeyPart, KeySpec, MAX_OVERRIDES, MAX_PENALTY_AFTER, MatchSpec, Mode, PathMatch, PenaltySpec,
+    RedisSpec, RuleSpec, Shape,
 };
 pub use source::{Format, Pos};
 pub use units::{Rate, parse_duration};

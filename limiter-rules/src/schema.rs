@@ -58,6 +58,18 @@ pub struct RuleSpec {
     /// on a keyed local `token_bucket` or `leaky_bucket` rule. Not part of
     /// the [`shape`](RuleSpec::shape): a reload applies them live.
     pub overrides: Vec<KeyOverride>,
+    /// Decide and count, but refuse and delay nothing (`shadow: true` on
+    /// the rule, or at the top of the file for every rule that does not say
+    /// `shadow: false`). Not part of the [`shape`](RuleSpec::shape):
+    /// switching it keeps the limiter's state.
+    pub shadow: bool,
+    /// Whether a shadowed rule's responses carry the rate-limit headers of
+    /// its decisions (`shadow_headers: true`); by default a shadowed rule
+    /// is invisible to clients.
+    pub shadow_headers: bool,
+    /// Block a key outright after it is refused too often (`penalty`);
+    /// keyed rules only.
+    pub penalty: Option<PenaltySpec>,
 }
 
 /// The most keys of one rule with a quota of their own, from the file and
@@ -78,6 +90,24 @@ pub struct KeyOverride {
     /// The rate with its burst.
     pub quota: Quota,
 }
+
+/// A rule's penalty box: a key refused `after` times within `within` is
+/// refused outright for `block` (`penalty: { after: 10, within: 1m, block:
+/// 5m }`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PenaltySpec {
+    /// The refusals that block: 1 to [`MAX_PENALTY_AFTER`].
+    pub after: u32,
+    /// The window they are counted in: at least 1 ms, whole milliseconds,
+    /// under 2^42 ms.
+    pub within: Duration,
+    /// How long a block lasts: more than 0, at most 2^60 ns (36 years).
+    pub block: Duration,
+}
+
+/// The most refusals a [`PenaltySpec`] can count (`2^20 − 1`, what
+/// `limiter-keyed`'s penalty box counts in its state word).
+pub const MAX_PENALTY_AFTER: u32 = (1 << 20) - 1;
 
 /// What must stay equal for a reload to update a live limiter in place
 /// (see [`RuleSpec::shape`]): compare two shapes with `==`.
