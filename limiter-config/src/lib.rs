@@ -99,7 +99,7 @@ pub use limiter_rules::{
     ALGORITHMS, AdaptivePolicySpec, Algorithm, BackendSpec, ConfigError, ConfigErrors,
     DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, Format, HeaderSpec, KeyOverride, KeyPart,
     KeySpec, MAX_OVERRIDES, MatchSpec, Matcher, Mode, PathMatch, Pos, Problem, Rate, RedisSpec,
-    RouteTable, RuleSpec, Shape, check_file, check_str, parse_duration,
+    RouteTable, RuleSpec, Shape, check_file, check_quota_str, check_str, parse_duration,
 };
 pub use overrides::{KeyQuota, OverrideRefusal, QuotaSource};
 pub use ruleset::{CONFIG_ERRORS, CONFIG_GENERATION, RuleSet};

@@ -38,7 +38,7 @@ use crate::dashboard::{Dashboard, rule_views};
 
 /// `s` escaped for the inside of a JSON string (the workspace's one
 /// escaper, `limiter_tower::problem::write_json_string`, without its quotes).
-fn json_escape(s: &str) -> String {
+pub(crate) fn json_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     limiter_tower::problem::write_json_string(&mut out, s);
     out[1..out.len() - 1].to_owned()
@@ -244,7 +244,6 @@ pub(crate) fn percent_decode(s: &str) -> Cow<'_, str> {
 ///
 /// The answer to send instead: `413` for a longer body, `400` for one
 /// that failed to arrive.
-#[allow(dead_code)] // the routes taking a JSON body call it
 pub(crate) async fn read_body<B>(body: B) -> Result<Bytes, Response<Full<Bytes>>>
 where
     B: http_body::Body<Data = Bytes>,
@@ -275,9 +274,12 @@ impl Admin {
         if let Err(denied) = authorize(self.token.as_ref(), request.method(), request.headers()) {
             return denied.into_response();
         }
-        let (parts, _body) = request.into_parts();
+        let (parts, body) = request.into_parts();
         let segments = segments(parts.uri.path());
         let segments: Vec<&str> = segments.iter().map(|s| &**s).collect();
+        if let ["rules", rule, "keys", key] = segments.as_slice() {
+            return crate::admin_keys::answer(&self.rules, &parts.method, rule, key, body).await;
+        }
         let read = matches!(parts.method, Method::GET | Method::HEAD);
         match (read, segments.as_slice()) {
             (true, ["metrics"]) => {
@@ -313,7 +315,7 @@ impl Admin {
             }
             _ => problem(
                 StatusCode::NOT_FOUND,
-                "admin endpoints: GET / (dashboard), /dashboard.json, /metrics, /healthz, /rules",
+                "admin endpoints: GET / (dashboard), /dashboard.json, /metrics, /healthz, /rules; GET, PUT, DELETE /rules/{rule}/keys/{key}",
             ),
         }
     }

@@ -49,6 +49,7 @@
 
 mod admin;
 mod admin_auth;
+mod admin_keys;
 mod body;
 mod config;
 mod conn;
