@@ -60,6 +60,7 @@ mod forward;
 mod front;
 mod logs;
 mod paths;
+mod pressure;
 mod proxy;
 mod reload;
 mod server;
