@@ -72,7 +72,7 @@ impl<C: RuleClock> RuleBackend<C> {
 
     /// A priority rule's class for `key` (the class header's encoded
     /// value): the class it names, else the lowest.
-    fn class_of(&self, key: &str) -> usize {
+    fn class_of(&self, key: &RuleKeyText) -> usize {
         let (Core::Priority(_, lowest), Algorithm::Priority { classes, .. }) =
             (&self.0.live.core, &self.0.spec.algorithm)
         else {
@@ -135,9 +135,13 @@ impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
         };
         // The key is written once, by the one key encoding (`crate::key`),
         // as the library path writes it: injective, and free of hash tags.
-        let redis_key = if *keyed { key.as_str() } else { "global" };
+        let redis_key = if *keyed {
+            key.text()
+        } else {
+            std::borrow::Cow::Borrowed("global")
+        };
         limiter
-            .decide_async(redis_key, cost, max_wait)
+            .decide_async(&redis_key, cost, max_wait)
             .await
             .map(|g| g.map_ticket(|()| RuleTicket { reservation: None }))
     }

@@ -267,7 +267,7 @@ impl<C: RuleClock> RuleLimiter<C> {
         match &self.live.core {
             Core::Keyed(k) => Ok(k.try_acquire_n(&library_key(key), n)?),
             Core::Redis { limiter, .. } => limiter
-                .try_acquire_n(&library_key(key), n)
+                .try_acquire_n(&library_key(key).text(), n)
                 .await
                 .map(|_| ())
                 .map_err(RuleError::Redis),
@@ -345,7 +345,7 @@ impl<C: RuleClock> RuleLimiter<C> {
                 Ok(())
             }
             Core::Redis { limiter, .. } => limiter
-                .take_n_timeout(&library_key(key), n, timeout)
+                .take_n_timeout(&library_key(key).text(), n, timeout)
                 .await
                 .map(|_| ())
                 .map_err(RuleError::Redis),
