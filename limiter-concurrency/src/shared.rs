@@ -289,4 +289,8 @@ impl Shared {
     pub(crate) fn queue_order(&self) -> QueueOrder {
         lock(&self.queue).order()
     }
+
+    pub(crate) fn set_queue(&self, capacity: usize, order: QueueOrder) {
+        lock(&self.queue).reconfigure(capacity, order);
+    }
 }
