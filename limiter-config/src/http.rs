@@ -29,7 +29,9 @@ use tower_service::Service;
 use crate::backend::RuleBackend;
 use crate::key::RuleKey;
 use crate::latency::Timed;
+use crate::layer::RoutedLayer;
 use crate::ruleset::RuleSet;
+use crate::snapshot::Routed;
 
 /// A tower [`Layer`] routing requests to the rules of a [`RuleSet`].
 ///
@@ -109,14 +111,24 @@ where
         let snapshot = self.rules.current();
         let path = request.uri().path();
         match snapshot.routed_rule(request.method(), path) {
-            Some(routed) => {
+            Some(Routed {
+                layer: RoutedLayer::Rate(layer),
+                rule,
+            }) => {
                 // Only an adaptive rule's inner service is timed.
-                let adaptive = routed.rule.is_adaptive().then(|| Arc::clone(&routed.rule));
+                let adaptive = rule.is_adaptive().then(|| Arc::clone(rule));
                 let timed = Timed::new(inner, adaptive);
                 let mut service: RateLimitService<Timed<S, C>, RuleBackend<C>, RuleKey> =
-                    routed.layer.layer(timed);
+                    layer.layer(timed);
                 Box::pin(service.call(request))
             }
+            // A concurrency rule: its permit is held until the inner
+            // service's response is ready, then finished with the latency
+            // and status (limiter-concurrency's layer).
+            Some(Routed {
+                layer: RoutedLayer::Concurrency(layer),
+                ..
+            }) => Box::pin(layer.layer(inner).call(request)),
             None => {
                 let mut inner = inner;
                 let future = inner.call(request);
