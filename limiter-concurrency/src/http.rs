@@ -34,6 +34,35 @@
 //!
 //! Nothing is boxed on the fast path (a permit free at once); the waiting
 //! path boxes its acquisition.
+//!
+//! # With a rate limit
+//!
+//! A rate limit per client outside, a concurrency limit inside, in one
+//! axum stack (axum runs the last `.layer` first, so a client over its
+//! rate never takes a concurrency permit):
+//!
+//! ```
+//! use axum::{Router, routing::get};
+//! use limiter_concurrency::http::ConcurrencyLimitLayer;
+//! use limiter_concurrency::{Bounds, ConcurrencyLimiter, Gradient2};
+//! use limiter_core::Quota;
+//! use limiter_keyed::KeyedLimiter;
+//! use limiter_tower::{PeerIp, RateLimitLayer};
+//!
+//! async fn search() -> &'static str { "results" }
+//! async fn items() -> &'static str { "items" }
+//!
+//! let concurrency =
+//!     ConcurrencyLimiter::adaptive(Gradient2::new(Bounds::new(20, 4, 500)?)).build()?;
+//! let app: Router = Router::new()
+//!     .route("/search", get(search))
+//!     .route("/items", get(items))
+//!     .layer(ConcurrencyLimitLayer::new("api", concurrency)) // inner: protects the service
+//!     .layer(RateLimitLayer::new(KeyedLimiter::new(Quota::per_second(50)?), PeerIp::new())); // outer: per client
+//! // axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
+//! # let _ = app;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use core::future::Future;
 use core::pin::Pin;
