@@ -320,6 +320,43 @@ impl ConcurrencyLimiter {
         self.inner.shared.queue_order()
     }
 
+    /// A new wait-queue capacity and order, keeping every waiter: a smaller
+    /// capacity refuses newcomers until the queue is below it, and the
+    /// order applies from the next hand-off.
+    pub fn set_queue(&self, capacity: usize, order: QueueOrder) {
+        self.inner.shared.set_queue(capacity, order);
+    }
+
+    /// Replaces the estimator of an adaptive limiter (new bounds or
+    /// parameters, or another estimator), keeping the permits held, the
+    /// waiters and the limit: the new estimator starts from the limit in
+    /// force, clamped into its bounds (through
+    /// [`Estimator::override_limit`]), which is installed at once. What the
+    /// old one had learned of the RTTs is not carried over.
+    ///
+    /// Returns `false`, changing nothing, for a fixed limiter (one built
+    /// without an estimator).
+    #[must_use = "a fixed limiter takes no estimator"]
+    pub fn replace_estimator(&self, estimator: impl Estimator + 'static) -> bool {
+        let Some(slot) = &self.inner.estimator else {
+            return false;
+        };
+        let mut estimator: Box<dyn Estimator> = Box::new(estimator);
+        let mut e = slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        estimator.override_limit(self.limit());
+        let limit = estimator.limit();
+        *e = estimator;
+        // Under the estimator's lock, so samples wait for the new one. (A
+        // sample the old estimator took just before may still install its
+        // limit after this; the new estimator's next window sets it again.)
+        if limit != self.limit() {
+            self.inner.shared.set_limit(limit);
+        }
+        true
+    }
+
     /// Whether an estimator moves the limit.
     pub fn is_adaptive(&self) -> bool {
         self.inner.estimator.is_some()

@@ -66,7 +66,7 @@ impl<C: RuleClock> RuleBackend<C> {
             Core::AdaptiveEwma(l) => l.decide(&(), cost, max_wait),
             Core::AdaptivePercentile(l) => l.decide(&(), cost, max_wait),
             Core::Priority(p, _) => p.decide(&self.class_of(key), cost, max_wait),
-            Core::Redis { .. } => return None,
+            Core::Redis { .. } | Core::Concurrency(_) => return None,
         }))
     }
 
@@ -102,7 +102,7 @@ impl<C: RuleClock> Decider for RuleBackend<C> {
             Core::AdaptiveEwma(l) => Decider::cancel(&**l, &(), reservation),
             Core::AdaptivePercentile(l) => Decider::cancel(&**l, &(), reservation),
             Core::Priority(p, _) => Decider::cancel(&**p, &self.class_of(key), reservation),
-            Core::Redis { .. } => false,
+            Core::Redis { .. } | Core::Concurrency(_) => false,
         }
     }
 
@@ -116,6 +116,12 @@ impl<C: RuleClock> Decider for RuleBackend<C> {
             Core::AdaptivePercentile(l) => l.policy(&()),
             Core::Priority(p, _) => p.policy(&self.class_of(key)),
             Core::Redis { limiter, .. } => limiter.quota().into(),
+            // Never asked: a concurrency rule is routed to its own layer,
+            // never to a RateLimitLayer. Its limit, with no refill.
+            Core::Concurrency(l) => Policy {
+                burst: l.limit(),
+                interval: Duration::MAX,
+            },
         }
     }
 }
@@ -131,6 +137,8 @@ impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
             return decision;
         }
         let Core::Redis { limiter, keyed } = &self.0.live.core else {
+            // A concurrency rule is routed to its own layer (`layer`), never
+            // to a RateLimitLayer over this backend.
             unreachable!("every other core decides synchronously")
         };
         // The key is written once, by the one key encoding (`crate::key`),

@@ -16,7 +16,7 @@ use limiter_rules::{
 };
 
 use crate::RuleClock;
-use crate::layer::rule_layer;
+use crate::layer::routed_layer;
 use crate::limiter::RuleLimiter;
 use crate::live::{Core, Live};
 use crate::snapshot::{ReloadReport, Routed, Snapshot};
@@ -43,6 +43,23 @@ pub(crate) fn build<C: RuleClock>(
             Some(p) if p.spec.shape() == spec.shape() => {
                 let (old_q, new_q) = (p.spec.algorithm.quota(), spec.algorithm.quota());
                 match (&p.live.core, new_q) {
+                    // A concurrency rule: the same limiter with the new
+                    // limit, queue and estimator; the permits held stay
+                    // counted.
+                    (Core::Concurrency(_), _) => {
+                        match p.live.retune(&p.spec.algorithm, &spec.algorithm) {
+                            Some(changed) => {
+                                let list = if changed {
+                                    &mut report.updated
+                                } else {
+                                    &mut report.unchanged
+                                };
+                                list.push(spec.name.clone());
+                                Some(Arc::clone(&p.live))
+                            }
+                            None => None,
+                        }
+                    }
                     (_, q) if q == old_q => {
                         report.unchanged.push(spec.name.clone());
                         Some(Arc::clone(&p.live))
@@ -125,7 +142,7 @@ pub(crate) fn build<C: RuleClock>(
         .filter_map(|r| {
             let matcher = Matcher::new(r.spec.matcher.as_ref()?)?;
             let routed = Routed {
-                layer: rule_layer(r),
+                layer: routed_layer(r),
                 rule: Arc::clone(r),
             };
             Some((matcher, routed))

@@ -30,6 +30,7 @@ use tower_service::Service;
 
 use crate::RuleClock;
 use crate::latency::{Timed, TimedFuture};
+use crate::layer::RoutedLayer;
 use crate::ruleset::RuleSet;
 
 /// A tower [`Layer`] routing requests to the rules of a [`RuleSet`].
@@ -105,17 +106,30 @@ where
         let Some(routed) = snapshot.routed_rule(request.method(), request.uri().path()) else {
             return RulesFuture::unrouted(self.inner.call(request));
         };
+        let layer = match &routed.layer {
+            RoutedLayer::Rate(layer) => layer,
+            // A concurrency rule: its permit is held until the inner
+            // service's response is ready, then finished with the latency
+            // and status (limiter-concurrency's layer, which owns the
+            // ready service: a clone stays for the next poll_ready). Its
+            // future holds the permit and the service, so it is boxed.
+            RoutedLayer::Concurrency(layer) => {
+                let clone = self.inner.clone();
+                let ready = std::mem::replace(&mut self.inner, clone);
+                return RulesFuture::boxed(Box::pin(layer.layer(ready).call(request)));
+            }
+        };
         if !routed.rule.is_adaptive() {
             // The rule's layer around the inner service that was polled
             // ready: no service built, nothing cloned, nothing boxed.
-            return RulesFuture::limited(routed.layer.call_ready(&mut self.inner, request));
+            return RulesFuture::limited(layer.call_ready(&mut self.inner, request));
         }
         // An adaptive rule times its inner service: the ready service
         // goes into the timer, a clone stays for the next poll_ready.
         let clone = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, clone);
         let mut timed = Timed::new(ready, Arc::clone(&routed.rule));
-        RulesFuture::timed(routed.layer.call_ready(&mut timed, request))
+        RulesFuture::timed(layer.call_ready(&mut timed, request))
     }
 }
 
@@ -146,10 +160,22 @@ pin_project! {
             #[pin]
             future: ResponseFuture<TimedFuture<B, E>, B, E>,
         },
+        Boxed {
+            future: BoxedFuture<B, E>,
+        },
     }
 }
 
+/// A concurrency rule's future: it holds its permit and the inner service.
+type BoxedFuture<B, E> = Pin<Box<dyn Future<Output = Result<Response<LimitBody<B>>, E>> + Send>>;
+
 impl<F, B, E> RulesFuture<F, B, E> {
+    fn boxed(future: BoxedFuture<B, E>) -> Self {
+        RulesFuture {
+            state: State::Boxed { future },
+        }
+    }
+
     fn unrouted(future: F) -> Self {
         RulesFuture {
             state: State::Unrouted { future },
@@ -175,6 +201,7 @@ impl<F, B, E> std::fmt::Debug for RulesFuture<F, B, E> {
             State::Unrouted { .. } => "unrouted",
             State::Limited { .. } => "limited",
             State::Timed { .. } => "timed",
+            State::Boxed { .. } => "concurrency",
         };
         f.debug_struct("RulesFuture")
             .field("state", &state)
@@ -195,6 +222,7 @@ where
             }
             StateProj::Limited { future } => future.poll(cx),
             StateProj::Timed { future } => future.poll(cx),
+            StateProj::Boxed { future } => future.as_mut().poll(cx),
         }
     }
 }

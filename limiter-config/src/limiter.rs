@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use limiter_async::{AsyncLimiter, CancelGrant, SlotWait, WakeUp};
+use limiter_concurrency::ConcurrencyLimiter;
 use limiter_core::{
     AcquireError, AdaptiveLimiter, EwmaAimd, Outcome, PercentileWindow, PriorityClass, RateLimiter,
 };
@@ -48,6 +49,13 @@ pub enum RuleError {
         /// The rule.
         rule: String,
     },
+    /// A `concurrency` or `adaptive_concurrency` rule was asked for a
+    /// permit that nothing gives back: take one from
+    /// [`RuleLimiter::concurrency`] (a permit released when dropped).
+    Concurrency {
+        /// The rule.
+        rule: String,
+    },
 }
 
 impl RuleError {
@@ -74,6 +82,10 @@ impl fmt::Display for RuleError {
             RuleError::NeedsKey { rule } => write!(
                 f,
                 "rule `{rule}` is keyed; call try_acquire_key / take_key with the client's key"
+            ),
+            RuleError::Concurrency { rule } => write!(
+                f,
+                "rule `{rule}` limits concurrency; take a permit from RuleLimiter::concurrency() and drop it when the work is done"
             ),
         }
     }
@@ -180,6 +192,17 @@ impl<C: RuleClock> RuleLimiter<C> {
     pub fn redis(&self) -> Option<&RedisLimiter> {
         match &self.live.core {
             Core::Redis { limiter, .. } => Some(limiter),
+            _ => None,
+        }
+    }
+
+    /// The limiter of a `concurrency` or `adaptive_concurrency` rule: a
+    /// permit from it (`try_acquire`, `acquire().await`) is held until
+    /// dropped or [`finish`](limiter_concurrency::Permit::finish)ed. The
+    /// same limiter across reloads that change only its numbers.
+    pub fn concurrency(&self) -> Option<&ConcurrencyLimiter> {
+        match &self.live.core {
+            Core::Concurrency(l) => Some(l),
             _ => None,
         }
     }
@@ -363,8 +386,10 @@ impl<C: RuleClock> RuleLimiter<C> {
     }
 
     fn needs_key(&self) -> RuleError {
-        RuleError::NeedsKey {
-            rule: self.spec.name.clone(),
+        let rule = self.spec.name.clone();
+        match self.live.core {
+            Core::Concurrency(_) => RuleError::Concurrency { rule },
+            _ => RuleError::NeedsKey { rule },
         }
     }
 }

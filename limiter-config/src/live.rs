@@ -19,9 +19,10 @@ use redis::aio::ConnectionManager;
 
 use crate::RuleClock;
 use crate::key::RuleKeyText;
+use limiter_concurrency::ConcurrencyLimiter;
 use limiter_keyed::{KeyedBuilder, KeyedLimiter, WhenFull};
 use limiter_rules::{
-    AdaptivePolicySpec, Algorithm, BackendSpec, FailurePolicy, RedisSpec, RuleSpec,
+    AdaptivePolicySpec, Algorithm, BackendSpec, FailurePolicy, QueueSpec, RedisSpec, RuleSpec,
 };
 
 /// The state of one rule's limiter, shared across reloads that keep its
@@ -38,6 +39,10 @@ pub(crate) enum Core<C: RuleClock> {
     /// The limiter and the view of its lowest class (what unclassed
     /// requests use).
     Priority(Arc<PriorityLimiter<C>>, PriorityClass<C>),
+    /// A `concurrency` or `adaptive_concurrency` rule: permits held while
+    /// work is in progress (not a rate; decided outside the `Decide` seam,
+    /// see `docs/concurrency.md`).
+    Concurrency(ConcurrencyLimiter),
     /// The limiter for library calls and the HTTP layer alike, asked
     /// about encoded keys (`crate::key`): both write a client's key once,
     /// the same way, so both name the same Redis key.
@@ -146,12 +151,49 @@ impl<C: RuleClock> Live<C> {
                     .map_err(|_| invalid(limiter_core::QuotaError::ZeroRate))?;
                 Core::Priority(limiter, lowest)
             }
+            (BackendSpec::Local, Algorithm::Concurrency { limit, queue }) => Core::Concurrency(
+                ConcurrencyLimiter::builder(*limit)
+                    .queue(queue_capacity(queue), queue.order)
+                    .build()
+                    .map_err(unrepresentable)?,
+            ),
+            (
+                BackendSpec::Local,
+                Algorithm::AdaptiveConcurrency {
+                    estimator,
+                    bounds,
+                    drift_guard,
+                    queue,
+                },
+            ) => Core::Concurrency(
+                ConcurrencyLimiter::adaptive(
+                    estimator
+                        .build(*bounds, *drift_guard)
+                        .map_err(unrepresentable)?,
+                )
+                .queue(queue_capacity(queue), queue.order)
+                .build()
+                .map_err(unrepresentable)?,
+            ),
         };
         Ok(Live {
             core,
             waiter: OnceLock::new(),
             overrides: std::sync::Mutex::default(),
         })
+    }
+}
+
+fn queue_capacity(queue: &QueueSpec) -> usize {
+    usize::try_from(queue.capacity).unwrap_or(usize::MAX)
+}
+
+fn unrepresentable(_: limiter_concurrency::ConfigError) -> RedisLimitError {
+    // Unreachable for validated specs: validation built the same limiter
+    // and estimator.
+    RedisLimitError::InvalidParameter {
+        name: "limit",
+        requirement: "numbers limiter-concurrency accepts",
     }
 }
 
@@ -196,6 +238,50 @@ impl<C: RuleClock> Live<C> {
         true
     }
 
+    /// Moves a concurrency rule's live limiter to `new`'s numbers (limit,
+    /// queue, estimator), keeping the permits held and the waiters:
+    /// `Some(true)` when something changed, `Some(false)` when nothing did,
+    /// `None` for a rule that is not a concurrency rule or whose kind
+    /// changed (then the caller goes on with the quota).
+    pub(crate) fn retune(&self, old: &Algorithm, new: &Algorithm) -> Option<bool> {
+        let Core::Concurrency(limiter) = &self.core else {
+            return None;
+        };
+        let queue = match (old, new) {
+            (Algorithm::Concurrency { .. }, Algorithm::Concurrency { limit, queue }) => {
+                // A validated limit: set_limit cannot refuse it.
+                let _ = limiter.set_limit(*limit);
+                queue
+            }
+            (
+                Algorithm::AdaptiveConcurrency {
+                    estimator: e0,
+                    bounds: b0,
+                    drift_guard: g0,
+                    ..
+                },
+                Algorithm::AdaptiveConcurrency {
+                    estimator,
+                    bounds,
+                    drift_guard,
+                    queue,
+                },
+            ) => {
+                if (e0, b0, g0) != (estimator, bounds, drift_guard) {
+                    // Validated numbers: the estimator builds.
+                    let built = estimator.build(*bounds, *drift_guard).ok()?;
+                    if !limiter.replace_estimator(built) {
+                        return None;
+                    }
+                }
+                queue
+            }
+            _ => return None,
+        };
+        limiter.set_queue(queue_capacity(queue), queue.order);
+        Some(old != new)
+    }
+
     /// The unkeyed local limiter as a core [`Limiter`].
     pub(crate) fn local(&self) -> Option<Arc<dyn Limiter>> {
         Some(match &self.core {
@@ -205,7 +291,7 @@ impl<C: RuleClock> Live<C> {
             Core::AdaptiveEwma(l) => Arc::clone(l) as Arc<dyn Limiter>,
             Core::AdaptivePercentile(l) => Arc::clone(l) as Arc<dyn Limiter>,
             Core::Priority(_, lowest) => Arc::new(lowest.clone()) as Arc<dyn Limiter>,
-            Core::Keyed(_) | Core::Redis { .. } => return None,
+            Core::Keyed(_) | Core::Redis { .. } | Core::Concurrency(_) => return None,
         })
     }
 }

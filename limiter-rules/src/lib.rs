@@ -79,8 +79,9 @@ mod validate;
 
 use std::path::Path;
 
-pub use algorithm::{ALGORITHMS, AdaptivePolicySpec, Algorithm};
+pub use algorithm::{ALGORITHMS, AdaptivePolicySpec, Algorithm, EstimatorSpec, QueueSpec};
 pub use error::{ConfigError, ConfigErrors, Problem};
+pub use limiter_concurrency::{Bounds, QueueOrder};
 pub use route_table::RouteTable;
 pub use routes::Matcher;
 pub use schema::{

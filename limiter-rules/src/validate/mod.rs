@@ -241,7 +241,12 @@ fn rule(
     };
     // Unknown fields: against this algorithm's list when it is known.
     let allowed: Vec<&'static str> = match definition {
-        Some(d) => COMMON.iter().chain(d.fields).copied().collect(),
+        Some(d) => COMMON
+            .iter()
+            .filter(|f| !d.not_taken.contains(f))
+            .chain(d.fields)
+            .copied()
+            .collect(),
         None => {
             let mut all: Vec<&'static str> = COMMON.to_vec();
             for d in algorithm::DEFINITIONS {
