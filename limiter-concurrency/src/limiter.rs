@@ -7,7 +7,7 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 use std::sync::Arc;
 
-#[cfg(not(loom))]
+#[cfg(all(feature = "time", not(loom)))]
 use tokio::time::Instant;
 
 use crate::error::{AcquireError, ConfigError, NoPermit, check_limit};
@@ -215,7 +215,7 @@ impl ConcurrencyLimiter {
         }
     }
 
-    #[cfg(not(loom))]
+    #[cfg(all(feature = "time", not(loom)))]
     /// Waits for a permit until `deadline` (a tokio instant, so paused time
     /// applies).
     ///
@@ -244,7 +244,7 @@ impl ConcurrencyLimiter {
         }
     }
 
-    #[cfg(not(loom))]
+    #[cfg(all(feature = "time", not(loom)))]
     /// [`acquire_until`](Self::acquire_until) `Instant::now() + timeout`.
     ///
     /// # Errors
@@ -254,7 +254,7 @@ impl ConcurrencyLimiter {
         self.acquire_until(Instant::now() + timeout).await
     }
 
-    #[cfg(not(loom))]
+    #[cfg(all(feature = "time", not(loom)))]
     /// [`acquire_until`](Self::acquire_until), as an [`OwnedPermit`].
     ///
     /// # Errors
