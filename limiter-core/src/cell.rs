@@ -44,7 +44,7 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::error::AcquireError;
-use crate::follow::{LOCKED, QuotaOf};
+use crate::follow::{LOCKED, QuotaOf, SharedQuota};
 use crate::gcra::{self, Params, Refusal};
 use crate::identity::Owner;
 use crate::limiter::acquire_error;
@@ -981,6 +981,19 @@ impl CellRefunds {
 impl Default for CellRefunds {
     fn default() -> CellRefunds {
         CellRefunds::new()
+    }
+}
+
+/// Quota changes that drop the refunds of a [`CellRefunds`] table (here,
+/// beside the table, so that `follow` does not depend on this module).
+#[cfg(feature = "std")]
+impl SharedQuota {
+    /// [`set`](SharedQuota::set), and drops the refunds of `refunds`: they
+    /// belong to the old quota. Holding the table's lock across the change
+    /// serialises it with every cancellation into the table, which checks
+    /// under the same lock that no change came after its reservation.
+    pub fn set_clearing(&self, quota: Quota, now: u64, refunds: &CellRefunds) {
+        refunds.clear_during(|| self.set(quota, now));
     }
 }
 

@@ -790,7 +790,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// Only [`WhenFull::EvictLeastRecent`] evicts: each step that found no
     /// idle key and forgot the cheapest one counts 1, and so does a new key
     /// decided on a cell that is not kept (as if inserted and at once
-    /// evicted, see the `eviction` module). Idle keys swept away carry no
+    /// evicted, see `docs/keyed.md`). Idle keys swept away carry no
     /// information (they are full again) and are not counted. Under
     /// [`WhenFull::RejectNewKeys`] it stays 0; see
     /// [`new_keys_refused`](KeyedLimiter::new_keys_refused).
