@@ -34,7 +34,10 @@ impl Drop for TempDir {
 
 /// A reloader on the directory `dir`, reporting per callback the changed
 /// paths and the sorted names of the files under it then.
-fn start(dir: &std::path::Path) -> (Reloader, Receiver<(Vec<PathBuf>, Vec<String>)>) {
+/// Per callback: the changed paths and the files then.
+type Seen = (Vec<PathBuf>, Vec<String>);
+
+fn start(dir: &std::path::Path) -> (Reloader, Receiver<Seen>) {
     let (tx, rx) = channel();
     let d = dir.to_path_buf();
     let reloader = Reloader::builder()
@@ -70,7 +73,7 @@ fn names(dir: &std::path::Path) -> Vec<String> {
     out
 }
 
-fn next(rx: &Receiver<(Vec<PathBuf>, Vec<String>)>) -> (Vec<PathBuf>, Vec<String>) {
+fn next(rx: &Receiver<Seen>) -> Seen {
     rx.recv_timeout(Duration::from_secs(20))
         .expect("a callback within 20 s")
 }
@@ -84,7 +87,7 @@ fn files_added_edited_and_removed_under_a_directory() {
 
     std::fs::write(dir.0.join("b.yaml"), "2").unwrap();
     let (changed, files) = next(&rx);
-    assert_eq!(changed, [dir.0.clone()]);
+    assert_eq!(changed, std::slice::from_ref(&dir.0));
     assert_eq!(files, ["a.yaml=1", "b.yaml=2"]);
 
     std::fs::write(dir.0.join("sub/c.yaml"), "3").unwrap();
@@ -127,7 +130,7 @@ fn a_configmap_swap_that_adds_a_file_is_seen() {
     // Three steps: a slow machine may see the swap before the new link
     // (one callback with a.yaml alone), never anything else.
     let (changed, mut files) = next(&rx);
-    assert_eq!(changed, [dir.0.clone()]);
+    assert_eq!(changed, std::slice::from_ref(&dir.0));
     if files == ["a.yaml=1"] {
         files = next(&rx).1;
     }
