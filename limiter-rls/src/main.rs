@@ -49,7 +49,6 @@ async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     let metrics = limiter_rls::exporter::install();
     let recorder = limiter_rls::exporter::recorder(&settings).await?;
     let backend: AnyBackend = limiter_rls::backend::build(&settings).await?;
-    let loaded = rules.files().to_vec();
     let limiter = Arc::new(limiter_rls::RateLimiter::new(
         rules,
         backend,
@@ -57,12 +56,15 @@ async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         recorder,
     ));
     limiter.recorder().service("config_load_success");
-    limiter_rls::reload::spawn(
+    let _reloader = limiter_rls::reload::spawn(
         Arc::clone(&limiter),
-        settings.config_dir.clone(),
-        settings.reload_interval,
-        &loaded,
-    );
+        &limiter_rls::reload::Watch {
+            config_dir: settings.config_dir.clone(),
+            runtime_root: settings.runtime_root.clone(),
+            watch_root: settings.watch_root,
+            quiet: settings.reload_interval,
+        },
+    )?;
     let shared = Arc::new(server::Shared {
         limiter,
         healthy: AtomicBool::new(true),

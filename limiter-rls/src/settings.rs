@@ -37,12 +37,13 @@ pub struct Settings {
     pub debug: (String, u16),
     /// `RUNTIME_ROOT`/`RUNTIME_SUBDIRECTORY`/`RUNTIME_APPDIRECTORY`.
     pub config_dir: PathBuf,
-    /// `RUNTIME_ROOT` itself (watched for a symlink swap when
+    /// `RUNTIME_ROOT` itself (watched too, for a swap of the root, when
     /// `RUNTIME_WATCH_ROOT`).
     pub runtime_root: PathBuf,
     /// `RUNTIME_WATCH_ROOT` (default true).
     pub watch_root: bool,
-    /// `RLS_RELOAD_INTERVAL` (default 1s): how often the config is checked.
+    /// `RLS_RELOAD_INTERVAL` (default 100ms): how long changes under the
+    /// config directory must be quiet before it is read again.
     pub reload_interval: Duration,
     /// `RLS_ALGORITHM`: `gcra` (default) or `fixed_window`.
     pub algorithm: Algorithm,
@@ -273,7 +274,7 @@ impl Settings {
             config_dir,
             runtime_root: root,
             watch_root: bool_of("RUNTIME_WATCH_ROOT", true)?,
-            reload_interval: duration("RLS_RELOAD_INTERVAL", Duration::from_secs(1))?,
+            reload_interval: duration("RLS_RELOAD_INTERVAL", Duration::from_millis(100))?,
             algorithm,
             store,
             key_prefix: text("CACHE_KEY_PREFIX", ""),
@@ -350,6 +351,19 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(s.config_dir, PathBuf::from("/r/rl/c"));
+    }
+
+    #[test]
+    fn the_redis_budget_defaults_to_half_of_envoys_20_ms() {
+        let s = settings(&[("BACKEND_TYPE", "redis")]).unwrap();
+        // Each call and the whole request: one deadline, 10 ms.
+        assert_eq!(s.redis_timeout, Duration::from_millis(10));
+        assert_eq!(s.options.store_budget, Duration::from_millis(10));
+        assert_eq!(s.failure_policy, FailurePolicy::Open);
+        assert_eq!(s.drain_delay, Duration::ZERO);
+        let s = settings(&[("REDIS_TIMEOUT", "5ms"), ("RLS_DRAIN_DELAY", "2s")]).unwrap();
+        assert_eq!(s.options.store_budget, Duration::from_millis(5));
+        assert_eq!(s.drain_delay, Duration::from_secs(2));
     }
 
     #[test]
