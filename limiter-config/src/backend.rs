@@ -6,8 +6,9 @@
 //! keyed GCRA on `limiter-keyed`'s `KeyedLimiter`, sliding window, warm-up,
 //! adaptive, a priority class), so a grant's headroom, and the headers
 //! made from it, come from the decision itself: no quota is built and no
-//! second reading of the limiter is taken per request. Redis rules go
-//! through limiter-tower's `RedisBackend`.
+//! second reading of the limiter is taken per request. Redis rules ask
+//! their `RedisLimiter` about the encoded key as it is (it is encoded
+//! once, here as in the library path).
 
 use crate::RuleClock;
 use std::sync::Arc;
@@ -71,7 +72,7 @@ impl<C: RuleClock> RuleBackend<C> {
 
     /// A priority rule's class for `key` (the class header's encoded
     /// value): the class it names, else the lowest.
-    fn class_of(&self, key: &str) -> usize {
+    fn class_of(&self, key: &RuleKeyText) -> usize {
         let (Core::Priority(_, lowest), Algorithm::Priority { classes, .. }) =
             (&self.0.live.core, &self.0.spec.algorithm)
         else {
@@ -129,13 +130,18 @@ impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
         if let Some(decision) = self.decide_sync(key, cost, max_wait) {
             return decision;
         }
-        let Core::Redis { http, keyed, .. } = &self.0.live.core else {
+        let Core::Redis { limiter, keyed } = &self.0.live.core else {
             unreachable!("every other core decides synchronously")
         };
-        // limiter-tower's RedisBackend: its exact reset from the script's
-        // `reset_after`, its injective Redis keys.
-        let redis_key = if *keyed { &**key } else { "global" };
-        http.decide_async(&String::from(redis_key), cost, max_wait)
+        // The key is written once, by the one key encoding (`crate::key`),
+        // as the library path writes it: injective, and free of hash tags.
+        let redis_key = if *keyed {
+            key.text()
+        } else {
+            std::borrow::Cow::Borrowed("global")
+        };
+        limiter
+            .decide_async(&redis_key, cost, max_wait)
             .await
             .map(|g| g.map_ticket(|()| RuleTicket { reservation: None }))
     }

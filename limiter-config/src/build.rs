@@ -90,6 +90,22 @@ pub(crate) fn build<C: RuleClock>(
                 }
             }
         };
+        if let Err(message) = crate::overrides::apply(&live, &spec, previous.map(|p| &*p.live)) {
+            errors.push(ConfigError {
+                file: path.to_path_buf(),
+                pos: spec.overrides.first().map_or(spec.pos, |o| o.pos),
+                rule: Some(spec.name.clone()),
+                field: Some("overrides".into()),
+                problem: Problem::InvalidValue {
+                    reason: message,
+                    expected: format!(
+                        "at most {} keys with their own quota",
+                        limiter_rules::MAX_OVERRIDES
+                    ),
+                },
+            });
+            continue;
+        }
         let rule = Arc::new(RuleLimiter { spec, live });
         rules.insert(rule.spec.name.clone(), rule);
     }

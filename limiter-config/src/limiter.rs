@@ -170,7 +170,8 @@ impl<C: RuleClock> RuleLimiter<C> {
 
     /// The table key of `key` (an address, a user id): the text as the HTTP
     /// layer writes it, so `"10.0.0.7"` names the key of that client's
-    /// requests under `key: ip`.
+    /// requests under `key: ip` (and `"2001:db8:0:7::"` the key of every
+    /// client in that IPv6 `/64`).
     pub fn key(key: &str) -> RuleKeyText {
         library_key(key)
     }
@@ -254,7 +255,10 @@ impl<C: RuleClock> RuleLimiter<C> {
         }
     }
 
-    /// Takes `n` permits for `key` now, all or nothing.
+    /// Takes `n` permits for `key` now, all or nothing. `key` is one part
+    /// of the key encoding, as [`RuleLimiter::key`] writes it, for a local
+    /// and a Redis rule alike: the same client's HTTP requests under
+    /// `key: ip` count against the same key (the same Redis key).
     ///
     /// # Errors
     ///
@@ -263,7 +267,7 @@ impl<C: RuleClock> RuleLimiter<C> {
         match &self.live.core {
             Core::Keyed(k) => Ok(k.try_acquire_n(&library_key(key), n)?),
             Core::Redis { limiter, .. } => limiter
-                .try_acquire_n(key, n)
+                .try_acquire_n(&library_key(key).text(), n)
                 .await
                 .map(|_| ())
                 .map_err(RuleError::Redis),
@@ -341,7 +345,7 @@ impl<C: RuleClock> RuleLimiter<C> {
                 Ok(())
             }
             Core::Redis { limiter, .. } => limiter
-                .take_n_timeout(key, n, timeout)
+                .take_n_timeout(&library_key(key).text(), n, timeout)
                 .await
                 .map(|_| ())
                 .map_err(RuleError::Redis),

@@ -15,7 +15,6 @@ use limiter_core::{
     RateLimiter, SlidingWindow, WarmUpBuilder, WarmUpLimiter,
 };
 use limiter_redis::{RedisLimitError, RedisLimiter};
-use limiter_tower::RedisBackend;
 use redis::aio::ConnectionManager;
 
 use crate::RuleClock;
@@ -39,11 +38,11 @@ pub(crate) enum Core<C: RuleClock> {
     /// The limiter and the view of its lowest class (what unclassed
     /// requests use).
     Priority(Arc<PriorityLimiter<C>>, PriorityClass<C>),
-    /// The limiter for library calls, and `limiter-tower`'s backend over
-    /// the same limiter for the HTTP layer.
+    /// The limiter for library calls and the HTTP layer alike, asked
+    /// about encoded keys (`crate::key`): both write a client's key once,
+    /// the same way, so both name the same Redis key.
     Redis {
         limiter: RedisLimiter,
-        http: RedisBackend<String>,
         keyed: bool,
     },
 }
@@ -52,6 +51,8 @@ pub(crate) struct Live<C: RuleClock> {
     pub(crate) core: Core<C>,
     /// The waiting layer of an unkeyed local limiter, made on first use.
     pub(crate) waiter: OnceLock<AsyncLimiter<Arc<dyn Limiter>>>,
+    /// The per-key quotas of a keyed rule, by source (see `overrides`).
+    pub(crate) overrides: std::sync::Mutex<crate::overrides::Sources>,
 }
 
 impl<C: RuleClock> Live<C> {
@@ -72,11 +73,7 @@ impl<C: RuleClock> Live<C> {
                     period: Duration::ZERO,
                 })?;
                 let limiter = redis_limiter(conn, quota, r)?;
-                Core::Redis {
-                    http: RedisBackend::new(limiter.clone()),
-                    limiter,
-                    keyed,
-                }
+                Core::Redis { limiter, keyed }
             }
             (BackendSpec::Local, Algorithm::TokenBucket { quota, .. })
             | (BackendSpec::Local, Algorithm::LeakyBucket { quota, .. }) => {
@@ -84,6 +81,7 @@ impl<C: RuleClock> Live<C> {
                     Core::Keyed(Box::new(
                         KeyedBuilder::with_clock(*quota, clock)
                             .max_keys(spec.max_keys)
+                            .max_overrides(limiter_rules::MAX_OVERRIDES)
                             .when_full(WhenFull::EvictLeastRecent)
                             .build()
                             .map_err(invalid)?,
@@ -152,6 +150,7 @@ impl<C: RuleClock> Live<C> {
         Ok(Live {
             core,
             waiter: OnceLock::new(),
+            overrides: std::sync::Mutex::default(),
         })
     }
 }

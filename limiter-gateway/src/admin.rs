@@ -1,4 +1,13 @@
-//! The admin listener: `/metrics` (Prometheus text), `/healthz`, `/rules`.
+//! The admin listener: `/metrics` (Prometheus text), `/healthz`, `/rules`,
+//! the dashboard (`/`, `/dashboard.json`, module `dashboard`).
+//!
+//! Every call that is not a read (`GET`, `HEAD`, `OPTIONS`) needs the
+//! bearer token of the admin token file (module `admin_auth`): `401`
+//! without it, `403` with another, before the path is even looked at.
+//! Without a token file nothing can be changed, and the listener must be
+//! on loopback ([`check_admin_bind`](crate::check_admin_bind), checked by
+//! [`GatewayConfig::validate`](crate::GatewayConfig::validate) and at
+//! start).
 //!
 //! `/metrics` renders the process's recorder ([`metrics_handle`]): the
 //! layer's `rate_limit_*` series per rule, the rules crate's
@@ -12,20 +21,24 @@
 //! has begun (so a load balancer stops sending). `/rules` is JSON: the
 //! generation in force, the file, and each rule as understood.
 
-use std::convert::Infallible;
-use std::sync::OnceLock;
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use http::{HeaderValue, Request, Response, StatusCode};
-use http_body_util::Full;
+use http::{HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use limiter_config::Mode;
 use limiter_config::{PathMatch, RuleSet};
+use limiter_tower::problem::Problem;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::admin_auth::{AdminToken, authorize};
+use crate::dashboard::{Dashboard, rule_views};
 
 /// `s` escaped for the inside of a JSON string (the workspace's one
 /// escaper, `limiter_tower::problem::write_json_string`, without its quotes).
-fn json_escape(s: &str) -> String {
+pub(crate) fn json_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     limiter_tower::problem::write_json_string(&mut out, s);
     out[1..out.len() - 1].to_owned()
@@ -163,31 +176,147 @@ pub fn rules_json(rules: &RuleSet) -> String {
     out
 }
 
-/// Answers one admin request.
-pub(crate) fn answer<B>(
-    request: &Request<B>,
-    rules: &RuleSet,
-    draining: &AtomicBool,
-) -> Result<Response<Full<Bytes>>, Infallible> {
-    Ok(match request.uri().path() {
-        "/metrics" => {
-            let handle = metrics_handle();
-            handle.run_upkeep();
-            text(StatusCode::OK, "text/plain; version=0.0.4", handle.render())
+/// The largest request body an admin call reads (a JSON quota, say):
+/// 64 KiB; a longer one is answered `413`.
+pub const MAX_ADMIN_BODY: usize = 64 * 1024;
+
+/// What the admin listener answers from: the rules in force, the drain
+/// flag, the token guarding mutating calls, the dashboard.
+#[derive(Debug)]
+pub(crate) struct Admin {
+    pub(crate) rules: RuleSet,
+    pub(crate) draining: Arc<AtomicBool>,
+    pub(crate) token: Option<AdminToken>,
+    pub(crate) dashboard: Arc<Dashboard>,
+}
+
+/// An admin answer that is a problem document: `status` and `detail`.
+pub(crate) fn problem(status: StatusCode, detail: &str) -> Response<Full<Bytes>> {
+    Problem::new(status).detail(detail).into_response()
+}
+
+/// The path's segments after the leading `/`, each percent-decoded once
+/// (a segment that does not decode to UTF-8 is kept as sent). A key in an
+/// admin path (`/rules/{rule}/penalties/{key}`) is the key text as
+/// `/explain` shows it, written as a path segment: `%` as `%25`, `/` as
+/// `%2F`.
+pub(crate) fn segments(path: &str) -> Vec<Cow<'_, str>> {
+    path.strip_prefix('/')
+        .unwrap_or(path)
+        .split('/')
+        .map(percent_decode)
+        .collect()
+}
+
+/// `s` with every `%XX` replaced by its byte; `s` itself if it has no
+/// escape or the result is not UTF-8.
+pub(crate) fn percent_decode(s: &str) -> Cow<'_, str> {
+    if !s.contains('%') {
+        return Cow::Borrowed(s);
+    }
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
         }
-        // Relaxed: a flag read on its own; a request racing the start of
-        // shutdown may see either answer.
-        "/healthz" if draining.load(Ordering::Relaxed) => text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "text/plain",
-            "draining\n".into(),
-        ),
-        "/healthz" => text(StatusCode::OK, "text/plain", "ok\n".into()),
-        "/rules" => text(StatusCode::OK, "application/json", rules_json(rules)),
-        _ => text(
-            StatusCode::NOT_FOUND,
-            "text/plain",
-            "admin endpoints: /metrics /healthz /rules\n".into(),
-        ),
-    })
+    }
+    String::from_utf8(out).map_or(Cow::Borrowed(s), Cow::Owned)
+}
+
+/// The body of an admin call, at most [`MAX_ADMIN_BODY`] bytes (for the
+/// calls that take a JSON document).
+///
+/// # Errors
+///
+/// The answer to send instead: `413` for a longer body, `400` for one
+/// that failed to arrive.
+pub(crate) async fn read_body<B>(body: B) -> Result<Bytes, Response<Full<Bytes>>>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    match Limited::new(body, MAX_ADMIN_BODY).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<LengthLimitError>() => Err(problem(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("an admin request body holds at most {MAX_ADMIN_BODY} bytes"),
+        )),
+        Err(e) => Err(problem(
+            StatusCode::BAD_REQUEST,
+            &format!("the request body did not arrive: {e}"),
+        )),
+    }
+}
+
+impl Admin {
+    /// Answers one admin request. Every method other than `GET`, `HEAD`
+    /// and `OPTIONS` is authorized first ([`authorize`]: `401` without the
+    /// bearer token, `403` with another), whatever its path.
+    pub(crate) async fn answer<B>(&self, request: Request<B>) -> Response<Full<Bytes>>
+    where
+        B: http_body::Body<Data = Bytes>,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        if let Err(denied) = authorize(self.token.as_ref(), request.method(), request.headers()) {
+            return denied.into_response();
+        }
+        let (parts, body) = request.into_parts();
+        let segments = segments(parts.uri.path());
+        let segments: Vec<&str> = segments.iter().map(|s| &**s).collect();
+        if let ["rules", rule, "keys", key] = segments.as_slice() {
+            return crate::admin_keys::answer(&self.rules, &parts.method, rule, key, body).await;
+        }
+        let read = matches!(parts.method, Method::GET | Method::HEAD);
+        match (read, segments.as_slice()) {
+            (true, ["metrics"]) => {
+                let handle = metrics_handle();
+                handle.run_upkeep();
+                text(StatusCode::OK, "text/plain; version=0.0.4", handle.render())
+            }
+            // Relaxed: a flag read on its own; a request racing the start
+            // of shutdown may see either answer.
+            (true, ["healthz"]) if self.draining.load(Ordering::Relaxed) => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain",
+                "draining\n".into(),
+            ),
+            (true, ["healthz"]) => text(StatusCode::OK, "text/plain", "ok\n".into()),
+            (true, ["rules"]) => text(StatusCode::OK, "application/json", rules_json(&self.rules)),
+            (true, [""] | ["dashboard"] | ["dashboard.json"]) => {
+                let metrics = metrics_handle().render();
+                let views = rule_views(&self.rules);
+                self.dashboard
+                    .answer(parts.uri.path(), &views, &metrics)
+                    .unwrap_or_else(|| problem(StatusCode::NOT_FOUND, "no such admin endpoint"))
+            }
+            (false, ["metrics" | "healthz" | "rules" | "" | "dashboard" | "dashboard.json"]) => {
+                let mut response = problem(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "this admin endpoint only reads: use GET",
+                );
+                response
+                    .headers_mut()
+                    .insert(http::header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+                response
+            }
+            _ => problem(
+                StatusCode::NOT_FOUND,
+                "admin endpoints: GET / (dashboard), /dashboard.json, /metrics, /healthz, /rules; GET, PUT, DELETE /rules/{rule}/keys/{key}",
+            ),
+        }
+    }
 }

@@ -14,7 +14,7 @@
 //! non-zero.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use http::Uri;
@@ -76,8 +76,14 @@ impl Default for Timeouts {
 pub struct GatewayConfig {
     /// The proxy's listeners.
     pub listen: Vec<SocketAddr>,
-    /// The admin listener (`/metrics`, `/healthz`, `/rules`), if any.
+    /// The admin listener (`/metrics`, `/healthz`, `/rules`, the dashboard,
+    /// `/explain` and the mutating admin calls), if any.
     pub admin: Option<SocketAddr>,
+    /// The file holding the admin bearer token (`admin.token_file`,
+    /// `--admin-token-file`): every mutating admin call must present it,
+    /// and without it the admin listener must be on loopback (see
+    /// [`check_admin_bind`](crate::check_admin_bind)).
+    pub admin_token_file: Option<PathBuf>,
     /// The upstreams, by prefix.
     pub upstreams: Vec<Upstream>,
     /// The timeouts.
@@ -144,7 +150,8 @@ impl std::error::Error for GatewayConfigError {}
 struct FileConfig {
     #[serde(default)]
     listen: Vec<String>,
-    admin: Option<String>,
+    /// `"127.0.0.1:9090"`, or a table `{ listen, token_file }`.
+    admin: Option<toml::Value>,
     #[serde(default)]
     upstream: Vec<FileUpstream>,
     #[serde(default)]
@@ -200,6 +207,57 @@ struct FileTimeouts {
     idle: Option<String>,
     shutdown: Option<String>,
     drain: Option<String>,
+}
+
+/// The gateway file's `admin`: an address, or a table with `listen` and
+/// `token_file` (relative to the gateway file's directory).
+fn admin(
+    file: &Path,
+    value: Option<toml::Value>,
+) -> Result<(Option<SocketAddr>, Option<PathBuf>), GatewayConfigError> {
+    let table = match value {
+        None => return Ok((None, None)),
+        Some(toml::Value::String(s)) => return Ok((Some(parse_addr("admin", &s)?), None)),
+        Some(toml::Value::Table(t)) => t,
+        Some(other) => {
+            return Err(invalid(
+                "admin",
+                format!(
+                    "a {}: write an address (admin = \"127.0.0.1:9090\") or a table ([admin] listen = \"127.0.0.1:9090\", token_file = \"admin.token\")",
+                    other.type_str()
+                ),
+            ));
+        }
+    };
+    let mut listen = None;
+    let mut token_file = None;
+    for (key, value) in table {
+        let field = format!("admin.{key}");
+        let text = match (&*key, value) {
+            ("listen" | "token_file", toml::Value::String(s)) => s,
+            ("listen" | "token_file", other) => {
+                return Err(invalid(
+                    field,
+                    format!("a {}: write a string", other.type_str()),
+                ));
+            }
+            _ => {
+                return Err(invalid(
+                    field,
+                    "unknown field; `admin` takes `listen` and `token_file`",
+                ));
+            }
+        };
+        if key == "listen" {
+            listen = Some(parse_addr(&field, &text)?);
+        } else if text.is_empty() {
+            return Err(invalid(field, "empty: name the file holding the token"));
+        } else {
+            let dir = file.parent().unwrap_or(Path::new("."));
+            token_file = Some(dir.join(text));
+        }
+    }
+    Ok((listen, token_file))
 }
 
 fn invalid(field: impl Into<String>, reason: impl Into<String>) -> GatewayConfigError {
@@ -321,6 +379,7 @@ impl GatewayConfig {
         GatewayConfig {
             listen: vec![listen],
             admin: None,
+            admin_token_file: None,
             upstreams: vec![Upstream {
                 name: "default".into(),
                 url: upstream,
@@ -370,11 +429,7 @@ impl GatewayConfig {
             .enumerate()
             .map(|(i, s)| parse_addr(&format!("listen[{i}]"), s))
             .collect::<Result<Vec<_>, _>>()?;
-        let admin = raw
-            .admin
-            .as_deref()
-            .map(|s| parse_addr("admin", s))
-            .transpose()?;
+        let (admin, admin_token_file) = admin(file, raw.admin)?;
         let upstreams = raw
             .upstream
             .into_iter()
@@ -428,6 +483,7 @@ impl GatewayConfig {
         Ok(GatewayConfig {
             listen,
             admin,
+            admin_token_file,
             upstreams,
             timeouts,
             connections,
@@ -484,6 +540,15 @@ impl GatewayConfig {
                     format!("`{}` is routed twice", u.prefix),
                 ));
             }
+        }
+        if let Some(addr) = self.admin
+            && !addr.ip().is_loopback()
+            && self.admin_token_file.is_none()
+        {
+            return Err(invalid(
+                "admin",
+                crate::PublicAdminWithoutToken { addr }.to_string(),
+            ));
         }
         Ok(())
     }
@@ -570,6 +635,33 @@ prefix = "/api/"
                 .unwrap_err()
                 .to_string()
                 .contains("routed twice")
+        );
+        assert_eq!(
+            bad("admin = 9090").to_string(),
+            "`admin`: a integer: write an address (admin = \"127.0.0.1:9090\") or a table ([admin] listen = \"127.0.0.1:9090\", token_file = \"admin.token\")"
+        );
+        assert_eq!(
+            bad("[admin]\nlisten = \"127.0.0.1:1\"\ntoken = \"x\"").to_string(),
+            "`admin.token`: unknown field; `admin` takes `listen` and `token_file`"
+        );
+        assert_eq!(
+            bad("[admin]\ntoken_file = 3").to_string(),
+            "`admin.token_file`: a integer: write a string"
+        );
+        let table = GatewayConfig::from_toml(
+            "/etc/limiter/g.toml".as_ref(),
+            "[admin]\nlisten = \"0.0.0.0:9090\"\ntoken_file = \"admin.token\"",
+        )
+        .unwrap();
+        assert_eq!(table.admin, Some("0.0.0.0:9090".parse().unwrap()));
+        assert_eq!(
+            table.admin_token_file.as_deref(),
+            Some(Path::new("/etc/limiter/admin.token"))
+        );
+        let plain = GatewayConfig::from_toml("g.toml".as_ref(), "admin = \"127.0.0.1:9\"").unwrap();
+        assert_eq!(
+            (plain.admin.unwrap().port(), plain.admin_token_file),
+            (9, None)
         );
         let none = GatewayConfig::from_toml("g.toml".as_ref(), "").unwrap();
         assert!(

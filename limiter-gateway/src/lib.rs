@@ -49,6 +49,7 @@
 
 mod admin;
 mod admin_auth;
+mod admin_keys;
 mod body;
 mod config;
 mod conn;
@@ -67,7 +68,7 @@ mod tls;
 mod upgrade;
 pub mod upstream;
 
-pub use admin::{metrics_handle, rules_json};
+pub use admin::{MAX_ADMIN_BODY, metrics_handle, rules_json};
 pub use admin_auth::{
     AdminToken, AdminTokenError, AuthDenied, CHALLENGE, MIN_TOKEN_LEN, PublicAdminWithoutToken,
     authorize, check_admin_bind, is_read_only,

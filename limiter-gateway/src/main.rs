@@ -4,8 +4,9 @@
 //! Exit codes: 0 after a shutdown on SIGTERM/SIGINT (drain delay, then
 //! drained or at the deadline); 1 when the rules file has problems (every
 //! one printed, as `limiter check` prints them) or a listener cannot be
-//! bound (the message names the address); 2 for a usage or gateway-config
-//! error. Both files reload on change and on SIGHUP (`limiter_gateway::watch`). On start it prints
+//! bound (the message names the address) or the admin token file cannot be
+//! used; 2 for a usage or gateway-config error (an admin listener off
+//! loopback without a token file among them). Both files reload on change and on SIGHUP (`limiter_gateway::watch`). On start it prints
 //! `limiter-gateway listening on ADDR` per listener and
 //! `limiter-gateway tls on ADDR` per TLS listener and
 //! `limiter-gateway admin on ADDR` to stdout (useful with port 0).
@@ -39,9 +40,15 @@ struct Args {
     /// The one upstream for every path (replaces the file's upstreams).
     #[arg(long)]
     upstream: Option<String>,
-    /// The admin listener (/metrics, /healthz, /rules).
+    /// The admin listener (/metrics, /healthz, /rules, the dashboard at /,
+    /// /explain, and the calls that change the gateway).
     #[arg(long)]
     admin: Option<std::net::SocketAddr>,
+    /// The file holding the admin bearer token (replaces the gateway
+    /// file's `admin.token_file`); required for an admin listener off
+    /// loopback.
+    #[arg(long)]
+    admin_token_file: Option<PathBuf>,
     /// Upstream connect timeout (e.g. 2s).
     #[arg(long, value_parser = duration)]
     connect_timeout: Option<Duration>,
@@ -94,6 +101,9 @@ fn gateway_config(args: &Args) -> Result<GatewayConfig, String> {
     if args.admin.is_some() {
         config.admin = args.admin;
     }
+    if args.admin_token_file.is_some() {
+        config.admin_token_file = args.admin_token_file.clone();
+    }
     let t = &mut config.timeouts;
     t.connect = args.connect_timeout.unwrap_or(t.connect);
     t.request = args.request_timeout.unwrap_or(t.request);
@@ -142,7 +152,7 @@ async fn run(args: Args, config: GatewayConfig) -> ExitCode {
     let running = match Gateway::new(config, rules.clone()).start().await {
         Ok(r) => Arc::new(r),
         Err(e) => {
-            eprintln!("limiter-gateway: cannot listen: {e}");
+            eprintln!("limiter-gateway: cannot start: {e}");
             return ExitCode::from(1);
         }
     };

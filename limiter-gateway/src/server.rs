@@ -46,10 +46,12 @@ use tokio::task::JoinHandle;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::admin;
+use crate::admin::{self, Admin, metrics_handle};
+use crate::admin_auth::{AdminToken, check_admin_bind};
 use crate::body::Tracked;
 use crate::config::GatewayConfig;
 use crate::conn::{Activity, Backoff, ClientCounts, Expiry, Guarded, Throttled, listener_cap};
+use crate::dashboard::Dashboard;
 use crate::front::{self, Checks};
 use crate::logs::{RejectionLog, rule_of};
 use crate::proxy::Proxy;
@@ -227,13 +229,27 @@ impl Gateway {
         }
         let (admin, admin_task) = match self.config.admin {
             Some(addr) => {
+                let token = self
+                    .config
+                    .admin_token_file
+                    .as_ref()
+                    .map(AdminToken::from_file)
+                    .transpose()
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+                check_admin_bind(addr, token.as_ref())
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
                 let listener = bind(addr).await?;
                 let local = listener.local_addr()?;
-                let task = tokio::spawn(admin_loop(
-                    listener,
-                    self.rules.clone(),
-                    Arc::clone(&draining),
-                ));
+                let dashboard = Arc::new(Dashboard::new());
+                let sampler = Arc::clone(&dashboard)
+                    .spawn_sampler(SAMPLE_EVERY, || metrics_handle().render());
+                let admin = Arc::new(Admin {
+                    rules: self.rules.clone(),
+                    draining: Arc::clone(&draining),
+                    token,
+                    dashboard,
+                });
+                let task = tokio::spawn(admin_loop(listener, admin, sampler));
                 (Some(local), Some(task))
             }
             None => (None, None),
@@ -314,6 +330,9 @@ impl Running {
         }
         if config.admin != old.admin {
             kept.push("admin");
+        }
+        if config.admin_token_file != old.admin_token_file {
+            kept.push("admin.token_file");
         }
         if config.connections.max_per_listener != old.connections.max_per_listener {
             kept.push("connections.max_per_listener");
@@ -546,10 +565,21 @@ fn serve<S, B>(
     });
 }
 
-async fn admin_loop(listener: TcpListener, rules: RuleSet, draining: Arc<AtomicBool>) {
+/// How often the dashboard samples the metrics.
+const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+
+async fn admin_loop(listener: TcpListener, admin: Arc<Admin>, sampler: JoinHandle<()>) {
     // The admin listener outlives the proxy's until shutdown ends (it is
     // aborted then), so that /healthz reports draining meanwhile. It has
     // no cap of its own: the proxy listeners' caps leave it descriptors.
+    // The dashboard's sampler ends with it.
+    struct Abort(JoinHandle<()>);
+    impl Drop for Abort {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let _sampler = Abort(sampler);
     let mut backoff = Backoff::default();
     loop {
         let stream = match listener.accept().await {
@@ -560,10 +590,10 @@ async fn admin_loop(listener: TcpListener, rules: RuleSet, draining: Arc<AtomicB
             }
         };
         backoff.succeeded();
-        let rules = rules.clone();
-        let draining = Arc::clone(&draining);
+        let admin = Arc::clone(&admin);
         let svc = service_fn(move |request: Request<Incoming>| {
-            std::future::ready(admin::answer(&request, &rules, &draining))
+            let admin = Arc::clone(&admin);
+            async move { Ok::<_, Infallible>(admin.answer(request).await) }
         });
         tokio::spawn(async move {
             let _ = hyper::server::conn::http1::Builder::new()

@@ -1,54 +1,36 @@
-//! The admin API's authentication over a real connection: a loopback
-//! server answering with `authorize` and `AuthDenied::into_response`, a
-//! real client sending no token, a wrong one and the right one.
+//! The admin API's authentication on the real gateway: a token file read
+//! at start, every mutating call refused without it (`401` with the
+//! challenge) or with another token (`403`), reads open; and the refusal
+//! to start an admin listener off loopback without a token.
 
 mod support;
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use http::{Method, Request, StatusCode, header};
+use limiter_gateway::{CHALLENGE, Gateway, GatewayConfig};
+use support::{Rig, TempDir, client, empty, text};
 
-use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::Full;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use limiter_gateway::{AdminToken, CHALLENGE, authorize};
-use support::{TempDir, client, empty, text};
-use tokio::net::TcpListener;
+const RULES: &str = "\
+rate_limits:
+  api:
+    algorithm: token_bucket
+    rate: 5
+    burst: 5
+    key: ip
+    match: { prefix: \"/api\" }
+";
 
-async fn serve(token: Arc<AdminToken>) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let token = token.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |request: Request<hyper::body::Incoming>| {
-                    let answer = match authorize(Some(&token), request.method(), request.headers())
-                    {
-                        Ok(()) => Response::new(Full::new(Bytes::from_static(b"changed"))),
-                        Err(denied) => denied.into_response(),
-                    };
-                    std::future::ready(Ok::<_, Infallible>(answer))
-                });
-                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    addr
-}
+const TOKEN: &str = "Zq3kP0v9-Lm2x7Rt4Ws8";
 
 async fn call(
-    addr: SocketAddr,
+    rig: &Rig,
     method: Method,
+    path: &str,
     auth: Option<&str>,
 ) -> (StatusCode, Option<String>, String) {
+    let admin = rig.running.admin_addr().unwrap();
     let mut request = Request::builder()
         .method(method)
-        .uri(format!("http://{addr}/rules/api/keys/tenant-7"));
+        .uri(format!("http://{admin}{path}"));
     if let Some(auth) = auth {
         request = request.header(header::AUTHORIZATION, auth);
     }
@@ -65,26 +47,91 @@ async fn call(
 }
 
 #[tokio::test]
-async fn missing_wrong_and_right_tokens_over_http() {
+async fn mutating_admin_calls_need_the_token_from_the_file() {
     let dir = TempDir::new();
-    let path = dir.write("admin-token", "Zq3kP0v9-Lm2x7Rt4Ws8\n");
-    let addr = serve(Arc::new(AdminToken::from_file(&path).unwrap())).await;
+    let token = dir.write("admin-token", &format!("{TOKEN}\n"));
+    let rig = Rig::start(RULES, "http://127.0.0.1:9", |c| {
+        c.admin_token_file = Some(token);
+    })
+    .await;
+    let path = "/rules/api/penalties/10.0.0.7";
 
-    let (status, challenge, body) = call(addr, Method::PUT, None).await;
+    let (status, challenge, body) = call(&rig, Method::DELETE, path, None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_eq!(challenge.as_deref(), Some(CHALLENGE));
     assert!(body.contains("\"status\":401"), "{body}");
 
-    let (status, challenge, body) =
-        call(addr, Method::DELETE, Some("Bearer Zq3kP0v9-Lm2x7Rt4Ws9")).await;
-    assert_eq!(status, StatusCode::FORBIDDEN);
-    assert_eq!(challenge, None);
+    let wrong = format!("Bearer {}", TOKEN.replace("8", "9"));
+    let (status, challenge, body) = call(&rig, Method::DELETE, path, Some(&wrong)).await;
+    assert_eq!((status, challenge), (StatusCode::FORBIDDEN, None));
     assert!(!body.contains("Zq3k"), "the token is never echoed: {body}");
 
-    let (status, _, body) = call(addr, Method::PUT, Some("Bearer Zq3kP0v9-Lm2x7Rt4Ws8")).await;
-    assert_eq!((status, body.as_str()), (StatusCode::OK, "changed"));
+    // Any mutating method on any path is checked before the path is read.
+    let (status, _, _) = call(&rig, Method::POST, "/no/such/thing", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let right = format!("Bearer {TOKEN}");
+    let (status, _, _) = call(&rig, Method::POST, "/no/such/thing", Some(&right)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, _) = call(&rig, Method::PUT, "/metrics", Some(&right)).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
 
     // Reading needs no token.
-    let (status, _, _) = call(addr, Method::GET, None).await;
+    let (status, _, body) = call(&rig, Method::GET, "/rules", None).await;
     assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("\"name\":\"api\""), "{body}");
+    rig.running.shutdown().await;
+}
+
+#[tokio::test]
+async fn without_a_token_file_nothing_can_be_changed() {
+    let rig = Rig::start(RULES, "http://127.0.0.1:9", |_| {}).await;
+    let (status, challenge, _) = call(
+        &rig,
+        Method::DELETE,
+        "/rules/api/penalties/10.0.0.7",
+        Some(&format!("Bearer {TOKEN}")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(challenge.as_deref(), Some(CHALLENGE));
+    rig.running.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_admin_listener_off_loopback_needs_a_token_file() {
+    let dir = TempDir::new();
+    let rules = limiter_config::RuleSet::load(dir.write("rules.yaml", RULES)).unwrap();
+    let mut config = GatewayConfig::single(
+        "127.0.0.1:0".parse().unwrap(),
+        "http://127.0.0.1:9".parse().unwrap(),
+    );
+    config.admin = Some("0.0.0.0:0".parse().unwrap());
+    config.timeouts.drain = std::time::Duration::ZERO;
+    let refused = config.validate().unwrap_err().to_string();
+    assert!(
+        refused.starts_with("`admin`: the admin listener 0.0.0.0:0 is not a loopback address"),
+        "{refused}"
+    );
+    let error = Gateway::new(config.clone(), rules.clone())
+        .start()
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("not a loopback address"),
+        "{error}"
+    );
+
+    // A token file that is too weak stops the start too.
+    config.admin_token_file = Some(dir.write("weak", "short\n"));
+    let error = Gateway::new(config.clone(), rules.clone())
+        .start()
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("has 5 characters"), "{error}");
+
+    config.admin_token_file = Some(dir.write("token", TOKEN));
+    config.validate().unwrap();
+    let running = Gateway::new(config, rules).start().await.unwrap();
+    assert!(running.admin_addr().unwrap().ip().is_unspecified());
+    running.shutdown().await;
 }

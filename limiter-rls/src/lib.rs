@@ -44,5 +44,5 @@ mod matcher;
 mod service;
 
 pub use config::{ConfigError, ConfigErrors, LimitSpec, Pos, Problem, Rule, RuleSet};
-pub use matcher::Matched;
+pub use matcher::{Matched, OVERRIDE_RULE};
 pub use service::{Options, RateLimiter, RequestError};

@@ -67,6 +67,7 @@ async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         limiter,
         healthy: AtomicBool::new(true),
         metrics,
+        drain_delay: settings.drain_delay,
     });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
@@ -93,10 +94,6 @@ async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         r = &mut serving => return Ok(r??),
     }
     tracing::info!("shutting down");
-    // Relaxed: the flag stands alone (see `server::healthcheck`).
-    shared
-        .healthy
-        .store(false, std::sync::atomic::Ordering::Relaxed);
     let _ = stop_tx.send(true);
     serving.await??;
     Ok(())

@@ -50,7 +50,9 @@ pub struct Settings {
     pub store: Store,
     /// `CACHE_KEY_PREFIX`.
     pub key_prefix: String,
-    /// `REDIS_TIMEOUT` (default 10ms here; theirs is 10s).
+    /// `REDIS_TIMEOUT` (default 10ms here; theirs is 10s): the budget of
+    /// all Redis calls of one request together (its deadline), and so of
+    /// each.
     pub redis_timeout: Duration,
     /// `RLS_REDIS_FAILURE_POLICY`: open (default), closed, local, error.
     pub failure_policy: FailurePolicy,
@@ -66,6 +68,10 @@ pub struct Settings {
     pub stats_flush: Duration,
     /// `LOG_LEVEL` (default warn).
     pub log_level: String,
+    /// `RLS_DRAIN_DELAY` (default 0s): after SIGTERM, how long health
+    /// answers NOT_SERVING and `/healthcheck` 500 while the listeners still
+    /// accept, so balancers and Envoy's health checks move away first.
+    pub drain_delay: Duration,
 }
 
 /// A variable that does not parse.
@@ -214,6 +220,7 @@ impl Settings {
                 });
             }
         };
+        let redis_timeout = duration("REDIS_TIMEOUT", Duration::from_millis(10))?;
         let failure_policy = match text("RLS_REDIS_FAILURE_POLICY", "open")
             .to_ascii_lowercase()
             .as_str()
@@ -270,7 +277,7 @@ impl Settings {
             algorithm,
             store,
             key_prefix: text("CACHE_KEY_PREFIX", ""),
-            redis_timeout: duration("REDIS_TIMEOUT", Duration::from_millis(10))?,
+            redis_timeout,
             failure_policy,
             max_keys,
             options: crate::service::Options {
@@ -279,6 +286,7 @@ impl Settings {
                 dynamic_metadata: bool_of("RESPONSE_DYNAMIC_METADATA", false)?,
                 headers,
                 near_ratio,
+                store_budget: redis_timeout,
             },
             statsd: if bool_of("USE_STATSD", false)? {
                 Some((text("STATSD_HOST", "localhost"), port("STATSD_PORT", 8125)?))
@@ -287,6 +295,7 @@ impl Settings {
             },
             stats_flush: duration("STATS_FLUSH_INTERVAL", Duration::from_secs(10))?,
             log_level: text("LOG_LEVEL", "warn").to_ascii_lowercase(),
+            drain_delay: duration("RLS_DRAIN_DELAY", Duration::ZERO)?,
         })
     }
 }

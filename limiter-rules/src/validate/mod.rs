@@ -23,16 +23,18 @@ use crate::error::{ConfigError, Problem};
 use crate::routes::{Matcher, ambiguous, template_of};
 use crate::schema::{
     BackendSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, HeaderSpec, KeyPart, KeySpec,
-    MatchSpec, Mode, PathMatch, RedisSpec, RuleSpec,
+    MAX_PENALTY_AFTER, MatchSpec, Mode, PathMatch, PenaltySpec, RedisSpec, RuleSpec,
 };
 use crate::source::{Node, Pos, Value};
 use crate::units::{Rate, parse_duration};
 
 mod fields;
+mod overrides;
 mod redis;
 mod request;
 
 use fields::Fields;
+pub(crate) use overrides::quota_table;
 
 const COMMON: &[&str] = &[
     "algorithm",
@@ -47,7 +49,14 @@ const COMMON: &[&str] = &[
     "trusted_proxies",
     "headers",
     "max_keys",
+    "overrides",
+    "shadow",
+    "shadow_headers",
+    "penalty",
 ];
+
+/// The settings at the top of a file, beside `rate_limits`.
+const TOP: &[&str] = &["rate_limits", "shadow"];
 
 /// Collects the problems of one file.
 struct Check<'a> {
@@ -93,20 +102,32 @@ pub(crate) fn validate(file: &Path, root: &Node) -> Result<Vec<RuleSpec>, Vec<Co
     match &root.value {
         Value::Map(entries) => {
             for (key, pos, _) in entries {
-                if key != "rate_limits" {
+                if !TOP.contains(&key.as_str()) {
                     let problem = Problem::UnknownField {
                         found: key.clone(),
-                        expected: vec!["rate_limits"],
+                        expected: TOP.to_vec(),
                     };
                     check.push(*pos, None, Some(key), problem);
                 }
             }
+            let shadow_all = match entries.iter().find(|(k, _, _)| k == "shadow") {
+                None => false,
+                Some((_, _, n)) => match n.value {
+                    Value::Bool(b) => b,
+                    ref other => {
+                        check.push(n.pos, None, Some("shadow"), wrong("true or false", other));
+                        false
+                    }
+                },
+            };
             match entries.iter().find(|(k, _, _)| k == "rate_limits") {
                 None => check.push(root.pos, None, Some("rate_limits"), Problem::MissingField),
                 Some((_, _, limits)) => match &limits.value {
                     Value::Map(rule_entries) => {
                         for (name, pos, node) in rule_entries {
-                            if let Some((rule, mpos)) = rule(&mut check, name, *pos, node) {
+                            if let Some((rule, mpos)) =
+                                rule(&mut check, name, *pos, node, shadow_all)
+                            {
                                 rules.push(rule);
                                 match_pos.push(mpos);
                             }
@@ -167,7 +188,13 @@ fn wrong(expected: &'static str, found: &Value) -> Problem {
 }
 
 /// One rule; `None` if any of its fields has a problem (all recorded).
-fn rule(check: &mut Check<'_>, name: &str, pos: Pos, node: &Node) -> Option<(RuleSpec, Pos)> {
+fn rule(
+    check: &mut Check<'_>,
+    name: &str,
+    pos: Pos,
+    node: &Node,
+    shadow_all: bool,
+) -> Option<(RuleSpec, Pos)> {
     let before = check.errors.len();
     let header_safe = (1..=64).contains(&name.len())
         && name
@@ -251,6 +278,7 @@ fn rule(check: &mut Check<'_>, name: &str, pos: Pos, node: &Node) -> Option<(Rul
             .positive(n, "max_keys")
             .and_then(|v| usize::try_from(v).ok()),
     };
+    let overrides = f.overrides(algorithm.as_ref(), key.as_ref(), backend.as_ref());
     if let (Some(a), Some(k)) = (&algorithm, &key)
         && !k.is_global()
         && !a.definition().keyed
@@ -265,6 +293,18 @@ fn rule(check: &mut Check<'_>, name: &str, pos: Pos, node: &Node) -> Option<(Rul
         let at = t.get("key").or(t.get("per_ip")).map_or(pos, |n| n.pos);
         f.err(at, "key", problem);
     }
+    let own_shadow = f.flag("shadow");
+    let shadow_headers = f.flag("shadow_headers");
+    if let (Some(Some(false)), Some(Some(true))) = (own_shadow, shadow_headers) {
+        let problem = Problem::InvalidValue {
+            reason: "`shadow_headers` has no effect on a rule with `shadow: false`".into(),
+            expected: "`shadow: true` with it, or no `shadow_headers`".into(),
+        };
+        let at = t.get("shadow_headers").map_or(pos, |n| n.pos);
+        f.err(at, "shadow_headers", problem);
+    }
+    let shadow = own_shadow.map(|own| own.unwrap_or(shadow_all));
+    let penalty = f.penalty(key.as_ref());
     if f.check.errors.len() > before {
         return None;
     }
@@ -280,6 +320,10 @@ fn rule(check: &mut Check<'_>, name: &str, pos: Pos, node: &Node) -> Option<(Rul
         trusted_proxies: trusted_proxies?,
         headers: headers?,
         max_keys: max_keys?,
+        overrides: overrides?,
+        shadow: shadow?,
+        shadow_headers: shadow_headers?.unwrap_or(false),
+        penalty: penalty?,
     };
     Some((spec, match_pos))
 }

@@ -244,3 +244,114 @@ impl<'n> Fields<'_, '_, 'n> {
         }
     }
 }
+
+impl Fields<'_, '_, '_> {
+    /// A `true`/`false` field; `Some(None)` when absent.
+    pub(super) fn flag(&mut self, field: &str) -> Option<Option<bool>> {
+        let Some(n) = self.t.get(field) else {
+            return Some(None);
+        };
+        match n.value {
+            Value::Bool(b) => Some(Some(b)),
+            ref other => {
+                self.err(n.pos, field, wrong("true or false", other));
+                None
+            }
+        }
+    }
+
+    /// `penalty: { after, within, block }`, on a keyed rule only.
+    pub(super) fn penalty(&mut self, key: Option<&KeySpec>) -> Option<Option<PenaltySpec>> {
+        let Some(n) = self.t.get("penalty") else {
+            return Some(None);
+        };
+        let Value::Map(entries) = &n.value else {
+            let problem = wrong("a table with `after`, `within` and `block`", &n.value);
+            self.err(n.pos, "penalty", problem);
+            return None;
+        };
+        let p = Table {
+            entries,
+            pos: n.pos,
+        };
+        let mut ok = true;
+        for (key, kpos, _) in entries {
+            if !["after", "within", "block"].contains(&key.as_str()) {
+                let problem = Problem::UnknownField {
+                    found: key.clone(),
+                    expected: vec!["after", "within", "block"],
+                };
+                self.err(*kpos, &format!("penalty.{key}"), problem);
+                ok = false;
+            }
+        }
+        let after = match p.get("after") {
+            None => {
+                self.err(n.pos, "penalty.after", Problem::MissingField);
+                None
+            }
+            Some(a) => self.positive(a, "penalty.after").and_then(|v| {
+                match u32::try_from(v).ok().filter(|&v| v <= MAX_PENALTY_AFTER) {
+                    Some(v) => Some(v),
+                    None => {
+                        let problem = Problem::InvalidValue {
+                            reason: format!("{v} refusals cannot be counted"),
+                            expected: format!("at most {MAX_PENALTY_AFTER}"),
+                        };
+                        self.err(a.pos, "penalty.after", problem);
+                        None
+                    }
+                }
+            }),
+        };
+        let mut span = |field: &str, check: fn(Duration) -> Option<String>| {
+            let name = format!("penalty.{field}");
+            let Some(d) = p.get(field) else {
+                self.err(n.pos, &name, Problem::MissingField);
+                return None;
+            };
+            let s = self.string(d, &name)?;
+            let value = match parse_duration(s) {
+                Ok(v) => v,
+                Err(reason) => {
+                    self.err(d.pos, &name, Problem::InvalidDuration { reason });
+                    return None;
+                }
+            };
+            match check(value) {
+                None => Some(value),
+                Some(expected) => {
+                    let problem = Problem::InvalidValue {
+                        reason: format!("`{s}` is out of range"),
+                        expected,
+                    };
+                    self.err(d.pos, &name, problem);
+                    None
+                }
+            }
+        };
+        let within = span("within", |d| {
+            let whole_ms = d.subsec_nanos() % 1_000_000 == 0;
+            (d < Duration::from_millis(1) || d.as_millis() >= 1 << 42 || !whole_ms)
+                .then(|| "a whole number of milliseconds, at least 1ms and under 139 years".into())
+        });
+        let block = span("block", |d| {
+            (d.is_zero() || d.as_nanos() > 1 << 60)
+                .then(|| "a duration above 0 and at most 36 years".into())
+        });
+        if key.is_some_and(KeySpec::is_global) {
+            let problem = Problem::InvalidValue {
+                reason: "a penalty on a global rule would block every client".into(),
+                expected: "a keyed rule (`key: ip`, `key: header:NAME`, ...) for `penalty`".into(),
+            };
+            self.err(n.pos, "penalty", problem);
+            ok = false;
+        }
+        let spec = PenaltySpec {
+            after: after?,
+            within: within?,
+            block: block?,
+        };
+        ok.then_some(Some(spec))
+    }
+}
