@@ -142,7 +142,7 @@ pub(crate) fn table_key(key: &KeySpec, text: &str) -> RuleKeyText {
     if key.parts.len() == 1 {
         library_key(text)
     } else {
-        RuleKeyText::from(text)
+        RuleKeyText::from_encoded(text)
     }
 }
 
