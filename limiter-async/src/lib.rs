@@ -83,6 +83,7 @@ mod precise;
 mod real_time;
 mod slot_wait;
 mod throttle;
+mod timer;
 mod wait;
 mod wake;
 

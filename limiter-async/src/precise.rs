@@ -9,8 +9,8 @@
 //! earlier than the one the thread sleeps towards, moves the thread's alarm
 //! forward (see [`crate::alarm`]: on Linux it re-arms a `timerfd`, which
 //! costs a system call and no wake-up of the thread; elsewhere it unparks
-//! the thread). The thread pops every due entry, marks its slot fired and
-//! wakes the slot's `Waker`, then sleeps until the next deadline. The
+//! the thread). The thread pops every due entry, marks its waiter fired and
+//! wakes the waiter's `Waker`, then sleeps until the next deadline. The
 //! kernel's timerfd timers have no timer slack; for the park fallback the
 //! thread first sets its own slack to 1 ns (`/proc/<tid>/timerslack_ns`,
 //! the file form of `prctl(PR_SET_TIMERSLACK)`), since the kernel would
@@ -22,16 +22,16 @@
 //!
 //! # Invariants
 //!
-//! * A slot is fired only once its deadline has passed on the system clock,
+//! * A waiter is fired only once its deadline has passed on the system clock,
 //!   so a precise wake-up is never early.
 //! * No lost wake-up: the waker is stored and the `fired` flag read under the
-//!   slot's mutex, and the thread sets `fired` and takes the waker under the
+//!   waiter's mutex, and the thread sets `fired` and takes the waker under the
 //!   same mutex, so either the poll sees `fired` or the thread sees the
 //!   waker.
 //! * Registration never waits for the thread: it takes the queue's mutex
 //!   for a heap push (and, for an earlier deadline, one re-arm of the
 //!   alarm); the thread holds that mutex only to pop due entries and re-arm
-//!   the alarm, never while waking tasks or sleeping. The slot's mutex is
+//!   the alarm, never while waking tasks or sleeping. The waiter's mutex is
 //!   never taken while holding the queue's, so the two cannot deadlock.
 //! * A dropped sleep clears its waker; its heap entry stays until its
 //!   deadline (at most the precise range, a few milliseconds) and is then
@@ -50,23 +50,23 @@ use crate::alarm::{Alarm, Sleeper, timerfd_pair};
 /// What a sleep and the timer thread share: fired yet, and whom to wake.
 #[derive(Debug, Default)]
 struct Waiter {
-    state: Mutex<SlotState>,
+    state: Mutex<WaiterState>,
 }
 
 #[derive(Debug, Default)]
-struct SlotState {
+struct WaiterState {
     fired: bool,
     waker: Option<Waker>,
 }
 
 impl Waiter {
-    fn state(&self) -> MutexGuard<'_, SlotState> {
+    fn state(&self) -> MutexGuard<'_, WaiterState> {
         // A panic while holding the lock cannot leave the state torn (two
         // plain fields, each written in one step): ignore the poison.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Marks the slot fired and wakes its waiter, outside the lock.
+    /// Marks the waiter fired and wakes its task, outside the lock.
     fn fire(&self) {
         let waker = {
             let mut state = self.state();
@@ -85,7 +85,7 @@ impl Waiter {
 struct Entry {
     at: Instant,
     seq: u64,
-    slot: Arc<Waiter>,
+    waiter: Arc<Waiter>,
 }
 
 impl PartialEq for Entry {
@@ -122,7 +122,7 @@ impl Queue {
     fn pop_due(&mut self, now: Instant, due: &mut Vec<Arc<Waiter>>) {
         while self.heap.peek().is_some_and(|Reverse(top)| top.at <= now) {
             if let Some(Reverse(entry)) = self.heap.pop() {
-                due.push(entry.slot);
+                due.push(entry.waiter);
             }
         }
     }
@@ -186,8 +186,8 @@ fn run(shared: &Shared, sleeper: &Sleeper) -> ! {
             queue.sleeping_until = next;
             next
         };
-        for slot in due.drain(..) {
-            slot.fire();
+        for waiter in due.drain(..) {
+            waiter.fire();
         }
         // A registration after the unlock above that needs an earlier
         // wake-up re-arms the alarm (or unparks us: the park token makes
@@ -221,7 +221,7 @@ fn set_fine_timer_slack() {
 /// Dropping it clears its waker; nothing else is owed.
 #[derive(Debug)]
 pub(crate) struct PreciseSleep {
-    slot: Arc<Waiter>,
+    waiter: Arc<Waiter>,
 }
 
 impl PreciseSleep {
@@ -229,7 +229,7 @@ impl PreciseSleep {
     /// be started.
     pub(crate) fn until(at: Instant) -> Option<PreciseSleep> {
         let timer = timer()?;
-        let slot = Arc::new(Waiter::default());
+        let waiter = Arc::new(Waiter::default());
         {
             let mut queue = timer.shared.queue();
             let seq = queue.next_seq;
@@ -237,7 +237,7 @@ impl PreciseSleep {
             queue.heap.push(Reverse(Entry {
                 at,
                 seq,
-                slot: Arc::clone(&slot),
+                waiter: Arc::clone(&waiter),
             }));
             if queue.sleeping_until.is_none_or(|until| at < until) {
                 // Under the mutex (alarm module invariant). Later
@@ -247,7 +247,7 @@ impl PreciseSleep {
                 queue.sleeping_until = Some(at);
             }
         }
-        Some(PreciseSleep { slot })
+        Some(PreciseSleep { waiter })
     }
 }
 
@@ -255,7 +255,7 @@ impl Future for PreciseSleep {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut state = self.slot.state();
+        let mut state = self.waiter.state();
         if state.fired {
             return Poll::Ready(());
         }
@@ -269,7 +269,7 @@ impl Future for PreciseSleep {
 
 impl Drop for PreciseSleep {
     fn drop(&mut self) {
-        self.slot.state().waker = None;
+        self.waiter.state().waker = None;
     }
 }
 
@@ -296,13 +296,13 @@ mod tests {
     fn the_queue_pops_due_entries_by_deadline_then_registration() {
         let base = Instant::now();
         let mut queue = Queue::default();
-        let slots: Vec<Arc<Waiter>> = (0..4).map(|_| Arc::new(Waiter::default())).collect();
-        // (deadline offset µs, seq): slot 2 and slot 0 share a deadline.
+        let waiters: Vec<Arc<Waiter>> = (0..4).map(|_| Arc::new(Waiter::default())).collect();
+        // (deadline offset µs, seq): waiter 2 and waiter 0 share a deadline.
         for (i, (us, seq)) in [(10, 0), (30, 1), (10, 2), (20, 3)].into_iter().enumerate() {
             queue.heap.push(Reverse(Entry {
                 at: base + Duration::from_micros(us),
                 seq,
-                slot: Arc::clone(&slots[i]),
+                waiter: Arc::clone(&waiters[i]),
             }));
         }
         let mut due = Vec::new();
@@ -310,10 +310,10 @@ mod tests {
         let order: Vec<usize> = due
             .iter()
             .map(|d| {
-                slots
+                waiters
                     .iter()
                     .position(|s| Arc::ptr_eq(s, d))
-                    .expect("known slot")
+                    .expect("known waiter")
             })
             .collect();
         assert_eq!(order, [0, 2, 3]);
@@ -334,16 +334,16 @@ mod tests {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = futures::task::waker(Arc::clone(&count));
         let mut sleep = PreciseSleep {
-            slot: Arc::new(Waiter::default()),
+            waiter: Arc::new(Waiter::default()),
         };
         let mut cx = Context::from_waker(&waker);
         assert!(Pin::new(&mut sleep).poll(&mut cx).is_pending());
         assert!(Pin::new(&mut sleep).poll(&mut cx).is_pending());
-        sleep.slot.fire();
+        sleep.waiter.fire();
         // Relaxed: as above.
         assert_eq!(count.0.load(AtomicOrdering::Relaxed), 1);
         assert!(Pin::new(&mut sleep).poll(&mut cx).is_ready());
-        sleep.slot.fire(); // no waker left: wakes nobody
+        sleep.waiter.fire(); // no waker left: wakes nobody
         assert_eq!(count.0.load(AtomicOrdering::Relaxed), 1);
     }
 
@@ -351,14 +351,14 @@ mod tests {
     async fn a_dropped_sleep_leaves_no_waker_and_others_still_fire() {
         let at = Instant::now() + Duration::from_micros(500);
         let dropped = PreciseSleep::until(at).expect("timer");
-        let slot = Arc::clone(&dropped.slot);
+        let waiter = Arc::clone(&dropped.waiter);
         let mut dropped = Box::pin(dropped);
         let waker = futures::task::noop_waker();
         // Pending (or, on a very slow machine, already fired): either way
         // the waker must be gone once the sleep is dropped.
         let _ = dropped.as_mut().poll(&mut Context::from_waker(&waker));
         drop(dropped);
-        assert!(slot.state().waker.is_none());
+        assert!(waiter.state().waker.is_none());
         PreciseSleep::until(at).expect("timer").await;
     }
 }

@@ -24,7 +24,7 @@ use core::time::Duration;
 use limiter_core::Decider;
 use tokio::time::Instant;
 
-use crate::wait::SlotTimer;
+use crate::timer::SlotTimer;
 use crate::wake::{WakeUp, Waking};
 
 /// What a [`SlotWait`] gives back when it is dropped before its slot.

@@ -28,7 +28,8 @@ use tokio::time::Instant;
 
 use crate::clock::TokioClock;
 use crate::instants::InstantMap;
-use crate::wait::{ReservationGuard, SlotTimer};
+use crate::timer::SlotTimer;
+use crate::wait::ReservationGuard;
 use crate::wake::{WakeUp, Waking};
 
 /// An item pulled from the source and not yet yielded.

@@ -46,16 +46,13 @@
 //! The public types in [`crate::limiter`] and [`crate::throttle`] are thin
 //! layers over this module.
 
-use core::pin::Pin;
-use core::task::{Context, Poll};
 use core::time::Duration;
 use std::future::Future;
 
 use limiter_core::{AcquireError, Limiter, Reservation};
-use tokio::time::{Instant, Sleep, sleep, sleep_until};
+use tokio::time::{Instant, sleep};
 
 use crate::instants::InstantMap;
-use crate::precise::PreciseSleep;
 use crate::slot_wait::{Refund, SlotWait};
 use crate::wake::Waking;
 
@@ -196,42 +193,6 @@ pub(crate) async fn acquire<L: Limiter>(
     }
 }
 
-/// One timer reused across waits, for poll-based waiters (a stream) that
-/// cannot hold an `async` block: armed with an absolute deadline per wait.
-/// tokio's `Sleep` is allocated on the first wait that uses it and then
-/// reset; a precise sleep is registered per wait.
-#[derive(Debug, Default)]
-pub(crate) struct SlotTimer {
-    tokio: Option<Pin<Box<Sleep>>>,
-    /// `Some` while the armed wait is on the precise timer.
-    precise: Option<PreciseSleep>,
-}
-
-impl SlotTimer {
-    /// Sets the timer to fire at `deadline`, `wait` from now, on the timer
-    /// `wake` picks.
-    pub(crate) fn arm(&mut self, wake: Waking, deadline: Instant, wait: Duration) {
-        self.precise = wake.precise(deadline, wait);
-        if self.precise.is_none() {
-            match &mut self.tokio {
-                Some(sleep) => sleep.as_mut().reset(deadline),
-                None => self.tokio = Some(Box::pin(sleep_until(deadline))),
-            }
-        }
-    }
-
-    /// Polls the armed timer; an unarmed timer is ready.
-    pub(crate) fn poll_elapsed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if let Some(precise) = &mut self.precise {
-            return Pin::new(precise).poll(cx);
-        }
-        match &mut self.tokio {
-            Some(sleep) => sleep.as_mut().poll(cx),
-            None => Poll::Ready(()),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use futures::FutureExt;
@@ -241,6 +202,7 @@ mod tests {
 
     use super::*;
     use crate::TokioClock;
+    use crate::timer::SlotTimer;
 
     type Core = RateLimiter<TokioClock>;
 

@@ -205,6 +205,9 @@ fn explain(
         Verdict::Allowlisted => "allowlisted (uncounted)".into(),
         Verdict::NoKey => "no key (a header or the client address is missing)".into(),
         Verdict::Unlimited => "unlimited".into(),
+        Verdict::Concurrency { in_flight, limit } => {
+            format!("a concurrency rule: {in_flight} of {limit} in flight")
+        }
         _ => "not read (Redis or adaptive rule)".into(),
     };
     println!("decision: {decision}");

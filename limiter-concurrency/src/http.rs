@@ -34,6 +34,35 @@
 //!
 //! Nothing is boxed on the fast path (a permit free at once); the waiting
 //! path boxes its acquisition.
+//!
+//! # With a rate limit
+//!
+//! A rate limit per client outside, a concurrency limit inside, in one
+//! axum stack (axum runs the last `.layer` first, so a client over its
+//! rate never takes a concurrency permit):
+//!
+//! ```
+//! use axum::{Router, routing::get};
+//! use limiter_concurrency::http::ConcurrencyLimitLayer;
+//! use limiter_concurrency::{Bounds, ConcurrencyLimiter, Gradient2};
+//! use limiter_core::Quota;
+//! use limiter_keyed::KeyedLimiter;
+//! use limiter_tower::{PeerIp, RateLimitLayer};
+//!
+//! async fn search() -> &'static str { "results" }
+//! async fn items() -> &'static str { "items" }
+//!
+//! let concurrency =
+//!     ConcurrencyLimiter::adaptive(Gradient2::new(Bounds::new(20, 4, 500)?)).build()?;
+//! let app: Router = Router::new()
+//!     .route("/search", get(search))
+//!     .route("/items", get(items))
+//!     .layer(ConcurrencyLimitLayer::new("api", concurrency)) // inner: protects the service
+//!     .layer(RateLimitLayer::new(KeyedLimiter::new(Quota::per_second(50)?), PeerIp::new())); // outer: per client
+//! // axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
+//! # let _ = app;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use core::future::Future;
 use core::pin::Pin;
@@ -87,8 +116,17 @@ impl Config {
         }
     }
 
+    /// The in-flight gauge now (on admission and rejection, so it moves
+    /// while requests are running, not only when they finish).
+    fn publish_in_flight(&self) {
+        self.metrics
+            .in_flight
+            .set(f64::from(self.limiter.in_flight()));
+    }
+
     fn reject(&self) -> Response<Full<Bytes>> {
         self.metrics.rejected.increment(1);
+        self.publish_in_flight();
         match self.protocol {
             Protocol::Http => overloaded(
                 self.retry_after,
@@ -151,6 +189,32 @@ fn classify<B>(response: &Response<B>, latency: Duration) -> Outcome {
     }
 }
 
+/// The metric families' HELP texts (for the installed recorder).
+fn describe() {
+    metrics::describe_gauge!(
+        "concurrency_limit",
+        "The concurrency limit in force (moved by the estimator of an adaptive limiter)."
+    );
+    metrics::describe_gauge!(
+        "concurrency_in_flight",
+        "Requests holding a concurrency permit, as of the last admission, rejection or completion."
+    );
+    metrics::describe_gauge!(
+        "concurrency_min_rtt_seconds",
+        metrics::Unit::Seconds,
+        "The estimator's no-load (minimum) round-trip time."
+    );
+    metrics::describe_counter!(
+        "concurrency_rejected_total",
+        "Requests refused because no concurrency permit was free (after the wait, in wait mode)."
+    );
+    metrics::describe_histogram!(
+        "concurrency_queue_wait_seconds",
+        metrics::Unit::Seconds,
+        "Time a request waited in the queue for a concurrency permit (wait mode)."
+    );
+}
+
 /// A tower layer that limits the concurrency of the services it wraps to
 /// one shared [`ConcurrencyLimiter`].
 ///
@@ -178,6 +242,7 @@ impl ConcurrencyLimitLayer {
     /// A layer named `name` (the metrics' `limiter` label) over `limiter`:
     /// rejects at once when no permit is free, HTTP, `Retry-After: 1`.
     pub fn new(name: &str, limiter: ConcurrencyLimiter) -> ConcurrencyLimitLayer {
+        describe();
         let label = [("limiter", name.to_owned())];
         let metrics = Metrics {
             limit: metrics::gauge!("concurrency_limit", &label),
@@ -280,11 +345,14 @@ where
     fn call(&mut self, request: Request<ReqB>) -> ResponseFuture<S, ReqB> {
         let config = Arc::clone(&self.config);
         let state = match config.limiter.try_acquire_owned() {
-            Ok(permit) => State::Running {
-                future: self.inner.call(request),
-                permit: Some(permit),
-                start: Instant::now(),
-            },
+            Ok(permit) => {
+                config.publish_in_flight();
+                State::Running {
+                    future: self.inner.call(request),
+                    permit: Some(permit),
+                    start: Instant::now(),
+                }
+            }
             Err(_) => match config.wait {
                 None => State::Rejected,
                 Some(bound) => {
@@ -380,6 +448,7 @@ where
                         this.state.set(State::Rejected);
                         continue;
                     };
+                    this.config.publish_in_flight();
                     let future = service.call(request);
                     this.state.set(State::Running {
                         future,

@@ -7,7 +7,7 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 use std::sync::Arc;
 
-#[cfg(not(loom))]
+#[cfg(all(feature = "time", not(loom)))]
 use tokio::time::Instant;
 
 use crate::error::{AcquireError, ConfigError, NoPermit, check_limit};
@@ -215,7 +215,7 @@ impl ConcurrencyLimiter {
         }
     }
 
-    #[cfg(not(loom))]
+    #[cfg(all(feature = "time", not(loom)))]
     /// Waits for a permit until `deadline` (a tokio instant, so paused time
     /// applies).
     ///
@@ -244,7 +244,7 @@ impl ConcurrencyLimiter {
         }
     }
 
-    #[cfg(not(loom))]
+    #[cfg(all(feature = "time", not(loom)))]
     /// [`acquire_until`](Self::acquire_until) `Instant::now() + timeout`.
     ///
     /// # Errors
@@ -254,7 +254,7 @@ impl ConcurrencyLimiter {
         self.acquire_until(Instant::now() + timeout).await
     }
 
-    #[cfg(not(loom))]
+    #[cfg(all(feature = "time", not(loom)))]
     /// [`acquire_until`](Self::acquire_until), as an [`OwnedPermit`].
     ///
     /// # Errors
@@ -318,6 +318,43 @@ impl ConcurrencyLimiter {
     /// The wait queue's order.
     pub fn queue_order(&self) -> QueueOrder {
         self.inner.shared.queue_order()
+    }
+
+    /// A new wait-queue capacity and order, keeping every waiter: a smaller
+    /// capacity refuses newcomers until the queue is below it, and the
+    /// order applies from the next hand-off.
+    pub fn set_queue(&self, capacity: usize, order: QueueOrder) {
+        self.inner.shared.set_queue(capacity, order);
+    }
+
+    /// Replaces the estimator of an adaptive limiter (new bounds or
+    /// parameters, or another estimator), keeping the permits held, the
+    /// waiters and the limit: the new estimator starts from the limit in
+    /// force, clamped into its bounds (through
+    /// [`Estimator::override_limit`]), which is installed at once. What the
+    /// old one had learned of the RTTs is not carried over.
+    ///
+    /// Returns `false`, changing nothing, for a fixed limiter (one built
+    /// without an estimator).
+    #[must_use = "a fixed limiter takes no estimator"]
+    pub fn replace_estimator(&self, estimator: impl Estimator + 'static) -> bool {
+        let Some(slot) = &self.inner.estimator else {
+            return false;
+        };
+        let mut estimator: Box<dyn Estimator> = Box::new(estimator);
+        let mut e = slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        estimator.override_limit(self.limit());
+        let limit = estimator.limit();
+        *e = estimator;
+        // Under the estimator's lock, so samples wait for the new one. (A
+        // sample the old estimator took just before may still install its
+        // limit after this; the new estimator's next window sets it again.)
+        if limit != self.limit() {
+            self.inner.shared.set_limit(limit);
+        }
+        true
     }
 
     /// Whether an estimator moves the limit.

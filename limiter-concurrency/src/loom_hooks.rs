@@ -14,4 +14,14 @@ pub enum Broken {
     ReleaseIgnoresQueue,
     /// A raise of the limit does not admit the waiters it frees.
     RaiseWakesNobody,
+    /// A release hands its permit to a waiter whenever one is queued,
+    /// without checking that the permit is free under the (lowered) limit.
+    HandOffIgnoresLimit,
+    /// A dropped waiter that had been handed a permit forgets it instead of
+    /// releasing it: the permit leaks.
+    CancelForgetsGrant,
+    /// A partition admission checks the word, then adds its count in a
+    /// second step (CAS on whatever the word is by then): the global limit
+    /// and the partition count are checked apart from the increment.
+    PartitionCheckThenAdd,
 }

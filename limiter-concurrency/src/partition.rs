@@ -129,6 +129,8 @@ pub struct PartitionedLimiter {
     state: AtomicU128,
     shares: Vec<f64>,
     reserve: f64,
+    #[cfg(loom)]
+    broken: crate::loom_hooks::Broken,
 }
 
 impl PartitionedLimiter {
@@ -176,7 +178,43 @@ impl PartitionedLimiter {
             state: AtomicU128::new(u128::from(limit) << LIMIT_SHIFT),
             shares: shares.to_vec(),
             reserve,
+            #[cfg(loom)]
+            broken: crate::loom_hooks::Broken::None,
         })
+    }
+
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn __loom_broken(
+        limit: u32,
+        shares: &[f64],
+        reserve: f64,
+        broken: crate::loom_hooks::Broken,
+    ) -> Result<PartitionedLimiter, ConfigError> {
+        let mut l = PartitionedLimiter::with_reserve(limit, shares, reserve)?;
+        l.broken = broken;
+        Ok(l)
+    }
+
+    /// The fault of [`Broken::PartitionCheckThenAdd`](crate::loom_hooks::Broken):
+    /// the decision on one reading, the increment on another.
+    #[cfg(loom)]
+    fn check_then_add(&self, partition: usize) -> bool {
+        let w = self.state.load(Ordering::Relaxed);
+        if admit(w, partition, &self.shares, self.reserve).is_none() {
+            return false;
+        }
+        let mut cur = self.state.load(Ordering::Relaxed);
+        loop {
+            let next = cur + (1u128 << (COUNT_BITS * partition as u32));
+            match self
+                .state
+                .compare_exchange_weak(cur, next, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
+                Err(actual) => cur = actual,
+            }
+        }
     }
 
     /// A permit for `partition` now. One CAS (see the module docs).
@@ -189,6 +227,21 @@ impl PartitionedLimiter {
     pub fn try_acquire(&self, partition: usize) -> Result<PartitionPermit<'_>, PartitionRefusal> {
         if partition >= self.shares.len() {
             return Err(PartitionRefusal::UnknownPartition(partition));
+        }
+        #[cfg(loom)]
+        if self.broken == crate::loom_hooks::Broken::PartitionCheckThenAdd {
+            let w = self.state.load(Ordering::Relaxed);
+            return if self.check_then_add(partition) {
+                Ok(PartitionPermit {
+                    limiter: self,
+                    partition,
+                })
+            } else {
+                Err(PartitionRefusal::NoPermit(NoPermit {
+                    limit: limit_of(w),
+                    in_flight: self.total(w),
+                }))
+            };
         }
         // Relaxed: only the CAS decides.
         let mut w = self.state.load(Ordering::Relaxed);

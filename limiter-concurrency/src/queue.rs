@@ -59,6 +59,14 @@ impl Queue {
         self.order
     }
 
+    /// A new capacity and order. Waiters already queued stay (a smaller
+    /// capacity refuses newcomers until the queue is below it); the order
+    /// applies from the next hand-off.
+    pub(crate) fn reconfigure(&mut self, capacity: usize, order: QueueOrder) {
+        self.capacity = capacity;
+        self.order = order;
+    }
+
     /// Waiters not yet handed a permit.
     pub(crate) fn len(&self) -> usize {
         self.waiting.len()

@@ -134,10 +134,10 @@ impl Shared {
 
     #[cfg(loom)]
     fn release_decision(&self, w: u64) -> Release {
-        if self.broken == crate::loom_hooks::Broken::ReleaseIgnoresQueue {
-            Release::Decrement(w - 1)
-        } else {
-            word::release(w)
+        match self.broken {
+            crate::loom_hooks::Broken::ReleaseIgnoresQueue => Release::Decrement(w - 1),
+            crate::loom_hooks::Broken::HandOffIgnoresLimit if word::queued(w) => Release::HandOff,
+            _ => word::release(w),
         }
     }
 
@@ -147,7 +147,7 @@ impl Shared {
         // Acquire: pairs with the Release of the decrements racing with us.
         let mut w = self.state.load(Ordering::Acquire);
         loop {
-            let next = match word::release(w) {
+            let next = match self.release_decision(w) {
                 Release::Decrement(next) => next,
                 // The observed word onto itself: succeeds only if the limit
                 // and the count are still what the hand-off was decided on.
@@ -207,6 +207,10 @@ impl Shared {
             self.clear_flag_if_empty(&q);
         } else if q.take_grant(ticket).is_some() {
             drop(q);
+            #[cfg(loom)]
+            if self.broken == crate::loom_hooks::Broken::CancelForgetsGrant {
+                return;
+            }
             self.release();
         }
     }
@@ -288,5 +292,9 @@ impl Shared {
 
     pub(crate) fn queue_order(&self) -> QueueOrder {
         lock(&self.queue).order()
+    }
+
+    pub(crate) fn set_queue(&self, capacity: usize, order: QueueOrder) {
+        lock(&self.queue).reconfigure(capacity, order);
     }
 }

@@ -126,3 +126,18 @@ fn estimator_bounds_are_checked() {
     );
     assert!(Bounds::new(5, 1, u32::MAX).is_err());
 }
+
+#[test]
+fn a_forgotten_permit_stays_held() {
+    let l = ConcurrencyLimiter::new(2).unwrap();
+    l.try_acquire().unwrap().forget();
+    assert_eq!(l.in_flight(), 1);
+    l.try_acquire_owned().unwrap().forget();
+    assert_eq!(l.in_flight(), 2);
+    // Both are held for good: nothing more is admitted, and a raise is
+    // what it takes to admit again.
+    assert!(l.try_acquire().is_err());
+    l.set_limit(3).unwrap();
+    drop(l.try_acquire().unwrap());
+    assert_eq!(l.in_flight(), 2);
+}

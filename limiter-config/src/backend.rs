@@ -6,8 +6,9 @@
 //! keyed GCRA on `limiter-keyed`'s `KeyedLimiter`, sliding window, warm-up,
 //! adaptive, a priority class), so a grant's headroom, and the headers
 //! made from it, come from the decision itself: no quota is built and no
-//! second reading of the limiter is taken per request. Redis rules go
-//! through limiter-tower's `RedisBackend`.
+//! second reading of the limiter is taken per request. Redis rules ask
+//! their `RedisLimiter` about the encoded key as it is (it is encoded
+//! once, here as in the library path).
 //!
 //! Around every decision the rule adds its own steps (`RuleLimiter::settle`):
 //! a key in the rule's penalty box is refused before the limiter is asked
@@ -153,13 +154,13 @@ impl<C: RuleClock> RuleBackend<C> {
             Core::AdaptiveEwma(l) => l.decide(&(), cost, max_wait),
             Core::AdaptivePercentile(l) => l.decide(&(), cost, max_wait),
             Core::Priority(p, _) => p.decide(&self.class_of(key), cost, max_wait),
-            Core::Redis { .. } => return None,
+            Core::Redis { .. } | Core::Concurrency(_) => return None,
         }))
     }
 
     /// A priority rule's class for `key` (the class header's encoded
     /// value): the class it names, else the lowest.
-    pub(crate) fn class_of(&self, key: &str) -> usize {
+    pub(crate) fn class_of(&self, key: &RuleKeyText) -> usize {
         let (Core::Priority(_, lowest), Algorithm::Priority { classes, .. }) =
             (&self.0.live.core, &self.0.spec.algorithm)
         else {
@@ -189,7 +190,7 @@ impl<C: RuleClock> Decider for RuleBackend<C> {
             Core::AdaptiveEwma(l) => Decider::cancel(&**l, &(), reservation),
             Core::AdaptivePercentile(l) => Decider::cancel(&**l, &(), reservation),
             Core::Priority(p, _) => Decider::cancel(&**p, &self.class_of(key), reservation),
-            Core::Redis { .. } => false,
+            Core::Redis { .. } | Core::Concurrency(_) => false,
         }
     }
 
@@ -203,6 +204,12 @@ impl<C: RuleClock> Decider for RuleBackend<C> {
             Core::AdaptivePercentile(l) => l.policy(&()),
             Core::Priority(p, _) => p.policy(&self.class_of(key)),
             Core::Redis { limiter, .. } => limiter.quota().into(),
+            // Never asked: a concurrency rule is routed to its own layer,
+            // never to a RateLimitLayer. Its limit, with no refill.
+            Core::Concurrency(l) => Policy {
+                burst: l.limit(),
+                interval: Duration::MAX,
+            },
         }
     }
 }
@@ -217,14 +224,20 @@ impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
         if let Some(decision) = self.decide_now(key, cost, max_wait) {
             return decision;
         }
-        let Core::Redis { http, keyed, .. } = &self.0.live.core else {
+        let Core::Redis { limiter, keyed } = &self.0.live.core else {
+            // A concurrency rule is routed to its own layer (`layer`), never
+            // to a RateLimitLayer over this backend.
             unreachable!("every other core decides synchronously")
         };
-        // limiter-tower's RedisBackend: its exact reset from the script's
-        // `reset_after`, its injective Redis keys.
-        let redis_key = if *keyed { &**key } else { "global" };
-        let decision = http
-            .decide_async(&String::from(redis_key), cost, max_wait)
+        // The key is written once, by the one key encoding (`crate::key`),
+        // as the library path writes it: injective, and free of hash tags.
+        let redis_key = if *keyed {
+            key.text()
+        } else {
+            std::borrow::Cow::Borrowed("global")
+        };
+        let decision = limiter
+            .decide_async(&redis_key, cost, max_wait)
             .await
             .map(|g| g.map_ticket(|()| RuleTicket { reservation: None }));
         self.0.settle(key, decision, false)

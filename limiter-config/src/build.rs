@@ -19,7 +19,7 @@ use limiter_rules::{
 use crate::key::RuleKeyText;
 
 use crate::RuleClock;
-use crate::layer::{rule_key, rule_layer};
+use crate::layer::{routed_layer, rule_key};
 use crate::limiter::RuleLimiter;
 use crate::live::{Core, Live};
 use crate::snapshot::{ReloadReport, Routed, Snapshot};
@@ -47,6 +47,23 @@ pub(crate) fn build<C: RuleClock>(
             Some(p) if p.spec.shape() == spec.shape() => {
                 let (old_q, new_q) = (p.spec.algorithm.quota(), spec.algorithm.quota());
                 match (&p.live.core, new_q) {
+                    // A concurrency rule: the same limiter with the new
+                    // limit, queue and estimator; the permits held stay
+                    // counted.
+                    (Core::Concurrency(_), _) => {
+                        match p.live.retune(&p.spec.algorithm, &spec.algorithm) {
+                            Some(changed) => {
+                                let list = if changed {
+                                    &mut report.updated
+                                } else {
+                                    &mut report.unchanged
+                                };
+                                list.push(spec.name.clone());
+                                Some(Arc::clone(&p.live))
+                            }
+                            None => None,
+                        }
+                    }
                     (_, q) if q == old_q => {
                         report.unchanged.push(spec.name.clone());
                         Some(Arc::clone(&p.live))
@@ -94,6 +111,22 @@ pub(crate) fn build<C: RuleClock>(
                 }
             }
         };
+        if let Err(message) = crate::overrides::apply(&live, &spec, previous.map(|p| &*p.live)) {
+            errors.push(ConfigError {
+                file: path.to_path_buf(),
+                pos: spec.overrides.first().map_or(spec.pos, |o| o.pos),
+                rule: Some(spec.name.clone()),
+                field: Some("overrides".into()),
+                problem: Problem::InvalidValue {
+                    reason: message,
+                    expected: format!(
+                        "at most {} keys with their own quota",
+                        limiter_rules::MAX_OVERRIDES
+                    ),
+                },
+            });
+            continue;
+        }
         if top_keys {
             live.record_top_keys();
         }
@@ -128,7 +161,7 @@ pub(crate) fn build<C: RuleClock>(
         .filter_map(|r| {
             let matcher = Matcher::new(r.spec.matcher.as_ref()?)?;
             let routed = Routed {
-                layer: rule_layer(r),
+                layer: routed_layer(r),
                 key: rule_key(&r.spec),
                 rule: Arc::clone(r),
             };

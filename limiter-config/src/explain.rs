@@ -14,7 +14,11 @@
 //! rule's request is `Delayed` when that bound is within `max_delay`.
 //! A key in the penalty box is refused with the exact rest of its block.
 //! Redis rules and adaptive rules are not read (`Verdict::NotRead`): their
-//! state is remote, or their rate moves with every latency.
+//! state is remote, or their rate moves with every latency. A concurrency
+//! rule is not a rate: its layer holds a permit while the request is
+//! served, it has no key, no allowlist, no shadow mode and no penalty box,
+//! so its explanation is `Verdict::Concurrency`, the requests in flight and
+//! the limit now.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -107,6 +111,14 @@ pub enum Verdict {
     },
     /// The rule's state is not read here (Redis, adaptive).
     NotRead,
+    /// A concurrency rule: admitted while fewer than `limit` requests are
+    /// in flight (its layer's wait or refusal otherwise).
+    Concurrency {
+        /// Requests the rule holds a permit for now.
+        in_flight: u32,
+        /// Its limit now.
+        limit: u32,
+    },
 }
 
 impl<C: RuleClock> RuleSet<C> {
@@ -153,6 +165,13 @@ impl<C: RuleClock> RuleSet<C> {
             shadow: spec.shadow,
             verdict: Verdict::NoKey,
         };
+        if let Some(limiter) = rule.concurrency() {
+            explanation.verdict = Verdict::Concurrency {
+                in_flight: limiter.in_flight(),
+                limit: limiter.limit(),
+            };
+            return explanation;
+        }
         if let Some(ip) = request.client
             && spec
                 .allowlist
@@ -175,7 +194,7 @@ impl<C: RuleClock> RuleSet<C> {
         let Ok(key) = routed.key.extract(&RequestHead::of(&head)) else {
             return explanation;
         };
-        explanation.key = Some(key.as_str().to_owned());
+        explanation.key = Some(key.text().into_owned());
         explanation.verdict = verdict(&RuleBackend(std::sync::Arc::clone(rule)), &key, 1);
         explanation
     }
@@ -201,7 +220,10 @@ fn verdict<C: RuleClock>(backend: &RuleBackend<C>, key: &RuleKeyText, cost: u32)
         Core::SlidingWindow(l) => l.available(),
         Core::WarmUp(l) => l.available(),
         Core::Priority(p, _) => p.available(backend.class_of(key)).unwrap_or(0),
-        Core::AdaptiveEwma(_) | Core::AdaptivePercentile(_) | Core::Redis { .. } => {
+        Core::AdaptiveEwma(_)
+        | Core::AdaptivePercentile(_)
+        | Core::Redis { .. }
+        | Core::Concurrency(_) => {
             return Verdict::NotRead;
         }
     };

@@ -16,19 +16,21 @@
 //! allocations and the limiter state is shared, so a reload that changes a
 //! rule's mode or headers rebuilds the layer and keeps the state.
 
-use crate::RuleClock;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use http::{Request, Response};
 use http_body_util::Either;
-use limiter_tower::{LimitBody, RateLimitService};
+use limiter_tower::{LimitBody, ResponseFuture};
+use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::backend::RuleBackend;
-use crate::key::RuleKey;
-use crate::latency::Timed;
+use crate::RuleClock;
+use crate::latency::{Timed, TimedFuture};
+use crate::layer::RoutedLayer;
 use crate::ruleset::RuleSet;
 
 /// A tower [`Layer`] routing requests to the rules of a [`RuleSet`].
@@ -93,35 +95,134 @@ where
 {
     type Response = Response<LimitBody<ResBody>>;
     type Error = S::Error;
-    type Future = std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<Self::Response, S::Error>> + Send + 'static>,
-    >;
+    type Future = RulesFuture<S::Future, ResBody, S::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        // The service polled ready goes to the call; a clone stays for the
-        // next poll_ready.
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
         let snapshot = self.rules.current();
-        let path = request.uri().path();
-        match snapshot.routed_rule(request.method(), path) {
-            Some(routed) => {
-                // Only an adaptive rule's inner service is timed.
-                let adaptive = routed.rule.is_adaptive().then(|| Arc::clone(&routed.rule));
-                let timed = Timed::new(inner, adaptive);
-                let mut service: RateLimitService<Timed<S, C>, RuleBackend<C>, RuleKey> =
-                    routed.layer.layer(timed);
-                Box::pin(service.call(request))
+        let Some(routed) = snapshot.routed_rule(request.method(), request.uri().path()) else {
+            return RulesFuture::unrouted(self.inner.call(request));
+        };
+        let layer = match &routed.layer {
+            RoutedLayer::Rate(layer) => layer,
+            // A concurrency rule: its permit is held until the inner
+            // service's response is ready, then finished with the latency
+            // and status (limiter-concurrency's layer, which owns the
+            // ready service: a clone stays for the next poll_ready). Its
+            // future holds the permit and the service, so it is boxed.
+            RoutedLayer::Concurrency(layer) => {
+                let clone = self.inner.clone();
+                let ready = std::mem::replace(&mut self.inner, clone);
+                return RulesFuture::boxed(Box::pin(layer.layer(ready).call(request)));
             }
-            None => {
-                let mut inner = inner;
-                let future = inner.call(request);
-                Box::pin(async move { Ok(future.await?.map(Either::Left)) })
+        };
+        if !routed.rule.is_adaptive() {
+            // The rule's layer around the inner service that was polled
+            // ready: no service built, nothing cloned, nothing boxed.
+            return RulesFuture::limited(layer.call_ready(&mut self.inner, request));
+        }
+        // An adaptive rule times its inner service: the ready service
+        // goes into the timer, a clone stays for the next poll_ready.
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        let mut timed = Timed::new(ready, Arc::clone(&routed.rule));
+        RulesFuture::timed(layer.call_ready(&mut timed, request))
+    }
+}
+
+pin_project! {
+    /// The future of [`RulesService`]: the inner service's future `F`
+    /// (response body `B`, error `E`) through the request's rule, or alone
+    /// when no rule matches. Named, so a request that no rule matches, or
+    /// that its rule admits or refuses at once, allocates nothing of its
+    /// own; see [`ResponseFuture`] for what does, and for cancel safety.
+    pub struct RulesFuture<F, B, E> {
+        #[pin]
+        state: State<F, B, E>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F, B, E> {
+        Unrouted {
+            #[pin]
+            future: F,
+        },
+        Limited {
+            #[pin]
+            future: ResponseFuture<F, B, E>,
+        },
+        Timed {
+            #[pin]
+            future: ResponseFuture<TimedFuture<B, E>, B, E>,
+        },
+        Boxed {
+            future: BoxedFuture<B, E>,
+        },
+    }
+}
+
+/// A concurrency rule's future: it holds its permit and the inner service.
+type BoxedFuture<B, E> = Pin<Box<dyn Future<Output = Result<Response<LimitBody<B>>, E>> + Send>>;
+
+impl<F, B, E> RulesFuture<F, B, E> {
+    fn boxed(future: BoxedFuture<B, E>) -> Self {
+        RulesFuture {
+            state: State::Boxed { future },
+        }
+    }
+
+    fn unrouted(future: F) -> Self {
+        RulesFuture {
+            state: State::Unrouted { future },
+        }
+    }
+
+    fn limited(future: ResponseFuture<F, B, E>) -> Self {
+        RulesFuture {
+            state: State::Limited { future },
+        }
+    }
+
+    fn timed(future: ResponseFuture<TimedFuture<B, E>, B, E>) -> Self {
+        RulesFuture {
+            state: State::Timed { future },
+        }
+    }
+}
+
+impl<F, B, E> std::fmt::Debug for RulesFuture<F, B, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match &self.state {
+            State::Unrouted { .. } => "unrouted",
+            State::Limited { .. } => "limited",
+            State::Timed { .. } => "timed",
+            State::Boxed { .. } => "concurrency",
+        };
+        f.debug_struct("RulesFuture")
+            .field("state", &state)
+            .finish()
+    }
+}
+
+impl<F, B, E> Future for RulesFuture<F, B, E>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<LimitBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            StateProj::Unrouted { future } => {
+                Poll::Ready(ready!(future.poll(cx)).map(|r| r.map(Either::Left)))
             }
+            StateProj::Limited { future } => future.poll(cx),
+            StateProj::Timed { future } => future.poll(cx),
+            StateProj::Boxed { future } => future.as_mut().poll(cx),
         }
     }
 }

@@ -4,9 +4,10 @@
 //! Keys are written with limiter-tower's one key encoding
 //! (`key_encoding::KeyWriter`: injective, parts joined by `:`, every byte
 //! that could confuse a reader percent-encoded) into a thread-local buffer
-//! that is reused from request to request, then copied once into a [`RuleKeyText`]: no allocation for a key of up
-//! to 31 bytes (an IPv4 address, an IPv6 `/64`), one of the key's exact length for a
-//! longer one, none per part. A library caller's key (`try_acquire_key("10.0.0.7")`) is
+//! that is reused from request to request, then copied once into a
+//! [`RuleKeyText`]: no allocation for an IPv4 or IPv6 `/64` key, or any
+//! key of up to 23 bytes; one of the key's exact length for a longer one;
+//! none per part. A library caller's key (`try_acquire_key("10.0.0.7")`) is
 //! written as one part the same way, so it names the same key as the
 //! HTTP layer's `key: ip` for that address.
 
@@ -18,13 +19,18 @@ use limiter_tower::{ClientIp, KeyError, KeyExtractor, PeerIp, RequestHead};
 
 use limiter_rules::{KeyPart, MatchSpec, PathMatch};
 
-/// The key a keyed rule's table holds: the encoded text, in 32 bytes.
+/// The key a keyed rule's table holds: the encoded text, in 24 bytes.
 ///
-/// A key of up to 31 bytes (every IPv4 address, every IPv6 `/64` as
-/// `key: ip` writes it, most user ids) is held inline, with no allocation; a longer one (an IPv6 `/64`, a composite
-/// key) in one allocation of its exact length behind a thin pointer. The
-/// representation is canonical (a text has exactly one form), and
-/// equality, order and hash are those of the text.
+/// Held compactly: every `%3A` of the text (an escaped `:`, three bytes)
+/// as one byte, `0x01`, which the key encoding never writes raw (control
+/// bytes are always escaped), so the compact form and the text determine
+/// each other. A compact form of up to 23 bytes is held inline, with no
+/// allocation: every IPv4 address and every IPv6 `/64` as `key: ip`
+/// writes them (at most 21 bytes, `ffff%3Affff%3Affff%3Affff%3A%3A`
+/// being `ffff␁ffff␁ffff␁ffff␁␁`), and most user ids. A longer one (a
+/// composite key, a long header value) is held in one allocation of its
+/// exact length behind a thin pointer. Equality and hash are those of the
+/// compact form, hence of the text.
 ///
 /// # Examples
 ///
@@ -33,8 +39,8 @@ use limiter_rules::{KeyPart, MatchSpec, PathMatch};
 /// use limiter_core::ManualClock;
 ///
 /// let key = RuleLimiter::<ManualClock>::key("2001:db8::");
-/// assert_eq!(key.as_str(), "2001%3Adb8%3A%3A");
-/// assert_eq!(size_of_val(&key), 32);
+/// assert_eq!(key.text(), "2001%3Adb8%3A%3A");
+/// assert_eq!(size_of_val(&key), 24);
 /// ```
 #[derive(Clone)]
 pub struct RuleKeyText(Repr);
@@ -42,75 +48,136 @@ pub struct RuleKeyText(Repr);
 #[derive(Clone)]
 enum Repr {
     /// The first `len` bytes of `bytes`; `Len`'s unused values are the
-    /// niche that lets `Heap` share the 16 bytes.
+    /// niche that lets `Heap` share the 24 bytes.
     Inline {
         bytes: [u8; INLINE],
         len: Len,
     },
-    Heap(Box<Box<str>>),
+    Heap(Box<Box<[u8]>>),
 }
 
-const INLINE: usize = 31;
+const INLINE: usize = 23;
 
-const _: () = assert!(size_of::<RuleKeyText>() == 32);
+const _: () = assert!(size_of::<RuleKeyText>() == 24);
 
-/// A length of 0 to 31.
+/// The compact form of the escape `%3A`.
+const COLON: u8 = 0x01;
+
+/// A length of 0 to 23.
 #[derive(Clone, Copy)]
 #[repr(u8)]
 #[rustfmt::skip]
 enum Len {
-    L0, L1, L2, L3, L4, L5, L6, L7, L8, L9, L10, L11, L12, L13, L14, L15, L16, L17, L18, L19, L20, L21, L22, L23, L24, L25, L26, L27, L28, L29, L30, L31,
+    L0, L1, L2, L3, L4, L5, L6, L7, L8, L9, L10, L11, L12, L13, L14, L15, L16, L17, L18, L19, L20, L21, L22, L23,
 }
 
 #[rustfmt::skip]
 const LENS: [Len; INLINE + 1] = [
-    Len::L0, Len::L1, Len::L2, Len::L3, Len::L4, Len::L5, Len::L6, Len::L7, Len::L8, Len::L9, Len::L10, Len::L11, Len::L12, Len::L13, Len::L14, Len::L15, Len::L16, Len::L17, Len::L18, Len::L19, Len::L20, Len::L21, Len::L22, Len::L23, Len::L24, Len::L25, Len::L26, Len::L27, Len::L28, Len::L29, Len::L30, Len::L31,
+    Len::L0, Len::L1, Len::L2, Len::L3, Len::L4, Len::L5, Len::L6, Len::L7, Len::L8, Len::L9, Len::L10, Len::L11, Len::L12, Len::L13, Len::L14, Len::L15, Len::L16, Len::L17, Len::L18, Len::L19, Len::L20, Len::L21, Len::L22, Len::L23,
 ];
 
 impl RuleKeyText {
-    /// The encoded text.
-    pub fn as_str(&self) -> &str {
+    /// The compact form.
+    fn compact(&self) -> &[u8] {
         match &self.0 {
-            // Inline bytes are copied from a `str` at a char boundary (the
-            // whole of it), so they are valid UTF-8.
-            Repr::Inline { bytes, len } => {
-                std::str::from_utf8(&bytes[..*len as usize]).unwrap_or_default()
-            }
-            Repr::Heap(text) => text,
+            Repr::Inline { bytes, len } => &bytes[..*len as usize],
+            Repr::Heap(bytes) => bytes,
         }
+    }
+
+    /// The encoded text (borrowed when it has no escaped `:`).
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        let compact = self.compact();
+        if !compact.contains(&COLON) {
+            // The compact form of a text without `%3A` is that text.
+            return std::borrow::Cow::Borrowed(std::str::from_utf8(compact).unwrap_or_default());
+        }
+        let mut text = String::with_capacity(compact.len() + 8);
+        for chunk in self.chunks() {
+            text.push_str(chunk);
+        }
+        std::borrow::Cow::Owned(text)
+    }
+
+    /// Whether the encoded text is `text`, without writing it out.
+    pub(crate) fn is_text(&self, text: &str) -> bool {
+        let mut rest = text;
+        for chunk in self.chunks() {
+            match rest.strip_prefix(chunk) {
+                Some(after) => rest = after,
+                None => return false,
+            }
+        }
+        rest.is_empty()
+    }
+
+    /// The encoded text in pieces: runs of the compact form and `%3A`.
+    fn chunks(&self) -> impl Iterator<Item = &str> {
+        let compact = self.compact();
+        let mut pieces = compact.split(|&b| b == COLON).map(|run| {
+            // Compact bytes other than `COLON` are the text's own, valid
+            // UTF-8 between two escapes (an escape is ASCII).
+            std::str::from_utf8(run).unwrap_or_default()
+        });
+        let first = pieces.next();
+        first.into_iter().chain(pieces.flat_map(|run| ["%3A", run]))
     }
 }
 
-impl From<&str> for RuleKeyText {
-    fn from(text: &str) -> RuleKeyText {
-        match LENS.get(text.len()) {
-            Some(&len) => {
-                let mut bytes = [0; INLINE];
-                bytes[..text.len()].copy_from_slice(text.as_bytes());
-                RuleKeyText(Repr::Inline { bytes, len })
+impl RuleKeyText {
+    /// The key of a text the key encoding wrote ([`KeyWriter`]: no raw
+    /// control byte, every `%` the start of an escape).
+    pub(crate) fn from_encoded(text: &str) -> RuleKeyText {
+        let mut bytes = [0; INLINE];
+        let mut len = 0;
+        let mut rest = text.as_bytes();
+        while !rest.is_empty() {
+            let (byte, step) = match rest {
+                [b'%', b'3', b'A', ..] => (COLON, 3),
+                [b, ..] => (*b, 1),
+                [] => break,
+            };
+            if len == INLINE {
+                return RuleKeyText::heap(text);
             }
-            None => RuleKeyText(Repr::Heap(Box::new(Box::from(text)))),
+            bytes[len] = byte;
+            len += 1;
+            rest = &rest[step..];
         }
+        RuleKeyText(Repr::Inline {
+            bytes,
+            len: LENS[len],
+        })
+    }
+}
+
+impl RuleKeyText {
+    /// A key whose compact form is longer than [`INLINE`].
+    fn heap(text: &str) -> RuleKeyText {
+        let mut compact = Vec::with_capacity(text.len());
+        let mut rest = text.as_bytes();
+        while let Some((&b, after)) = rest.split_first() {
+            if let Some(tail) = rest.strip_prefix(b"%3A") {
+                compact.push(COLON);
+                rest = tail;
+            } else {
+                compact.push(b);
+                rest = after;
+            }
+        }
+        RuleKeyText(Repr::Heap(Box::new(compact.into_boxed_slice())))
     }
 }
 
 impl Default for RuleKeyText {
     fn default() -> RuleKeyText {
-        RuleKeyText::from("")
-    }
-}
-
-impl std::ops::Deref for RuleKeyText {
-    type Target = str;
-
-    fn deref(&self) -> &str {
-        self.as_str()
+        RuleKeyText::from_encoded("")
     }
 }
 
 impl PartialEq for RuleKeyText {
     fn eq(&self, other: &RuleKeyText) -> bool {
-        self.as_str() == other.as_str()
+        self.compact() == other.compact()
     }
 }
 
@@ -118,19 +185,19 @@ impl Eq for RuleKeyText {}
 
 impl std::hash::Hash for RuleKeyText {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state);
+        self.compact().hash(state);
     }
 }
 
 impl std::fmt::Debug for RuleKeyText {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_str().fmt(f)
+        self.text().fmt(f)
     }
 }
 
 impl std::fmt::Display for RuleKeyText {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        self.chunks().try_for_each(|chunk| f.write_str(chunk))
     }
 }
 
@@ -156,7 +223,7 @@ fn with_buffer<E>(
         };
         out.clear();
         write(&mut KeyWriter::new(out))?;
-        Ok(RuleKeyText::from(out.as_str()))
+        Ok(RuleKeyText::from_encoded(out))
     })
 }
 
@@ -173,11 +240,11 @@ pub(crate) fn library_key(key: &str) -> RuleKeyText {
 }
 
 /// Whether `encoded` is the one-part encoding of `raw` (a priority class's
-/// name against the class header's encoded value), without writing it.
-pub(crate) fn encodes(encoded: &str, raw: &str) -> bool {
-    let mut written = String::with_capacity(encoded.len());
+/// name against the class header's encoded value).
+pub(crate) fn encodes(encoded: &RuleKeyText, raw: &str) -> bool {
+    let mut written = String::with_capacity(raw.len() + 8);
     KeyWriter::new(&mut written).part_str(raw);
-    written == encoded
+    encoded.is_text(&written)
 }
 
 /// The key extractor of a rule.
@@ -295,8 +362,8 @@ mod tests {
         assert_ne!(k(b"a:b", b"c"), k(b"a", b"b:c"));
         assert_ne!(k(b"%41", b""), k(b"A", b""));
         assert_ne!(k(b"\xff", b""), k(b"%FF", b""));
-        assert_eq!(&*k(b"u1", b"p"), "u1:p");
-        assert_eq!(&*k(b"a:b", b"{c}"), "a%3Ab:%7Bc%7D");
+        assert_eq!(k(b"u1", b"p").text(), "u1:p");
+        assert_eq!(k(b"a:b", b"{c}").text(), "a%3Ab:%7Bc%7D");
     }
 
     #[test]
@@ -310,23 +377,64 @@ mod tests {
             let from_http = key.extract(&RequestHead::of(&req));
             assert_eq!(from_http.ok(), Some(library_key(addr)));
         }
-        assert!(encodes("a%3Ab", "a:b") && !encodes("a:b", "a:b"));
+        let encoded = |text: &str| RuleKeyText::from_encoded(text);
+        assert!(encodes(&encoded("a%3Ab"), "a:b") && !encodes(&encoded("a:b"), "a:b"));
+        // A raw 0x01 is escaped, so it never reads as a compact `%3A`.
+        assert_eq!(library_key("\u{1}").text(), "%01");
+        assert_ne!(library_key("\u{1}"), library_key(":"));
     }
 
     #[test]
     fn inline_and_heap_keys_are_their_text() {
         use std::collections::HashSet;
-        let texts: Vec<String> = (0..40).map(|n| "k".repeat(n)).collect();
-        let keys: HashSet<RuleKeyText> = texts
-            .iter()
-            .map(|t| RuleKeyText::from(t.as_str()))
+        // Plain texts, and texts of escaped colons, around the inline
+        // capacity; each key is its text, and equal keys only to equal texts.
+        let texts: Vec<String> = (0..40)
+            .flat_map(|n| {
+                [
+                    "k".repeat(n),
+                    "%3A".repeat(n),
+                    format!("a%3A{}", "%33".repeat(n)),
+                ]
+            })
             .collect();
-        assert_eq!(keys.len(), 40);
+        let keys: HashSet<RuleKeyText> =
+            texts.iter().map(|t| RuleKeyText::from_encoded(t)).collect();
+        let distinct: HashSet<&String> = texts.iter().collect();
+        assert_eq!(keys.len(), distinct.len());
         for t in &texts {
-            let k = RuleKeyText::from(t.as_str());
-            assert_eq!((k.as_str(), k.clone()), (t.as_str(), k.clone()));
+            let k = RuleKeyText::from_encoded(t);
+            assert_eq!(k.text(), t.as_str());
+            assert_eq!(k.to_string(), *t);
+            assert!(k.is_text(t));
+            assert!(!k.is_text(&format!("{t}x")));
+            if let Some(shorter) = t.get(..t.len().saturating_sub(1)).filter(|_| !t.is_empty()) {
+                assert!(!k.is_text(shorter));
+            }
             assert!(keys.contains(&k));
         }
-        assert_eq!(RuleKeyText::default().as_str(), "");
+        assert_eq!(RuleKeyText::default().text(), "");
+    }
+
+    #[test]
+    fn every_ip_key_is_inline() {
+        let longest = [
+            "255.255.255.255",
+            "ffff:ffff:ffff:ffff::",
+            "2001:db8:1:869f::",
+        ];
+        for addr in longest {
+            let key = library_key(addr);
+            assert!(
+                matches!(key.0, Repr::Inline { .. }),
+                "{addr} is held inline"
+            );
+            let mut text = String::new();
+            KeyWriter::new(&mut text).part_str(addr);
+            assert_eq!(key.text(), text);
+        }
+        let long = library_key("a-user-id-of-thirty-bytes-long");
+        assert!(matches!(long.0, Repr::Heap(_)));
+        assert_eq!(long.text(), "a-user-id-of-thirty-bytes-long");
     }
 }

@@ -6,14 +6,13 @@
 //! sample means ([`outcome_of`]): a 5xx is an overload signal (`Dropped`), a
 //! 4xx says nothing about load (`Ignored`), anything else is a latency
 //! sample (`Success`). Time is tokio's clock, so paused-time tests drive it.
-//! Rules of other algorithms pass through untimed, without a box.
+//! Rules of other algorithms are not wrapped at all.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use futures::future::Either;
 use http::{Request, Response, StatusCode};
 use limiter_core::Outcome;
 use tower_service::Service;
@@ -35,12 +34,12 @@ pub(crate) fn outcome_of(status: StatusCode) -> Outcome {
 /// An inner service whose latency is recorded into an adaptive rule.
 pub(crate) struct Timed<S, C: RuleClock> {
     inner: S,
-    /// The adaptive rule to record into; `None`: pass through untimed.
-    rule: Option<Arc<RuleLimiter<C>>>,
+    /// The adaptive rule to record into.
+    rule: Arc<RuleLimiter<C>>,
 }
 
 impl<S, C: RuleClock> Timed<S, C> {
-    pub(crate) fn new(inner: S, rule: Option<Arc<RuleLimiter<C>>>) -> Timed<S, C> {
+    pub(crate) fn new(inner: S, rule: Arc<RuleLimiter<C>>) -> Timed<S, C> {
         Timed { inner, rule }
     }
 }
@@ -49,7 +48,7 @@ impl<S: Clone, C: RuleClock> Clone for Timed<S, C> {
     fn clone(&self) -> Self {
         Timed {
             inner: self.inner.clone(),
-            rule: self.rule.clone(),
+            rule: Arc::clone(&self.rule),
         }
     }
 }
@@ -58,12 +57,15 @@ impl<S: std::fmt::Debug, C: RuleClock> std::fmt::Debug for Timed<S, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Timed")
             .field("inner", &self.inner)
-            .field("rule", &self.rule.as_ref().map(|r| r.name()))
+            .field("rule", &self.rule.name())
             .finish()
     }
 }
 
-type Boxed<R, E> = Pin<Box<dyn Future<Output = Result<R, E>> + Send + 'static>>;
+/// The future of a [`Timed`] service (response
+/// body `B`, error `E`): boxed, as only adaptive rules are timed.
+pub(crate) type TimedFuture<B, E> =
+    Pin<Box<dyn Future<Output = Result<Response<B>, E>> + Send + 'static>>;
 
 impl<S, C, ReqBody, ResBody> Service<Request<ReqBody>> for Timed<S, C>
 where
@@ -75,23 +77,20 @@ where
 {
     type Response = Response<ResBody>;
     type Error = S::Error;
-    type Future = Either<S::Future, Boxed<Response<ResBody>, S::Error>>;
+    type Future = TimedFuture<ResBody, S::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        let Some(rule) = &self.rule else {
-            return Either::Left(self.inner.call(request));
-        };
         let start = tokio::time::Instant::now();
         let future = self.inner.call(request);
-        let rule = Arc::clone(rule);
-        Either::Right(Box::pin(async move {
+        let rule = Arc::clone(&self.rule);
+        Box::pin(async move {
             let response = future.await?;
             rule.record(start.elapsed(), outcome_of(response.status()));
             Ok(response)
-        }))
+        })
     }
 }

@@ -1,9 +1,19 @@
-//! A rule's `limiter-tower` layer: its backend ([`RuleBackend`]), key
-//! ([`RuleKey`]), name, mode, allowlist and header syntax, built once per
-//! snapshot around the rule's live limiter.
+//! A rule's HTTP layer, built once per snapshot around the rule's live
+//! limiter: for a rate rule, `limiter-tower`'s layer with its backend
+//! ([`RuleBackend`]), key ([`RuleKey`]), name, mode, allowlist and header
+//! syntax; for a concurrency rule, `limiter-concurrency`'s layer, which
+//! holds a permit while the inner service works.
+//!
+//! A concurrency rule does not go through limiter-core's `Decide` seam: a
+//! decision there is a grant of permits that time gives back (a wait, a
+//! headroom, a refill), while a concurrency permit is given back by the
+//! request itself when its response is ready, and its release feeds the
+//! estimator. Its layer answers a refusal with the same problem document
+//! (`limiter_tower::problem`), `503` and `Retry-After`.
 
 use std::sync::Arc;
 
+use limiter_concurrency::http::ConcurrencyLimitLayer;
 use limiter_rules::{Algorithm, HeaderSpec, Mode, RuleSpec};
 use limiter_tower::{Draft10, LegacyHeaders, RateLimitLayer};
 
@@ -14,6 +24,27 @@ use crate::limiter::RuleLimiter;
 
 /// A rule's `limiter-tower` layer.
 pub(crate) type RuleLayer<C> = RateLimitLayer<RuleBackend<C>, RuleKey>;
+
+/// The HTTP layer of a routed rule.
+pub(crate) enum RoutedLayer<C: RuleClock> {
+    /// A rate rule: limiter-tower's layer.
+    Rate(RuleLayer<C>),
+    /// A concurrency rule: limiter-concurrency's layer over the rule's
+    /// limiter (shared with every snapshot that keeps the rule).
+    Concurrency(ConcurrencyLimitLayer),
+}
+
+/// The layer of `rule`, whichever kind it is.
+pub(crate) fn routed_layer<C: RuleClock>(rule: &Arc<RuleLimiter<C>>) -> RoutedLayer<C> {
+    let Some(limiter) = rule.concurrency() else {
+        return RoutedLayer::Rate(rule_layer(rule));
+    };
+    let layer = ConcurrencyLimitLayer::new(&rule.spec.name, limiter.clone());
+    match rule.spec.mode {
+        Mode::Reject => RoutedLayer::Concurrency(layer),
+        Mode::Delay { max_delay } => RoutedLayer::Concurrency(layer.wait(max_delay)),
+    }
+}
 
 /// The layer of `rule`.
 pub(crate) fn rule_layer<C: RuleClock>(rule: &Arc<RuleLimiter<C>>) -> RuleLayer<C> {

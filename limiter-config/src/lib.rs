@@ -71,6 +71,7 @@
 //! limiter state), `limiter` ([`RuleLimiter`]), `backend` (the rule as a
 //! `limiter-tower` backend and key), `latency`, `layer` (a rule's
 //! `limiter-tower` layer), `snapshot` ([`Snapshot`], [`ReloadReport`]),
+//! `overrides` (per-key quotas from the file and the admin API),
 //! `build` (a reload, rule by rule), `ruleset` ([`RuleSet`]), `http`
 //! ([`RulesLayer`]), `watch`.
 
@@ -83,6 +84,7 @@ mod latency;
 mod layer;
 mod limiter;
 mod live;
+mod overrides;
 mod ruleset;
 mod snapshot;
 mod watch;
@@ -98,10 +100,12 @@ pub use key::RuleKeyText;
 pub use limiter::{PENALIZED, RuleError, RuleLimiter, SHADOW_DELAYED, SHADOW_REJECTED};
 pub use limiter_rules::{
     ALGORITHMS, AdaptivePolicySpec, Algorithm, BackendSpec, ConfigError, ConfigErrors,
-    DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, Format, HeaderSpec, KeyPart, KeySpec,
-    MAX_PENALTY_AFTER, MatchSpec, Matcher, Mode, PathMatch, PenaltySpec, Pos, Problem, Rate,
-    RedisSpec, RouteTable, RuleSpec, Shape, check_file, check_str, parse_duration,
+    DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, Format, HeaderSpec, KeyOverride, KeyPart,
+    KeySpec, MAX_OVERRIDES, MAX_PENALTY_AFTER, MatchSpec, Matcher, Mode, PathMatch, PenaltySpec,
+    Pos, Problem, Rate, RedisSpec, RouteTable, RuleSpec, Shape, check_file, check_quota_str,
+    check_str, parse_duration,
 };
+pub use overrides::{KeyQuota, OverrideRefusal, QuotaSource};
 pub use ruleset::{CONFIG_ERRORS, CONFIG_GENERATION, RuleSet};
 pub use snapshot::{ReloadReport, Snapshot};
 pub use watch::Watcher;

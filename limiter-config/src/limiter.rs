@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use limiter_async::{AsyncLimiter, CancelGrant, SlotWait, WakeUp};
+use limiter_concurrency::ConcurrencyLimiter;
 use limiter_core::{
     AcquireError, AdaptiveLimiter, EwmaAimd, Outcome, PercentileWindow, PriorityClass, RateLimiter,
 };
@@ -48,6 +49,13 @@ pub enum RuleError {
         /// The rule.
         rule: String,
     },
+    /// A `concurrency` or `adaptive_concurrency` rule was asked for a
+    /// permit that nothing gives back: take one from
+    /// [`RuleLimiter::concurrency`] (a permit released when dropped).
+    Concurrency {
+        /// The rule.
+        rule: String,
+    },
 }
 
 impl RuleError {
@@ -74,6 +82,10 @@ impl fmt::Display for RuleError {
             RuleError::NeedsKey { rule } => write!(
                 f,
                 "rule `{rule}` is keyed; call try_acquire_key / take_key with the client's key"
+            ),
+            RuleError::Concurrency { rule } => write!(
+                f,
+                "rule `{rule}` limits concurrency; take a permit from RuleLimiter::concurrency() and drop it when the work is done"
             ),
         }
     }
@@ -230,7 +242,7 @@ impl<C: RuleClock> RuleLimiter<C> {
     pub fn release_penalty(&self, key: &str) -> bool {
         self.penalty
             .as_ref()
-            .is_some_and(|b| b.release(&RuleKeyText::from(key)))
+            .is_some_and(|b| b.release(&RuleKeyText::from_encoded(key)))
     }
 
     /// The keys with the most refusals by this rule, heaviest first, once
@@ -272,7 +284,8 @@ impl<C: RuleClock> RuleLimiter<C> {
 
     /// The table key of `key` (an address, a user id): the text as the HTTP
     /// layer writes it, so `"10.0.0.7"` names the key of that client's
-    /// requests under `key: ip`.
+    /// requests under `key: ip` (and `"2001:db8:0:7::"` the key of every
+    /// client in that IPv6 `/64`).
     pub fn key(key: &str) -> RuleKeyText {
         library_key(key)
     }
@@ -281,6 +294,17 @@ impl<C: RuleClock> RuleLimiter<C> {
     pub fn redis(&self) -> Option<&RedisLimiter> {
         match &self.live.core {
             Core::Redis { limiter, .. } => Some(limiter),
+            _ => None,
+        }
+    }
+
+    /// The limiter of a `concurrency` or `adaptive_concurrency` rule: a
+    /// permit from it (`try_acquire`, `acquire().await`) is held until
+    /// dropped or [`finish`](limiter_concurrency::Permit::finish)ed. The
+    /// same limiter across reloads that change only its numbers.
+    pub fn concurrency(&self) -> Option<&ConcurrencyLimiter> {
+        match &self.live.core {
+            Core::Concurrency(l) => Some(l),
             _ => None,
         }
     }
@@ -356,7 +380,10 @@ impl<C: RuleClock> RuleLimiter<C> {
         }
     }
 
-    /// Takes `n` permits for `key` now, all or nothing.
+    /// Takes `n` permits for `key` now, all or nothing. `key` is one part
+    /// of the key encoding, as [`RuleLimiter::key`] writes it, for a local
+    /// and a Redis rule alike: the same client's HTTP requests under
+    /// `key: ip` count against the same key (the same Redis key).
     ///
     /// # Errors
     ///
@@ -365,7 +392,7 @@ impl<C: RuleClock> RuleLimiter<C> {
         match &self.live.core {
             Core::Keyed(k) => Ok(k.try_acquire_n(&library_key(key), n)?),
             Core::Redis { limiter, .. } => limiter
-                .try_acquire_n(key, n)
+                .try_acquire_n(&library_key(key).text(), n)
                 .await
                 .map(|_| ())
                 .map_err(RuleError::Redis),
@@ -443,7 +470,7 @@ impl<C: RuleClock> RuleLimiter<C> {
                 Ok(())
             }
             Core::Redis { limiter, .. } => limiter
-                .take_n_timeout(key, n, timeout)
+                .take_n_timeout(&library_key(key).text(), n, timeout)
                 .await
                 .map(|_| ())
                 .map_err(RuleError::Redis),
@@ -461,8 +488,10 @@ impl<C: RuleClock> RuleLimiter<C> {
     }
 
     fn needs_key(&self) -> RuleError {
-        RuleError::NeedsKey {
-            rule: self.spec.name.clone(),
+        let rule = self.spec.name.clone();
+        match self.live.core {
+            Core::Concurrency(_) => RuleError::Concurrency { rule },
+            _ => RuleError::NeedsKey { rule },
         }
     }
 }

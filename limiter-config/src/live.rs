@@ -15,14 +15,14 @@ use limiter_core::{
     RateLimiter, SlidingWindow, WarmUpBuilder, WarmUpLimiter,
 };
 use limiter_redis::{RedisLimitError, RedisLimiter};
-use limiter_tower::RedisBackend;
 use redis::aio::ConnectionManager;
 
 use crate::RuleClock;
 use crate::key::RuleKeyText;
+use limiter_concurrency::ConcurrencyLimiter;
 use limiter_keyed::{KeyedBuilder, KeyedLimiter, TopKeys, WhenFull};
 use limiter_rules::{
-    AdaptivePolicySpec, Algorithm, BackendSpec, FailurePolicy, RedisSpec, RuleSpec,
+    AdaptivePolicySpec, Algorithm, BackendSpec, FailurePolicy, QueueSpec, RedisSpec, RuleSpec,
 };
 
 /// The state of one rule's limiter, shared across reloads that keep its
@@ -39,11 +39,15 @@ pub(crate) enum Core<C: RuleClock> {
     /// The limiter and the view of its lowest class (what unclassed
     /// requests use).
     Priority(Arc<PriorityLimiter<C>>, PriorityClass<C>),
-    /// The limiter for library calls, and `limiter-tower`'s backend over
-    /// the same limiter for the HTTP layer.
+    /// A `concurrency` or `adaptive_concurrency` rule: permits held while
+    /// work is in progress (not a rate; decided outside the `Decide` seam,
+    /// see `docs/concurrency.md`).
+    Concurrency(ConcurrencyLimiter),
+    /// The limiter for library calls and the HTTP layer alike, asked
+    /// about encoded keys (`crate::key`): both write a client's key once,
+    /// the same way, so both name the same Redis key.
     Redis {
         limiter: RedisLimiter,
-        http: RedisBackend<String>,
         keyed: bool,
     },
 }
@@ -56,6 +60,8 @@ pub(crate) struct Live<C: RuleClock> {
     /// (`RuleSet::record_top_keys`): a fixed summary of `TOP_SHARDS ×
     /// TOP_PER_SHARD` counters.
     pub(crate) top: OnceLock<TopKeys<RuleKeyText>>,
+    /// The per-key quotas of a keyed rule, by source (see `overrides`).
+    pub(crate) overrides: std::sync::Mutex<crate::overrides::Sources>,
 }
 
 /// Shards of a rule's top-keys summary.
@@ -89,11 +95,7 @@ impl<C: RuleClock> Live<C> {
                     period: Duration::ZERO,
                 })?;
                 let limiter = redis_limiter(conn, quota, r)?;
-                Core::Redis {
-                    http: RedisBackend::new(limiter.clone()),
-                    limiter,
-                    keyed,
-                }
+                Core::Redis { limiter, keyed }
             }
             (BackendSpec::Local, Algorithm::TokenBucket { quota, .. })
             | (BackendSpec::Local, Algorithm::LeakyBucket { quota, .. }) => {
@@ -101,6 +103,7 @@ impl<C: RuleClock> Live<C> {
                     Core::Keyed(Box::new(
                         KeyedBuilder::with_clock(*quota, clock)
                             .max_keys(spec.max_keys)
+                            .max_overrides(limiter_rules::MAX_OVERRIDES)
                             .when_full(WhenFull::EvictLeastRecent)
                             .build()
                             .map_err(invalid)?,
@@ -165,12 +168,50 @@ impl<C: RuleClock> Live<C> {
                     .map_err(|_| invalid(limiter_core::QuotaError::ZeroRate))?;
                 Core::Priority(limiter, lowest)
             }
+            (BackendSpec::Local, Algorithm::Concurrency { limit, queue }) => Core::Concurrency(
+                ConcurrencyLimiter::builder(*limit)
+                    .queue(queue_capacity(queue), queue.order)
+                    .build()
+                    .map_err(unrepresentable)?,
+            ),
+            (
+                BackendSpec::Local,
+                Algorithm::AdaptiveConcurrency {
+                    estimator,
+                    bounds,
+                    drift_guard,
+                    queue,
+                },
+            ) => Core::Concurrency(
+                ConcurrencyLimiter::adaptive(
+                    estimator
+                        .build(*bounds, *drift_guard)
+                        .map_err(unrepresentable)?,
+                )
+                .queue(queue_capacity(queue), queue.order)
+                .build()
+                .map_err(unrepresentable)?,
+            ),
         };
         Ok(Live {
             core,
             waiter: OnceLock::new(),
             top: OnceLock::new(),
+            overrides: std::sync::Mutex::default(),
         })
+    }
+}
+
+fn queue_capacity(queue: &QueueSpec) -> usize {
+    usize::try_from(queue.capacity).unwrap_or(usize::MAX)
+}
+
+fn unrepresentable(_: limiter_concurrency::ConfigError) -> RedisLimitError {
+    // Unreachable for validated specs: validation built the same limiter
+    // and estimator.
+    RedisLimitError::InvalidParameter {
+        name: "limit",
+        requirement: "numbers limiter-concurrency accepts",
     }
 }
 
@@ -215,6 +256,50 @@ impl<C: RuleClock> Live<C> {
         true
     }
 
+    /// Moves a concurrency rule's live limiter to `new`'s numbers (limit,
+    /// queue, estimator), keeping the permits held and the waiters:
+    /// `Some(true)` when something changed, `Some(false)` when nothing did,
+    /// `None` for a rule that is not a concurrency rule or whose kind
+    /// changed (then the caller goes on with the quota).
+    pub(crate) fn retune(&self, old: &Algorithm, new: &Algorithm) -> Option<bool> {
+        let Core::Concurrency(limiter) = &self.core else {
+            return None;
+        };
+        let queue = match (old, new) {
+            (Algorithm::Concurrency { .. }, Algorithm::Concurrency { limit, queue }) => {
+                // A validated limit: set_limit cannot refuse it.
+                let _ = limiter.set_limit(*limit);
+                queue
+            }
+            (
+                Algorithm::AdaptiveConcurrency {
+                    estimator: e0,
+                    bounds: b0,
+                    drift_guard: g0,
+                    ..
+                },
+                Algorithm::AdaptiveConcurrency {
+                    estimator,
+                    bounds,
+                    drift_guard,
+                    queue,
+                },
+            ) => {
+                if (e0, b0, g0) != (estimator, bounds, drift_guard) {
+                    // Validated numbers: the estimator builds.
+                    let built = estimator.build(*bounds, *drift_guard).ok()?;
+                    if !limiter.replace_estimator(built) {
+                        return None;
+                    }
+                }
+                queue
+            }
+            _ => return None,
+        };
+        limiter.set_queue(queue_capacity(queue), queue.order);
+        Some(old != new)
+    }
+
     /// The unkeyed local limiter as a core [`Limiter`].
     pub(crate) fn local(&self) -> Option<Arc<dyn Limiter>> {
         Some(match &self.core {
@@ -224,7 +309,7 @@ impl<C: RuleClock> Live<C> {
             Core::AdaptiveEwma(l) => Arc::clone(l) as Arc<dyn Limiter>,
             Core::AdaptivePercentile(l) => Arc::clone(l) as Arc<dyn Limiter>,
             Core::Priority(_, lowest) => Arc::new(lowest.clone()) as Arc<dyn Limiter>,
-            Core::Keyed(_) | Core::Redis { .. } => return None,
+            Core::Keyed(_) | Core::Redis { .. } | Core::Concurrency(_) => return None,
         })
     }
 }

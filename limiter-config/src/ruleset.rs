@@ -231,6 +231,17 @@ impl<C: RuleClock> RuleSet<C> {
         self.shared.generation.subscribe()
     }
 
+    /// The reload lock (held by a reload, and by an admin call that
+    /// changes a live limiter so it never lands on one being replaced).
+    pub(crate) fn reload_lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, ConnectionManager>> {
+        self.shared
+            .reload
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The file.
     pub fn path(&self) -> &Path {
         &self.shared.path

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use limiter_rules::RouteTable;
 
 use crate::RuleClock;
-use crate::layer::RuleLayer;
+use crate::layer::RoutedLayer;
 use crate::limiter::RuleLimiter;
 
 /// One whole rule set: what a reader sees between two reloads.
@@ -25,8 +25,8 @@ pub struct Snapshot<C: RuleClock> {
 /// A routed rule: the rule and its HTTP layer.
 pub(crate) struct Routed<C: RuleClock> {
     pub(crate) rule: Arc<RuleLimiter<C>>,
-    pub(crate) layer: RuleLayer<C>,
-    /// The layer's key extractor, for `explain`.
+    pub(crate) layer: RoutedLayer<C>,
+    /// The rule's key extractor, for `explain`.
     pub(crate) key: crate::key::RuleKey,
 }
 

@@ -114,3 +114,66 @@ async fn redis_rules_limit_http_requests() {
     );
     assert_eq!(get("127.0.0.2").await.status(), StatusCode::OK);
 }
+
+/// A GET of `/r` from the socket peer `peer`, through `rules`' layer.
+async fn through_layer(rules: &RuleSet, peer: &str) -> StatusCode {
+    use tower::{Layer, ServiceExt};
+    let inner = tower::service_fn(|_: Request<Empty<bytes::Bytes>>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(Empty::<bytes::Bytes>::new()))
+    });
+    let mut request = Request::get("/r").body(Empty::new()).unwrap();
+    request
+        .extensions_mut()
+        .insert(limiter_tower::PeerAddr(peer.parse().unwrap()));
+    rules
+        .layer()
+        .layer(inner)
+        .oneshot(request)
+        .await
+        .unwrap()
+        .status()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn library_and_http_name_one_redis_key_per_client() {
+    let server = RedisServer::start();
+    let dir = TempDir::new();
+    let rules = RuleSet::load(dir.write("rules.yaml", &rules(&server.url(), 1))).unwrap();
+    let rule = rules.get("shared").unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+
+    // HTTP first: the client's one permit, under its /64 written once.
+    assert_eq!(
+        through_layer(&rules, "[2001:db8:0:7::1]:1").await,
+        StatusCode::OK
+    );
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(keys, ["{cfgtest:2001%3Adb8%3A0%3A7%3A%3A}"]);
+    // The library names the same key for the same /64: spent.
+    assert!(denied(rule.try_acquire_key_n("2001:db8:0:7::", 1).await));
+
+    // Library first, for another address: the HTTP request finds it spent.
+    rule.try_acquire_key_n("2001:db8:0:8::", 1).await.unwrap();
+    assert_eq!(
+        through_layer(&rules, "[2001:db8:0:8::1]:1").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "{cfgtest:2001%3Adb8%3A0%3A7%3A%3A}",
+            "{cfgtest:2001%3Adb8%3A0%3A8%3A%3A}"
+        ]
+    );
+}

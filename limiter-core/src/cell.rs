@@ -44,7 +44,7 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::error::AcquireError;
-use crate::follow::{LOCKED, QuotaOf};
+use crate::follow::{LOCKED, QuotaOf, SharedQuota};
 use crate::gcra::{self, Params, Refusal};
 use crate::identity::Owner;
 use crate::limiter::acquire_error;
@@ -849,6 +849,69 @@ impl GcraCell {
     }
 }
 
+impl GcraCell {
+    /// Retires the cell (as [`retire`](GcraCell::retire)) and returns a new
+    /// cell, of a new identity, owing under `to` the permits this one owed
+    /// under `from` at `now`: the rescale of
+    /// [`RateLimiter::set_quota`](crate::RateLimiter::set_quota) (a debt
+    /// scaled by `t_new / t_old`, rounded up; a full cell stays full).
+    /// `None` if the cell was already retired (its subject is being
+    /// removed; a new cell starts full).
+    ///
+    /// `from` is read after the retiring CAS, so it is the quota the
+    /// retired `tat` is expressed in: for a record following a shared
+    /// quota, the record's (a change of the shared quota the cell had not
+    /// yet moved to is skipped: the cell goes straight from its record to
+    /// `to`, as a cell more than 15 changes behind does). This is how a
+    /// keyed limiter changes one key's quota live: the map swaps the key's
+    /// entry for the returned cell under the bucket lock, and every decision
+    /// that read the old cell fails its CAS on `RETIRED` and looks again.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{GcraCell, Quota};
+    ///
+    /// let (old, new) = (Quota::per_second(10)?.with_burst(4)?, Quota::per_second(1)?.with_burst(4)?);
+    /// let cell = GcraCell::new();
+    /// cell.try_acquire_n(old, 0, 3).unwrap()?; // 3 permits owed
+    /// let moved = cell.retire_into(old, new, 0).unwrap();
+    /// assert_eq!(cell.tat(), None); // retired
+    /// assert_eq!(moved.available(new, 0), 1); // still 3 owed
+    /// assert!(cell.retire_into(old, new, 0).is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn retire_into<'a>(
+        &self,
+        from: impl Into<QuotaOf<'a>>,
+        to: Quota,
+        now: u64,
+    ) -> Option<GcraCell> {
+        let tat = loop {
+            let word = self.settled();
+            if word == Self::RETIRED {
+                return None;
+            }
+            // Acquire: the record a mover published before this word (its
+            // release store) is read below as the quota `word` is in.
+            if self
+                .word
+                .compare_exchange(word, Self::RETIRED, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                break word;
+            }
+        };
+        let old = from.into().params_now();
+        let moved = crate::limiter::moved_tat(tat, now, old, Params::from(to), MAX_SPAN);
+        Some(GcraCell {
+            word: AtomicU64::new(moved),
+            owner: Owner::new(),
+        })
+    }
+}
+
 /// The quota version a reservation was decided under (0 for a fixed quota).
 #[cfg(feature = "std")]
 fn undo_version(reservation: &Reservation) -> u64 {
@@ -918,6 +981,19 @@ impl CellRefunds {
 impl Default for CellRefunds {
     fn default() -> CellRefunds {
         CellRefunds::new()
+    }
+}
+
+/// Quota changes that drop the refunds of a [`CellRefunds`] table (here,
+/// beside the table, so that `follow` does not depend on this module).
+#[cfg(feature = "std")]
+impl SharedQuota {
+    /// [`set`](SharedQuota::set), and drops the refunds of `refunds`: they
+    /// belong to the old quota. Holding the table's lock across the change
+    /// serialises it with every cancellation into the table, which checks
+    /// under the same lock that no change came after its reservation.
+    pub fn set_clearing(&self, quota: Quota, now: u64, refunds: &CellRefunds) {
+        refunds.clear_during(|| self.set(quota, now));
     }
 }
 

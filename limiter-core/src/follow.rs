@@ -166,15 +166,6 @@ impl SharedQuota {
         self.quotas.changes()
     }
 
-    /// [`set`](SharedQuota::set), and drops the refunds of `refunds`: they
-    /// belong to the old quota. Holding the table's lock across the change
-    /// serialises it with every cancellation into the table, which checks
-    /// under the same lock that no change came after its reservation.
-    #[cfg(feature = "std")]
-    pub fn set_clearing(&self, quota: Quota, now: u64, refunds: &crate::cell::CellRefunds) {
-        refunds.clear_during(|| self.set(quota, now));
-    }
-
     /// The parameters and change time of version `version`, if its entry
     /// still holds it (an entry is reused after 16 changes).
     fn version_of(&self, version: u64) -> Option<(Params, u64)> {

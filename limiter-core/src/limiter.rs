@@ -332,14 +332,25 @@ impl<C: Clock> RateLimiter<C> {
                 } else {
                     0
                 };
-                let read = self.quotas.read(word);
+                // Unchecked: the pair may be torn by a setter rewriting the
+                // entry (a word 16 changes stale); the arithmetic saturates
+                // and the checks below discard such an outcome.
+                let read = self.quotas.read_unchecked(word);
                 let usable = usable(read.params);
-                match gcra::reserve_within(tat(word), now, n, max_wait, read.params, usable, limit)
-                {
+                // The whole burst's span from the entry (no product); a
+                // priority tier's share multiplied, bounded for a torn read.
+                let span = if usable == read.params.burst {
+                    read.span
+                } else {
+                    u64::from(usable).saturating_mul(read.params.t).min(1 << 62)
+                };
+                let t = read.params.t;
+                match gcra::reserve_in_span(tat(word), now, n, max_wait, t, usable, span, limit) {
                     Ok(grant) => {
                         #[cfg(all(test, not(loom)))]
                         tests::stall_before_cas();
-                        let after = pack(generation(word), grant.tat);
+                        // The word with its tat replaced, generation kept.
+                        let after = (word ^ tat(word)) | grant.tat;
                         let slot = now + grant.wait;
                         let undo = if CANCELLABLE && n != 0 {
                             Undo::Word {
@@ -357,8 +368,9 @@ impl<C: Clock> RateLimiter<C> {
                             params: read.params,
                             usable,
                         };
+                        // n ≥ 1 always moves tat (t ≥ 1); n = 0 writes nothing.
                         Ok((
-                            after,
+                            (n != 0).then_some(after),
                             (self.reservation(n, slot, now, undo), read, full, decided),
                         ))
                     }
@@ -385,6 +397,10 @@ impl<C: Clock> RateLimiter<C> {
                     let _ = full;
                     return Ok((reservation, Some(decided)));
                 }
+                // A refusal decided on parameters a quota change was
+                // rewriting (`quota_versions`, "Torn reads"): decide again
+                // from a fresh load. A refusal writes nothing.
+                Err(((_, read), _)) if !self.quotas.whole_since(read) => continue,
                 // A refusal decided again after a lost CAS used the reading
                 // taken before the winner's (later) decision: the winner
                 // may have moved the word past what that reading allows. Read

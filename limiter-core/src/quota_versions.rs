@@ -58,12 +58,38 @@
 //!    (release sequence of the word), so the re-read would see it. Hence
 //!    the parameters the decision used are the ones the word names.
 //!
-//! Reading an entry never yields unusable parameters either: a reader that
-//! races a setter rewriting the same entry may see `t` of one quota and
-//! `burst` of another, so [`QuotaVersions::params`] re-reads until the pair
-//! satisfies the quota invariants (`t ≥ 1`, `burst ≥ 1`, `t · burst ≤
-//! MAX_SPAN`), and rule 2 voids any decision made on such a pair. The
-//! arithmetic can therefore never overflow, whatever interleaving.
+//! # Torn reads, and the decision path that does not check for them
+//!
+//! A reader that races a setter rewriting the same entry may see `t` of one
+//! quota and `burst` of another. Each field alone is always a valid quota's
+//! (`1 ≤ t ≤ MAX_SPAN`, `burst ≥ 1`), but the pair may break `t · burst ≤
+//! MAX_SPAN`. There are two ways to read an entry:
+//!
+//! * [`QuotaVersions::read`] (quota reports, keyed cells, setters) re-reads
+//!   until the pair satisfies the quota invariants and the entry is not
+//!   being written.
+//! * [`QuotaVersions::read_unchecked`] (the decision of `RateLimiter`) reads
+//!   the version and the pair once and checks nothing: a decision that does
+//!   not race a change pays one load for the version and, after deciding,
+//!   one load and a compare ([`QuotaVersions::unchanged_since`] after a
+//!   grant's CAS, [`QuotaVersions::whole_since`] after a refusal). The
+//!   decision takes the span from the entry instead of multiplying, and
+//!   saturates where it multiplies (`gcra::reserve_in_span`), so a torn
+//!   read cannot overflow it, and its outcome is never used: a torn read
+//!   is caught by the check after it.
+//!
+//! Why the check catches a torn pair: a setter marks the entry before it
+//! writes the pair (the version with [`WRITING`] set, then `t` and `burst`
+//! with release) and stores the finished version last. A reader loads the
+//! version, then the pair with acquire, then the version again. If it read
+//! either field from a setter's store, that setter's mark happens before the
+//! second load, which therefore sees the mark or a later version: the two
+//! loads differ. If both loads saw the same finished version, no setter
+//! wrote the pair in between and the pair is that version's. A first load
+//! that saw a mark is never accepted by [`QuotaVersions::whole_since`]; a
+//! grant made on one cannot pass [`QuotaVersions::unchanged_since`] either,
+//! since its CAS can succeed only on a word that names the entry again,
+//! installed after the setter stored the finished version (rule 3).
 //!
 //! Cancellation does not rely on the tag at all: [`QuotaVersions`] counts every
 //! quota change in a full 64-bit counter, a reservation records it, and
@@ -75,6 +101,10 @@ use crate::change_lock::ChangeGuard;
 use crate::gcra::Params;
 use crate::quota::{MAX_SPAN, Quota};
 use crate::sync::{AtomicU32, AtomicU64, Ordering, spin_hint};
+
+/// Set in an entry's version while a setter writes the entry's parameters
+/// (see the module docs, "Torn reads"). Change numbers never reach it.
+pub(crate) const WRITING: u64 = 1 << 63;
 
 /// Bits of the state word that hold the generation.
 const GEN_BITS: u32 = 4;
@@ -122,6 +152,9 @@ pub(crate) fn next_generation(generation: usize) -> usize {
 struct Versioned {
     t: AtomicU64,
     burst: AtomicU32,
+    /// `t · burst`, so a decision needs no product of the two (and a torn
+    /// read no overflow check): each field alone is at most `MAX_SPAN`.
+    span: AtomicU64,
     /// The number of the quota change that wrote this entry.
     version: AtomicU64,
 }
@@ -131,6 +164,8 @@ struct Versioned {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct QuotaRead {
     pub(crate) params: Params,
+    /// `t · burst` as the entry holds it (the burst span).
+    pub(crate) span: u64,
     generation: usize,
     version: u64,
 }
@@ -160,6 +195,7 @@ impl QuotaVersions {
             entries: core::array::from_fn(|_| Versioned {
                 t: AtomicU64::new(p.t),
                 burst: AtomicU32::new(p.burst),
+                span: AtomicU64::new(p.span()),
                 version: AtomicU64::new(0),
             }),
             changes: AtomicU64::new(0),
@@ -177,39 +213,60 @@ impl QuotaVersions {
 
     /// The parameters of the generation named by `word`, with the entry's
     /// version, so that a decision can check after its CAS that the entry was
-    /// not rewritten meanwhile (module docs, rule 2).
+    /// not rewritten meanwhile (module docs, rule 2). The pair satisfies the
+    /// quota invariants and the version is a finished one.
     #[inline]
     pub(crate) fn read(&self, word: u64) -> QuotaRead {
-        let generation = generation(word);
-        let entry = &self.entries[generation];
         loop {
-            // Acquire: pairs with the setter's release store of the version,
-            // made after its parameter stores, so a reader that sees this
-            // version sees at least those parameters.
-            let version = entry.version.load(Ordering::Acquire);
-            // Relaxed: the acquire that produced `word` synchronises with the
-            // release CAS that published this generation after writing the entry.
-            let p = Params {
-                t: entry.t.load(Ordering::Relaxed),
-                burst: entry.burst.load(Ordering::Relaxed),
-            };
-            // A pair that breaks the quota invariants can only be torn by a
-            // setter rewriting this entry 16 generations on; our word is stale
-            // and its CAS will fail, but the arithmetic must not overflow
-            // first. The setter finishes its two stores; read again.
-            if p.t != 0
+            let read = self.read_unchecked(word);
+            let p = read.params;
+            // A marked version, or a pair that breaks the quota invariants,
+            // can only come from a setter rewriting this entry 16 generations
+            // on: our word is stale. The setter finishes its stores; read
+            // again.
+            if read.version & WRITING == 0
+                && p.t != 0
                 && p.burst != 0
                 && p.t
                     .checked_mul(u64::from(p.burst))
-                    .is_some_and(|s| s <= MAX_SPAN)
+                    .is_some_and(|s| s <= MAX_SPAN && s == read.span)
             {
-                return QuotaRead {
-                    params: p,
-                    generation,
-                    version,
-                };
+                return read;
             }
             spin_hint();
+        }
+    }
+
+    /// The entry of the generation named by `word` as it is now, unchecked:
+    /// the version may carry [`WRITING`] and the pair may be torn (each field
+    /// valid alone, see the module docs). Only for a decision whose
+    /// arithmetic saturates and that checks its outcome with
+    /// [`unchanged_since`](QuotaVersions::unchanged_since) (a grant, after
+    /// its CAS) or [`whole_since`](QuotaVersions::whole_since) (a refusal)
+    /// before using it.
+    #[inline]
+    pub(crate) fn read_unchecked(&self, word: u64) -> QuotaRead {
+        let generation = generation(word);
+        let entry = &self.entries[generation];
+        // Acquire: pairs with the setter's release store of the finished
+        // version, made after its parameter stores, so a reader that sees
+        // this version sees at least those parameters.
+        let version = entry.version.load(Ordering::Acquire);
+        // Acquire: a load that reads a setter's (release) store of a field
+        // sees the setter's mark, made before it, in every later load of
+        // the version (module docs, "Torn reads"). The acquire that
+        // produced `word` already made the entry it names visible.
+        let params = Params {
+            t: entry.t.load(Ordering::Acquire),
+            burst: entry.burst.load(Ordering::Acquire),
+        };
+        // Acquire: as the pair.
+        let span = entry.span.load(Ordering::Acquire);
+        QuotaRead {
+            params,
+            span,
+            generation,
+            version,
         }
     }
 
@@ -219,11 +276,23 @@ impl QuotaVersions {
     pub(crate) fn unchanged_since(&self, read: QuotaRead) -> bool {
         // Acquire: the successful CAS acquired the word; a setter that
         // rewrote this entry stored the new version before the word that CAS
-        // read (module docs, rule 3), so this load cannot miss it.
+        // read (module docs, rule 3), so this load cannot miss it. It also
+        // follows the acquire loads of the pair, so a setter whose stores
+        // they read has its mark seen here (module docs, "Torn reads").
         self.entries[read.generation]
             .version
             .load(Ordering::Acquire)
             == read.version
+    }
+
+    /// Whether the parameters of `read` are one finished version's, whole:
+    /// the version was not being written when first read and is unchanged
+    /// now. Called after a decision that wrote nothing (a refusal), which
+    /// has no CAS to order it: the acquire loads of the pair do (module
+    /// docs, "Torn reads").
+    #[inline]
+    pub(crate) fn whole_since(&self, read: QuotaRead) -> bool {
+        read.version & WRITING == 0 && self.unchanged_since(read)
     }
 
     /// How many quota changes have begun so far.
@@ -243,9 +312,16 @@ impl QuotaVersions {
         // change has begun. Only setters write it, under the lock.
         let change = self.changes.fetch_add(1, Ordering::Release) + 1;
         let entry = &self.entries[generation];
-        // Relaxed: the version store below publishes them.
-        entry.t.store(params.t, Ordering::Relaxed);
-        entry.burst.store(params.burst, Ordering::Relaxed);
+        // Release: a reader that sees the mark (acquire) then sees the word
+        // this change's predecessors installed, so the fresh load it decides
+        // on after rejecting a torn read names another entry: progress.
+        // (The stores of the fields below publish the mark to a torn read.)
+        entry.version.store(change | WRITING, Ordering::Release);
+        // Release: a reader whose (acquire) load reads either store sees the
+        // mark above in its next load of the version.
+        entry.t.store(params.t, Ordering::Release);
+        entry.burst.store(params.burst, Ordering::Release);
+        entry.span.store(params.span(), Ordering::Release);
         // Release: a reader that sees this version sees the stores above;
         // and it is sequenced before the release CAS that installs the
         // generation, so a decision whose CAS reads that word sees it too.
@@ -280,5 +356,33 @@ mod tests {
         assert!(!entries.unchanged_since(before));
         assert!(entries.unchanged_since(entries.read(pack(1, 0))));
         assert!(entries.unchanged_since(entries.read(pack(0, 0))));
+    }
+
+    #[test]
+    fn a_read_that_overlaps_a_rewrite_is_never_whole() {
+        let q = Quota::per_second(10).unwrap();
+        let entries = QuotaVersions::new(q);
+        let before = entries.read_unchecked(pack(1, 0));
+        assert!(entries.whole_since(before), "no change: whole");
+        // A setter half-way through rewriting entry 1: marked, `t` stored,
+        // `burst` and the span not yet.
+        let entry = &entries.entries[1];
+        entry.version.store(1 | WRITING, Ordering::Relaxed);
+        entry.t.store(7, Ordering::Release);
+        let torn = entries.read_unchecked(pack(1, 0));
+        assert_eq!(torn.params.t, 7);
+        assert_ne!(torn.span, torn.params.span(), "a torn read");
+        assert!(!entries.whole_since(before), "read before the mark");
+        assert!(!entries.whole_since(torn), "read during the rewrite");
+        // The setter finishes: the torn read stays rejected, a fresh one is
+        // whole, and the checked read returns it.
+        entry.burst.store(2, Ordering::Release);
+        entry.span.store(14, Ordering::Release);
+        entry.version.store(1, Ordering::Release);
+        assert!(!entries.whole_since(torn));
+        let after = entries.read_unchecked(pack(1, 0));
+        assert!(entries.whole_since(after));
+        assert_eq!(entries.read(pack(1, 0)), after);
+        assert_eq!(after.params, Params { t: 7, burst: 2 });
     }
 }

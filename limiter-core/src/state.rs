@@ -136,14 +136,16 @@ impl<A: AtomicWord> AtomicState<A> {
         )
     }
 
-    /// As [`update`](AtomicState::update), and a refusal says whether it
-    /// was decided on a word that moved after the first load (`true`: a CAS
-    /// was lost to another writer) while the caller's other inputs (its
+    /// As [`update`](AtomicState::update), with `decide` saying `None` to
+    /// keep the word (rather than returning it unchanged, so that a caller
+    /// that always writes pays no comparison), and a refusal saying whether
+    /// it was decided on a word that moved after the first load (`true`: a
+    /// CAS was lost to another writer) while the caller's other inputs (its
     /// clock reading) stayed as they were.
     #[inline]
     pub(crate) fn update_retried<T, E>(
         &self,
-        decide: impl FnMut(A::Value) -> Result<(A::Value, T), E>,
+        decide: impl FnMut(A::Value) -> Result<(Option<A::Value>, T), E>,
     ) -> Result<T, (E, bool)> {
         // Orderings as in `update`.
         update_word_retried(
@@ -180,21 +182,25 @@ pub(crate) fn update_word<A: AtomicWord, T, E>(
     load: Ordering,
     success: Ordering,
     failure: Ordering,
-    decide: impl FnMut(A::Value) -> Result<(A::Value, T), E>,
+    mut decide: impl FnMut(A::Value) -> Result<(A::Value, T), E>,
 ) -> Result<T, E> {
-    update_word_retried(word, load, success, failure, decide).map_err(|(e, _)| e)
+    update_word_retried(word, load, success, failure, |current| {
+        decide(current).map(|(next, out)| ((next != current).then_some(next), out))
+    })
+    .map_err(|(e, _)| e)
 }
 
-/// [`update_word`], with a refusal's flag of whether it was decided on
-/// another word than the first one loaded (after a CAS lost to another
-/// writer; a spurious failure of the weak CAS leaves the word as it was).
+/// [`update_word`], with `None` from `decide` to keep the word, and a
+/// refusal's flag of whether it was decided on another word than the first
+/// one loaded (after a CAS lost to another writer; a spurious failure of
+/// the weak CAS leaves the word as it was).
 #[inline]
 pub(crate) fn update_word_retried<A: AtomicWord, T, E>(
     word: &A,
     load: Ordering,
     success: Ordering,
     failure: Ordering,
-    mut decide: impl FnMut(A::Value) -> Result<(A::Value, T), E>,
+    mut decide: impl FnMut(A::Value) -> Result<(Option<A::Value>, T), E>,
 ) -> Result<T, (E, bool)> {
     let first = word.load(load);
     let mut current = first;
@@ -203,9 +209,9 @@ pub(crate) fn update_word_retried<A: AtomicWord, T, E>(
             Ok(decided) => decided,
             Err(e) => return Err((e, current != first)),
         };
-        if next == current {
+        let Some(next) = next else {
             return Ok(out);
-        }
+        };
         match word.compare_exchange_weak(current, next, success, failure) {
             Ok(_) => return Ok(out),
             Err(actual) => current = actual,

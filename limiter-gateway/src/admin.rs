@@ -38,7 +38,7 @@ use crate::dashboard::{Dashboard, rule_views};
 
 /// `s` escaped for the inside of a JSON string (the workspace's one
 /// escaper, `limiter_tower::problem::write_json_string`, without its quotes).
-fn json_escape(s: &str) -> String {
+pub(crate) fn json_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     limiter_tower::problem::write_json_string(&mut out, s);
     out[1..out.len() - 1].to_owned()
@@ -244,7 +244,6 @@ pub(crate) fn percent_decode(s: &str) -> Cow<'_, str> {
 ///
 /// The answer to send instead: `413` for a longer body, `400` for one
 /// that failed to arrive.
-#[allow(dead_code)] // the routes taking a JSON body call it
 pub(crate) async fn read_body<B>(body: B) -> Result<Bytes, Response<Full<Bytes>>>
 where
     B: http_body::Body<Data = Bytes>,
@@ -275,9 +274,12 @@ impl Admin {
         if let Err(denied) = authorize(self.token.as_ref(), request.method(), request.headers()) {
             return denied.into_response();
         }
-        let (parts, _body) = request.into_parts();
+        let (parts, body) = request.into_parts();
         let segments = segments(parts.uri.path());
         let segments: Vec<&str> = segments.iter().map(|s| &**s).collect();
+        if let ["rules", rule, "keys", key] = segments.as_slice() {
+            return crate::admin_keys::answer(&self.rules, &parts.method, rule, key, body).await;
+        }
         let read = matches!(parts.method, Method::GET | Method::HEAD);
         match (read, segments.as_slice()) {
             (true, ["metrics"]) => {
@@ -348,7 +350,7 @@ impl Admin {
             }
             _ => problem(
                 StatusCode::NOT_FOUND,
-                "admin endpoints: GET / (dashboard), /dashboard.json, /metrics, /healthz, /rules, /explain; DELETE /rules/{rule}/penalties/{key}",
+                "admin endpoints: GET / (dashboard), /dashboard.json, /metrics, /healthz, /rules, /explain; GET, PUT, DELETE /rules/{rule}/keys/{key}; DELETE /rules/{rule}/penalties/{key}",
             ),
         }
     }
@@ -411,8 +413,9 @@ pub(crate) fn explain_request(query: &str) -> Result<ExplainRequest, String> {
 
 /// An explanation as JSON: `rule`, `limit`, `key` (null when none),
 /// `shadow`, `decision` (`unlimited`, `allowlisted`, `no_key`, `admitted`,
-/// `delayed`, `refused`, `penalized`, `over_burst`, `not_read`) and its
-/// numbers: `remaining`, `wait_ms`, `retry_after_ms`, `burst`.
+/// `delayed`, `refused`, `penalized`, `over_burst`, `concurrency`,
+/// `not_read`) and its numbers: `remaining`, `wait_ms`, `retry_after_ms`,
+/// `burst`, `in_flight`, `limit_now`.
 pub(crate) fn explanation_json(e: &Explanation) -> String {
     let string = |s: Option<&str>| match s {
         Some(s) => format!("\"{}\"", json_escape(s)),
@@ -444,6 +447,9 @@ pub(crate) fn explanation_json(e: &Explanation) -> String {
         Verdict::OverBurst { burst } => {
             format!("\"decision\":\"over_burst\",\"burst\":{burst}")
         }
+        Verdict::Concurrency { in_flight, limit } => {
+            format!("\"decision\":\"concurrency\",\"in_flight\":{in_flight},\"limit_now\":{limit}")
+        }
         _ => "\"decision\":\"not_read\"".to_owned(),
     };
     format!(
@@ -453,4 +459,27 @@ pub(crate) fn explanation_json(e: &Explanation) -> String {
         string(e.key.as_deref()),
         e.shadow
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_concurrency_rule_is_explained_with_its_in_flight_and_limit() {
+        let e = Explanation {
+            rule: Some("db".into()),
+            limit: Some("concurrency 2".into()),
+            key: None,
+            shadow: false,
+            verdict: Verdict::Concurrency {
+                in_flight: 1,
+                limit: 2,
+            },
+        };
+        assert_eq!(
+            explanation_json(&e),
+            "{\"rule\":\"db\",\"limit\":\"concurrency 2\",\"key\":null,\"shadow\":false,\"decision\":\"concurrency\",\"in_flight\":1,\"limit_now\":2}"
+        );
+    }
 }

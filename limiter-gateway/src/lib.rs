@@ -49,6 +49,7 @@
 
 mod admin;
 mod admin_auth;
+mod admin_keys;
 mod body;
 mod config;
 mod conn;
@@ -59,6 +60,7 @@ mod forward;
 mod front;
 mod logs;
 mod paths;
+mod pressure;
 mod proxy;
 mod reload;
 mod server;

@@ -173,6 +173,12 @@ impl Gateway {
                 }
             }
         });
+        // Keyed tables evicting limited clients: one line per interval.
+        tokio::spawn(crate::pressure::report(
+            self.rules.clone(),
+            crate::pressure::INTERVAL,
+            stop.subscribe(),
+        ));
         let draining = Arc::new(AtomicBool::new(false));
         let graceful = Arc::new(GracefulShutdown::new());
         let proxy = Proxy::new(self.config.clone())

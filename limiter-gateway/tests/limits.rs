@@ -127,6 +127,40 @@ rate_limits:
     assert_eq!(echo.requests(), 9);
 }
 
+/// A keyed table of 8 under rotation by 300 clients, each limited after
+/// its one request (1/h, burst 1): the table stays full of limited keys,
+/// and every new client is admitted all the same (its key takes the slot
+/// of the least recently seen one); a returning client that was forgotten
+/// starts again with a full burst.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_keyed_table_under_rotation_never_refuses_a_new_client() {
+    let echo = Echo::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let rules = "\
+rate_limits:
+  per_client:
+    algorithm: token_bucket
+    rate: 1/h
+    burst: 1
+    per_ip: true
+    max_keys: 8
+    trusted_proxies: [ \"127.0.0.0/8\" ]
+    match: { prefix: \"/\" }
+";
+    let rig = Rig::start(rules, &echo.url(), |_| {}).await;
+    let url = rig.url("/x");
+    for i in 0..300u32 {
+        let ip = format!("198.51.{}.{}", i / 256, i % 256);
+        assert_eq!(status(&url, Some(&ip)).await, StatusCode::OK, "client {ip}");
+    }
+    // The last client is still held (limited); the first was forgotten.
+    assert_eq!(
+        status(&url, Some("198.51.1.43")).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(status(&url, Some("198.51.0.0")).await, StatusCode::OK);
+    assert_eq!(echo.requests(), 301);
+}
+
 /// Leaky bucket 4/s with up to 3 s of delay: six requests at once all
 /// pass, five of them held for their slot (in reject mode five would be
 /// 429).

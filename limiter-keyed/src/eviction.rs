@@ -22,8 +22,12 @@
 //!   and idle keys never pile up to the cap (below half full no step is
 //!   taken: walking a sparse table costs more than the idle keys do);
 //! * a new key that finds the cap reached takes a step of [`FULL_STEP`]
-//!   entries, waiting for the cursor (held by another caller for at most
-//!   one such step; nobody yields or spins).
+//!   entries if the cursor is free (`try_lock`: no request ever waits for
+//!   a lock). If another thread holds it, that thread is making room: the
+//!   new key tries once more for a free slot, and otherwise is served
+//!   without one, on a cell that is not kept (under
+//!   [`WhenFull::EvictLeastRecent`]), or refused (under
+//!   [`WhenFull::RejectNewKeys`]).
 //!
 //! One pass also records the smallest `tat` of the keys that stay: no key
 //! can become idle before it (`next_idle_at`, lowered by every insertion).
@@ -46,15 +50,15 @@
 //!   (`burst − available` of them at once, the rest as they would have come
 //!   back): the victim is the key with the smallest debt in permits. Under
 //!   one quota that is the smallest `tat`, the least recently used. A new
-//!   key always gets a cell: when every slot belongs to a key that another
-//!   thread is still inserting (possible only with fewer slots than
-//!   inserting threads), there is nothing to evict, and the new key is
-//!   decided on a fresh cell that is not kept, exactly as if it had been
-//!   inserted and at once evicted.
+//!   key always gets a cell: when another thread holds the cursor, or every
+//!   slot belongs to a key that another thread is still inserting (possible
+//!   only with fewer slots than inserting threads), there is nothing this
+//!   call may evict, and the new key is decided on a fresh cell that is not
+//!   kept, exactly as if it had been inserted and at once evicted.
 
 use core::hash::Hash;
-use std::sync::PoisonError;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{PoisonError, TryLockError};
 
 use limiter_core::Clock;
 use scc::hash_index::OccupiedEntry;
@@ -88,8 +92,8 @@ impl<K> Cursor<K> {
 /// What a new key got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Room {
-    /// A slot in the key count: insert the key.
-    Slot,
+    /// Room in the key count, claimed: insert the key.
+    Claimed,
     /// No slot could be had without waiting for another insertion: decide
     /// on a fresh cell and keep it nowhere (eviction only).
     Unkept,
@@ -136,7 +140,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// module doc).
     pub(crate) fn claim_room(&self, now: u64) -> Result<Room, KeyedError> {
         if self.try_claim() {
-            return Ok(Room::Slot);
+            return Ok(Room::Claimed);
         }
         let evict = self.when_full == WhenFull::EvictLeastRecent;
         // SeqCst: pairs with the pass's publication (see `end_pass`); a
@@ -144,22 +148,31 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         if !evict && now < self.next_idle_at.load(Ordering::SeqCst) {
             return Err(self.too_many());
         }
-        let mut cursor = self.cursor.lock().unwrap_or_else(PoisonError::into_inner);
-        if self.try_claim() {
-            return Ok(Room::Slot);
+        // Never wait for the cursor: its holder is making room already.
+        let cursor = match self.cursor.try_lock() {
+            Ok(cursor) => Some(cursor),
+            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        };
+        if let Some(mut cursor) = cursor {
+            if self.try_claim() {
+                return Ok(Room::Claimed);
+            }
+            if self.step(&mut cursor, now, FULL_STEP, evict, true) > 0 {
+                return Ok(Room::Claimed);
+            }
         }
-        if self.step(&mut cursor, now, FULL_STEP, evict, true) > 0 {
-            return Ok(Room::Slot);
-        }
-        drop(cursor);
         match (evict, self.try_claim()) {
-            (_, true) => Ok(Room::Slot),
+            (_, true) => Ok(Room::Claimed),
             (true, false) => Ok(Room::Unkept),
             (false, false) => Err(self.too_many()),
         }
     }
 
+    /// The refusal of a new key at a full map, counted.
     fn too_many(&self) -> KeyedError {
+        // Relaxed: a statistic (see `new_keys_refused`).
+        self.refused.fetch_add(1, Ordering::Relaxed);
         KeyedError::TooManyKeys {
             max_keys: self.max_keys,
         }
@@ -262,6 +275,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
                 .unwrap_or(false)
             {
                 freed += 1;
+                // Relaxed: a statistic (see `evictions`).
+                self.evictions.fetch_add(1, Ordering::Relaxed);
             }
             self.remove_retired(&key);
         }
@@ -357,6 +372,37 @@ mod tests {
             })
             .max()
             .unwrap_or(0)
+        }
+    }
+
+    #[test]
+    fn a_new_key_at_the_cap_never_waits_for_the_cursor() {
+        for when_full in [WhenFull::EvictLeastRecent, WhenFull::RejectNewKeys] {
+            let l = KeyedLimiter::builder(Quota::per_second(1).unwrap())
+                .max_keys(2)
+                .when_full(when_full)
+                .clock(ManualClock::new())
+                .build()
+                .unwrap();
+            assert_eq!((l.try_acquire(&1), l.try_acquire(&2)), (Ok(()), Ok(())));
+            // Another request is stepping: the cursor is held (here by this
+            // thread, so a call that waited for it would never return).
+            let held = l.cursor.lock().unwrap();
+            let new_key = l.try_acquire(&3);
+            drop(held);
+            if when_full == WhenFull::EvictLeastRecent {
+                // Served on a cell not kept: nothing evicted from the map.
+                assert_eq!(new_key, Ok(()));
+                assert_eq!((l.len(), l.evictions()), (2, 1));
+                assert_eq!(l.available(&3), 1, "key 3 was not kept");
+                assert_eq!(l.available(&1), 0, "key 1 was not evicted");
+                // The cursor free again, the next new key evicts and stays.
+                assert_eq!(l.try_acquire(&4), Ok(()));
+                assert_eq!((l.len(), l.evictions(), l.available(&4)), (2, 2, 0));
+            } else {
+                assert_eq!(new_key, Err(crate::KeyedError::TooManyKeys { max_keys: 2 }));
+                assert_eq!(l.new_keys_refused(), 1);
+            }
         }
     }
 

@@ -63,6 +63,7 @@ mod decision;
 mod error;
 mod eviction;
 mod limiter;
+mod overrides;
 mod penalty;
 #[cfg(feature = "tokio")]
 mod take;
@@ -72,5 +73,6 @@ pub use charge::ChargeKeyAfter;
 pub use composite::KeyLimit;
 pub use error::KeyedError;
 pub use limiter::{KeyedBuilder, KeyedLimiter, WhenFull};
+pub use overrides::{DEFAULT_MAX_OVERRIDES, OverrideError};
 pub use penalty::{MAX_STRIKES, Penalty, PenaltyBox, PenaltyError, Strike};
 pub use top_keys::{TopKey, TopKeys};

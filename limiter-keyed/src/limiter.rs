@@ -142,7 +142,13 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     pub(crate) map: HashIndex<K, Box<Entry>>,
     /// The quota every key without an override follows (see `set_quota`).
     pub(crate) shared: SharedQuota,
-    pub(crate) overrides: StdHashMap<K, Quota>,
+    /// Per-key quotas (see `overrides`): read lock-free by insertions,
+    /// written under `override_lock`.
+    pub(crate) overrides: HashIndex<K, Quota>,
+    pub(crate) override_lock: Mutex<()>,
+    /// How many overrides the table holds (its `len` scans the buckets).
+    pub(crate) override_count: AtomicUsize,
+    pub(crate) max_overrides: usize,
     pub(crate) clock: C,
     pub(crate) max_keys: usize,
     pub(crate) when_full: WhenFull,
@@ -161,6 +167,12 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     /// key's `tat`, refreshed by each complete pass and lowered by each
     /// insertion.
     pub(crate) next_idle_at: AtomicU64,
+    /// Keys forgotten while still limited, to make room for a new key
+    /// (see [`KeyedLimiter::evictions`]).
+    pub(crate) evictions: AtomicU64,
+    /// New keys refused because the map was full (see
+    /// [`KeyedLimiter::new_keys_refused`]).
+    pub(crate) refused: AtomicU64,
 }
 
 impl<K, C: Clock> core::fmt::Debug for KeyedLimiter<K, C> {
@@ -182,6 +194,7 @@ pub struct KeyedBuilder<K, C> {
     max_keys: usize,
     when_full: WhenFull,
     overrides: StdHashMap<K, Quota>,
+    max_overrides: usize,
 }
 
 impl<K, C> core::fmt::Debug for KeyedBuilder<K, C> {
@@ -280,6 +293,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
             max_keys: DEFAULT_MAX_KEYS,
             when_full: WhenFull::default(),
             overrides: StdHashMap::new(),
+            max_overrides: crate::overrides::DEFAULT_MAX_OVERRIDES,
         }
     }
 
@@ -352,6 +366,30 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
         self
     }
 
+    /// The most keys that may have their own quota (default
+    /// [`DEFAULT_MAX_OVERRIDES`](crate::DEFAULT_MAX_OVERRIDES)), counting
+    /// those given by [`quota_for`](KeyedBuilder::quota_for) (checked by
+    /// [`build`](KeyedBuilder::build)) and those set live by
+    /// [`set_quota_for`](KeyedLimiter::set_quota_for), which refuses one
+    /// more with [`OverrideError`](crate::OverrideError).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::Quota;
+    /// use limiter_keyed::{KeyedLimiter, OverrideError};
+    ///
+    /// let limiter = KeyedLimiter::<&str>::builder(Quota::per_second(10)?).max_overrides(1).build()?;
+    /// limiter.set_quota_for(&"a", Quota::per_second(1)?)?;
+    /// let refused = limiter.set_quota_for(&"b", Quota::per_second(1)?);
+    /// assert_eq!(refused, Err(OverrideError::TooManyOverrides { max_overrides: 1 }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn max_overrides(mut self, max_overrides: usize) -> Self {
+        self.max_overrides = max_overrides;
+        self
+    }
+
     /// Reads `clock` instead.
     ///
     /// # Examples
@@ -373,6 +411,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
             max_keys: self.max_keys,
             when_full: self.when_full,
             overrides: self.overrides,
+            max_overrides: self.max_overrides,
         }
     }
 
@@ -380,7 +419,9 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
     ///
     /// # Errors
     ///
-    /// [`QuotaError::InvalidParameter`] for `max_keys == 0`.
+    /// [`QuotaError::InvalidParameter`] for `max_keys == 0`, or for more
+    /// [`quota_for`](KeyedBuilder::quota_for) keys than
+    /// [`max_overrides`](KeyedBuilder::max_overrides).
     ///
     /// # Examples
     ///
@@ -399,15 +440,29 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
                 requirement: "at least 1",
             });
         }
+        if self.overrides.len() > self.max_overrides {
+            return Err(QuotaError::InvalidParameter {
+                name: "max_overrides",
+                requirement: "at least the number of keys given a quota_for",
+            });
+        }
         Ok(self.assemble())
     }
 
     fn assemble(self) -> KeyedLimiter<K, C> {
         let origin = self.clock.now();
+        let override_count = AtomicUsize::new(self.overrides.len());
+        let overrides = HashIndex::with_capacity(self.overrides.len());
+        for (key, quota) in self.overrides {
+            let _ = overrides.insert_sync(key, quota);
+        }
         KeyedLimiter {
             map: HashIndex::with_capacity(self.max_keys.clamp(1, PRESIZED_KEYS)),
             shared: SharedQuota::new(self.quota),
-            overrides: self.overrides,
+            overrides,
+            override_lock: Mutex::new(()),
+            override_count,
+            max_overrides: self.max_overrides,
             clock: self.clock,
             max_keys: self.max_keys.max(1),
             when_full: self.when_full,
@@ -417,6 +472,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
             cursor: Mutex::new(Cursor::new()),
             inserted_min: AtomicU64::new(u64::MAX),
             next_idle_at: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
         }
     }
 }
@@ -725,6 +782,78 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         self.len() == 0
     }
 
+    /// How many keys were forgotten while still limited, to make room for a
+    /// new key, since the limiter was made: a cumulative count that only
+    /// grows (wrapping after 2^64), for a caller that reports table
+    /// pressure once per interval by the difference of two readings.
+    ///
+    /// Only [`WhenFull::EvictLeastRecent`] evicts: each step that found no
+    /// idle key and forgot the cheapest one counts 1, and so does a new key
+    /// decided on a cell that is not kept (as if inserted and at once
+    /// evicted, see `docs/keyed.md`). Idle keys swept away carry no
+    /// information (they are full again) and are not counted. Under
+    /// [`WhenFull::RejectNewKeys`] it stays 0; see
+    /// [`new_keys_refused`](KeyedLimiter::new_keys_refused).
+    ///
+    /// # Memory ordering
+    ///
+    /// A relaxed counter: a reading is exact for the calls that happened
+    /// before it in this thread, and eventually counts every other one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{ManualClock, Quota};
+    /// use limiter_keyed::{KeyedLimiter, WhenFull};
+    ///
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(1)?)
+    ///     .max_keys(2)
+    ///     .when_full(WhenFull::EvictLeastRecent)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// limiter.try_acquire(&"alice")?;
+    /// limiter.try_acquire(&"bob")?;
+    /// assert_eq!(limiter.evictions(), 0);
+    /// limiter.try_acquire(&"carol")?; // the map is full: a limited key goes
+    /// assert_eq!(limiter.evictions(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn evictions(&self) -> u64 {
+        // Relaxed: a statistic; see "Memory ordering".
+        self.evictions.load(Ordering::Relaxed)
+    }
+
+    /// How many new keys were refused with [`KeyedError::TooManyKeys`]
+    /// because the map was full and no key was idle, since the limiter was
+    /// made: a cumulative count, like [`evictions`](KeyedLimiter::evictions).
+    /// Only [`WhenFull::RejectNewKeys`] refuses; under
+    /// [`WhenFull::EvictLeastRecent`] it stays 0.
+    ///
+    /// # Memory ordering
+    ///
+    /// A relaxed counter, as [`evictions`](KeyedLimiter::evictions).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limiter_core::{ManualClock, Quota};
+    /// use limiter_keyed::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::builder(Quota::per_second(1)?)
+    ///     .max_keys(1)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// limiter.try_acquire(&"alice")?;
+    /// assert!(limiter.try_acquire(&"bob").is_err());
+    /// assert!(limiter.try_acquire(&"carol").is_err());
+    /// assert_eq!(limiter.new_keys_refused(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new_keys_refused(&self) -> u64 {
+        // Relaxed: a statistic; see "Memory ordering".
+        self.refused.load(Ordering::Relaxed)
+    }
+
     /// The cap on keys.
     ///
     /// # Examples
@@ -818,10 +947,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn quota_of(&self, key: &K) -> Quota {
-        self.overrides
-            .get(key)
-            .copied()
-            .unwrap_or_else(|| self.shared.quota())
+        self.override_of(key).unwrap_or_else(|| self.shared.quota())
     }
 
     /// The clock.
@@ -899,10 +1025,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         // sweep that may make room runs at.
         let now = self.now();
         let room = self.claim_room(now)?;
-        let quota = match self.overrides.get(key) {
-            Some(&own) => CellQuota::pinned(own),
-            None => CellQuota::following(&self.shared),
-        };
+        let quota = self.new_record(key);
+        let quota_pinned = quota.is_pinned();
         let entry = Entry {
             cell: GcraCell::new(),
             quota,
@@ -911,6 +1035,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         let result = decide(&entry);
         if room == Room::Unkept {
             // Decided as if inserted and at once evicted (see eviction).
+            // Relaxed: a statistic.
+            self.evictions.fetch_add(1, Ordering::Relaxed);
             return Ok(result);
         }
         if matches!(result, Some(Err(_))) {
@@ -927,6 +1053,15 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
             // `eviction::end_pass`): a lower bound, only lowered here.
             self.after_insert(now);
             crate::eviction::lower(&self.next_idle_at, now);
+            // An override set or removed while this entry was private:
+            // move it now (`overrides`, "Racing a new key's insertion").
+            // Relaxed: a writer changes the count before it takes this
+            // key's bucket lock; if it took it after our publication it
+            // moves the entry itself, else the lock orders its count
+            // before this load.
+            if quota_pinned || self.override_count.load(Ordering::Relaxed) > 0 {
+                self.reconcile(key);
+            }
             Ok(result)
         } else {
             // Another thread inserted it first: free our slot and decide

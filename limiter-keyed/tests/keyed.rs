@@ -109,6 +109,8 @@ fn a_full_limiter_rejects_new_keys_but_never_forgets_a_limited_one() {
         Err(KeyedError::TooManyKeys { max_keys: 2 })
     );
     assert_eq!(l.available(&1), 1);
+    // Two refusals; the idle key swept for key 3 was not an eviction.
+    assert_eq!((l.new_keys_refused(), l.evictions()), (2, 0));
 }
 
 #[test]
@@ -123,6 +125,42 @@ fn evict_least_recent_forgets_the_smallest_debt() {
     // Key 1 comes back full (its 50 ms of debt forgotten), evicting key 2.
     assert_eq!(l.try_acquire(&1), Ok(()));
     assert_eq!(l.len(), 2);
+    assert_eq!((l.evictions(), l.new_keys_refused()), (2, 0));
+}
+
+#[test]
+fn the_pressure_counters_count_evictions_and_refusals_only() {
+    // Evicting, the clock standing still: every new key past the cap
+    // evicts exactly one limited key.
+    let (l, clock) = keyed::<u64>(quota(10, 1), 100, WhenFull::EvictLeastRecent);
+    for key in 0..100 {
+        assert_eq!(l.try_acquire(&key), Ok(()));
+    }
+    assert_eq!(l.evictions(), 0, "below the cap nothing is evicted");
+    for key in 100..1_100 {
+        assert_eq!(l.try_acquire(&key), Ok(()));
+    }
+    assert_eq!(l.evictions(), 1_000);
+    // An existing key (the last one in), refused, evicts nothing.
+    assert!(l.try_acquire(&1_099).is_err());
+    assert_eq!(l.evictions(), 1_000);
+    // Every key idle: room comes from the sweep, which is no eviction.
+    clock.advance(100 * MS);
+    for key in 2_000..2_100 {
+        assert_eq!(l.try_acquire(&key), Ok(()));
+    }
+    assert_eq!((l.evictions(), l.new_keys_refused()), (1_000, 0));
+
+    // Rejecting: each new key past the cap is one refusal, none evicted.
+    let (l, clock) = keyed::<u64>(quota(10, 1), 100, WhenFull::RejectNewKeys);
+    let admitted = (0..1_100u64).filter(|k| l.try_acquire(k).is_ok()).count();
+    assert_eq!(admitted, 100);
+    assert_eq!((l.new_keys_refused(), l.evictions()), (1_000, 0));
+    clock.advance(100 * MS);
+    for key in 2_000..2_100 {
+        assert_eq!(l.try_acquire(&key), Ok(()));
+    }
+    assert_eq!(l.new_keys_refused(), 1_000, "idle keys made room");
 }
 
 #[test]

@@ -396,7 +396,27 @@ impl RedisLimiter {
         &self,
         request: impl Future<Output = Result<T, RedisLimitError>>,
     ) -> Result<T, RedisLimitError> {
+        self.guarded_until(None, request).await
+    }
+
+    /// [`guarded`](Self::guarded) with the call timeout cut short at
+    /// `deadline` when that comes first. A deadline already past answers
+    /// [`RedisLimitError::Timeout`] (after zero) without a call and without
+    /// touching the breaker (no probe is spent, no failure recorded).
+    pub(crate) async fn guarded_until<T>(
+        &self,
+        deadline: Option<tokio::time::Instant>,
+        request: impl Future<Output = Result<T, RedisLimitError>>,
+    ) -> Result<T, RedisLimitError> {
         let inner = &self.inner;
+        let start = tokio::time::Instant::now();
+        let by_call = start + inner.call_timeout;
+        let until = deadline.map_or(by_call, |d| d.min(by_call));
+        if until <= start {
+            return Err(RedisLimitError::Timeout {
+                after: Duration::ZERO,
+            });
+        }
         if !inner.breaker.allow(inner.clock.now()) {
             return Err(RedisLimitError::CircuitOpen {
                 retry_after: inner.breaker.remaining(inner.clock.now()),
@@ -404,10 +424,10 @@ impl RedisLimiter {
         }
         // Relaxed: a statistic.
         inner.calls.fetch_add(1, Ordering::Relaxed);
-        let result = match tokio::time::timeout(inner.call_timeout, request).await {
+        let result = match tokio::time::timeout_at(until, request).await {
             Ok(result) => result,
             Err(_) => Err(RedisLimitError::Timeout {
-                after: inner.call_timeout,
+                after: until - start,
             }),
         };
         match &result {
@@ -421,6 +441,62 @@ impl RedisLimiter {
             Err(_) => inner.breaker.record_success(),
         }
         result
+    }
+
+    /// Runs `request`, a caller's own Redis command (typically on a clone of
+    /// the connection this limiter was built with), through this limiter's
+    /// circuit breaker and call timeout, the timeout cut short at `deadline`
+    /// when that comes first: what the limiter's own calls go through, for
+    /// a caller that keeps other state in the same Redis (fixed-window
+    /// counters, say) and wants one breaker and one deadline for both.
+    ///
+    /// Nothing is retried and no failure policy is applied: an
+    /// unavailability ([`RedisLimitError::is_unavailable`]) is returned for
+    /// the caller's own policy, and counts in
+    /// [`redis_failures`](Self::redis_failures) and towards opening the
+    /// breaker like the limiter's own.
+    ///
+    /// # Errors
+    ///
+    /// [`RedisLimitError::CircuitOpen`] without a call while the breaker is
+    /// open; [`RedisLimitError::Timeout`] when neither the call timeout nor
+    /// `deadline` saw an answer (immediately, without a call, if `deadline`
+    /// has passed); [`RedisLimitError::Redis`] for the command's own error.
+    ///
+    /// # Cancel safety
+    ///
+    /// As the limiter's calls: a request whose future is dropped (or timed
+    /// out) may have been applied by Redis.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use core::time::Duration;
+    /// use limiter_core::Quota;
+    /// use limiter_redis::RedisLimiter;
+    ///
+    /// # async fn run(conn: redis::aio::ConnectionManager) -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = RedisLimiter::new(conn.clone(), Quota::per_second(10)?)?;
+    /// let deadline = tokio::time::Instant::now() + Duration::from_millis(10);
+    /// let mut c = conn.clone();
+    /// let hits: i64 = limiter
+    ///     .call_guarded(Some(deadline), async move {
+    ///         redis::cmd("INCR").arg("hits").query_async(&mut c).await
+    ///     })
+    ///     .await?;
+    /// # let _ = hits;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn call_guarded<T>(
+        &self,
+        deadline: Option<tokio::time::Instant>,
+        request: impl Future<Output = Result<T, redis::RedisError>>,
+    ) -> Result<T, RedisLimitError> {
+        self.guarded_until(deadline, async {
+            request.await.map_err(RedisLimitError::from)
+        })
+        .await
     }
 
     /// The failure policy's answer to `n` permits on `key`, as of now (after

@@ -83,7 +83,43 @@ impl RedisLimiter {
         &self,
         limits: &[(&str, Quota, u32)],
     ) -> Result<Vec<Admission>, RedisLimitError> {
-        self.decide_all(limits, Duration::ZERO).await
+        self.decide_all(limits, Duration::ZERO, None).await
+    }
+
+    /// [`try_acquire_all`](RedisLimiter::try_acquire_all) with the call
+    /// timeout cut short at `deadline` when that comes first (a caller's
+    /// budget for a whole request of several calls). A deadline already
+    /// past makes no call: the failure policy answers at once, as for a
+    /// timeout, and the breaker is left as it is.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_all`](RedisLimiter::try_acquire_all).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use core::time::Duration;
+    /// use limiter_core::Quota;
+    /// use limiter_redis::RedisLimiter;
+    ///
+    /// # async fn run(conn: redis::aio::ConnectionManager) -> Result<(), Box<dyn std::error::Error>> {
+    /// let q = Quota::per_second(10)?;
+    /// let limiter = RedisLimiter::new(conn, q)?;
+    /// // Two calls for one request, 10 ms for both together.
+    /// let deadline = tokio::time::Instant::now() + Duration::from_millis(10);
+    /// limiter.try_acquire_all_until(&[("{d}:a", q, 1)], deadline).await?;
+    /// limiter.try_acquire_all_until(&[("{d}:b", q, 1)], deadline).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_acquire_all_until(
+        &self,
+        limits: &[(&str, Quota, u32)],
+        deadline: tokio::time::Instant,
+    ) -> Result<Vec<Admission>, RedisLimitError> {
+        self.decide_all(limits, Duration::ZERO, Some(deadline))
+            .await
     }
 
     /// Claims the earliest slot at which every `(key, quota, n)` of `limits`
@@ -129,7 +165,7 @@ impl RedisLimiter {
         limits: &[(&str, Quota, u32)],
         max_wait: Duration,
     ) -> Result<Vec<Admission>, RedisLimitError> {
-        self.decide_all(limits, max_wait).await
+        self.decide_all(limits, max_wait, None).await
     }
 
     /// The shared path of `try_acquire_all` and `reserve_all`.
@@ -137,6 +173,7 @@ impl RedisLimiter {
         &self,
         limits: &[(&str, Quota, u32)],
         max_wait: Duration,
+        deadline: Option<tokio::time::Instant>,
     ) -> Result<Vec<Admission>, RedisLimitError> {
         if limits.is_empty() {
             return Ok(Vec::new());
@@ -177,7 +214,7 @@ impl RedisLimiter {
         let mut conn = inner.conn.clone();
         let script = &inner.script_all;
         let result = self
-            .guarded(async {
+            .guarded_until(deadline, async {
                 let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
                 script.eval(&mut conn, &keys, &args).await
             })

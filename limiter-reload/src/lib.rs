@@ -1,8 +1,10 @@
 //! Reload configuration files the way operators change them: one
 //! mechanism for every file a process reloads.
 //!
-//! A [`Reloader`] watches one or more files and calls back once per change
-//! of their contents, however the change arrives:
+//! A [`Reloader`] watches one or more files (or directories of files,
+//! [`ReloaderBuilder::dir`]: a file added, removed or edited under one is a
+//! change of it) and calls back once per change of their contents, however
+//! the change arrives:
 //!
 //! * **an edit in place** (`echo … > rules.yaml`, an editor that truncates
 //!   and writes);
@@ -74,8 +76,7 @@ use std::time::Duration;
 
 use notify::{RecommendedWatcher, Watcher as _};
 
-use crate::fingerprint::Fingerprint;
-use crate::worker::{Msg, Worker, changes_contents, watch_dirs};
+use crate::worker::{Msg, Worker, changes_contents, fingerprints, watch_dirs};
 
 /// What asked for the check that found a change (several can coalesce).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -171,6 +172,7 @@ impl std::error::Error for ReloadError {
 #[derive(Debug, Clone)]
 pub struct ReloaderBuilder {
     paths: Vec<PathBuf>,
+    is_dir: Vec<bool>,
     watch: bool,
     sighup: bool,
     quiet: Duration,
@@ -181,6 +183,7 @@ impl Default for ReloaderBuilder {
     fn default() -> Self {
         ReloaderBuilder {
             paths: Vec::new(),
+            is_dir: Vec::new(),
             watch: true,
             sighup: false,
             quiet: Duration::from_millis(100),
@@ -196,6 +199,47 @@ impl ReloaderBuilder {
         let path = path.as_ref();
         self.paths
             .push(std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()));
+        self.is_dir.push(false);
+        self
+    }
+
+    /// Adds a directory to watch as one unit: the files under it
+    /// (recursively, read through symlinks, names that start with `.`
+    /// skipped, as a ConfigMap's `..data` machinery is) and their
+    /// contents. A file added, removed, renamed or edited anywhere under
+    /// it, and a symlink swap that changes what is read there, is a change
+    /// of the directory; [`Change::changed`] names the directory. The
+    /// directory itself may be a symlink, and is re-resolved after every
+    /// change like a file. Made absolute now; it need not exist yet.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    /// use limiter_reload::Reloader;
+    ///
+    /// # let dir = std::env::temp_dir().join(format!("limiter-reload-dirdoc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir)?;
+    /// std::fs::write(dir.join("a.yaml"), "a: 1\n")?;
+    /// let (tx, rx) = mpsc::channel();
+    /// let _reloader = Reloader::builder()
+    ///     .dir(&dir)
+    ///     .quiet(Duration::from_millis(20))
+    ///     .start(move |change| {
+    ///         let _ = tx.send(change.changed().to_vec());
+    ///     })?;
+    /// // A new file is a change of the directory.
+    /// std::fs::write(dir.join("b.yaml"), "b: 1\n")?;
+    /// assert_eq!(rx.recv_timeout(Duration::from_secs(20))?, [std::path::absolute(&dir)?]);
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn dir(mut self, dir: impl AsRef<Path>) -> Self {
+        let dir = dir.as_ref();
+        self.paths
+            .push(std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()));
+        self.is_dir.push(true);
         self
     }
 
@@ -259,7 +303,7 @@ impl ReloaderBuilder {
                 notify::Config::default(),
             )
             .map_err(ReloadError::Watch)?;
-            let dirs = watch_dirs(&self.paths);
+            let dirs = watch_dirs(&self.paths, &self.is_dir);
             for dir in &dirs {
                 watcher
                     .watch(dir, notify::RecursiveMode::NonRecursive)
@@ -294,8 +338,9 @@ impl ReloaderBuilder {
         let stopped = Arc::new(AtomicBool::new(false));
         let worker = Worker {
             stopped: Arc::clone(&stopped),
-            seen: self.paths.iter().map(|p| Fingerprint::of(p)).collect(),
+            seen: fingerprints(&self.paths, &self.is_dir),
             paths: self.paths.clone(),
+            is_dir: self.is_dir.clone(),
             watcher,
             quiet: self.quiet,
             max_delay: self.max_delay.max(self.quiet),

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 
-use crate::fingerprint::Fingerprint;
+use crate::fingerprint::{Fingerprint, files_under};
 use crate::{Change, Trigger};
 
 /// A message to the reload thread.
@@ -55,26 +55,82 @@ pub(crate) fn changes_contents(kind: &EventKind) -> bool {
     }
 }
 
-/// The directories whose entries decide what `paths` read.
-pub(crate) fn watch_dirs(paths: &[PathBuf]) -> BTreeSet<PathBuf> {
+/// The directories whose entries decide what `paths` read; `is_dir[i]`
+/// says `paths[i]` is a watched directory (then it, every directory under
+/// it and the directory of every file's resolved target count too).
+pub(crate) fn watch_dirs(paths: &[PathBuf], is_dir: &[bool]) -> BTreeSet<PathBuf> {
     let parent = |p: &Path| {
         p.parent()
             .filter(|d| !d.as_os_str().is_empty())
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
     };
     let mut dirs = BTreeSet::new();
-    for path in paths {
+    for (path, &dir) in paths.iter().zip(is_dir) {
         dirs.insert(parent(path));
         if let Ok(target) = std::fs::canonicalize(path) {
             dirs.insert(parent(&target));
+        }
+        if !dir {
+            continue;
+        }
+        for sub in subdirectories(path) {
+            if let Ok(target) = std::fs::canonicalize(&sub) {
+                dirs.insert(target);
+            }
+            dirs.insert(sub);
+        }
+        for file in files_under(path).unwrap_or_default() {
+            if let Ok(target) = std::fs::canonicalize(&file) {
+                dirs.insert(parent(&target));
+            }
         }
     }
     dirs
 }
 
+/// `dir` and every directory under it (through symlinks, `.` names
+/// skipped).
+fn subdirectories(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![dir.to_path_buf()];
+    let mut i = 0;
+    while i < out.len() {
+        if let Ok(entries) = std::fs::read_dir(&out[i]) {
+            for e in entries.flatten() {
+                let path = e.path();
+                if !e.file_name().to_string_lossy().starts_with('.')
+                    && std::fs::metadata(&path).is_ok_and(|m| m.is_dir())
+                    // A link cycle must not walk forever.
+                    && out.len() < 10_000
+                {
+                    out.push(path);
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Each path's fingerprint now.
+pub(crate) fn fingerprints(paths: &[PathBuf], is_dir: &[bool]) -> Vec<Fingerprint> {
+    paths
+        .iter()
+        .zip(is_dir)
+        .map(|(p, &dir)| {
+            if dir {
+                Fingerprint::of_dir(p)
+            } else {
+                Fingerprint::of(p)
+            }
+        })
+        .collect()
+}
+
 /// The thread's state.
 pub(crate) struct Worker<F> {
     pub(crate) paths: Vec<PathBuf>,
+    /// Per path: a watched directory rather than a file.
+    pub(crate) is_dir: Vec<bool>,
     pub(crate) seen: Vec<Fingerprint>,
     pub(crate) watcher: Option<(RecommendedWatcher, BTreeSet<PathBuf>)>,
     pub(crate) quiet: Duration,
@@ -108,7 +164,7 @@ impl<F: FnMut(&Change)> Worker<F> {
 
     /// Calls back if some path's contents moved since the last call.
     fn check(&mut self, trigger: Trigger) {
-        let now: Vec<Fingerprint> = self.paths.iter().map(|p| Fingerprint::of(p)).collect();
+        let now = fingerprints(&self.paths, &self.is_dir);
         let changed: Vec<PathBuf> = self
             .paths
             .iter()
@@ -141,7 +197,7 @@ impl<F: FnMut(&Change)> Worker<F> {
         let Some((watcher, watched)) = &mut self.watcher else {
             return;
         };
-        let want = watch_dirs(&self.paths);
+        let want = watch_dirs(&self.paths, &self.is_dir);
         for gone in watched.difference(&want) {
             // The directory may be gone already (a ConfigMap's old one).
             let _ = watcher.unwatch(gone);
@@ -192,7 +248,10 @@ mod tests {
         std::fs::write(real.join("r.yaml"), "").unwrap();
         let _ = std::fs::remove_file(conf.join("r.yaml"));
         std::os::unix::fs::symlink(real.join("r.yaml"), conf.join("r.yaml")).unwrap();
-        let dirs = watch_dirs(&[conf.join("r.yaml"), PathBuf::from("plain.yaml")]);
+        let dirs = watch_dirs(
+            &[conf.join("r.yaml"), PathBuf::from("plain.yaml")],
+            &[false, false],
+        );
         let real = std::fs::canonicalize(&real).unwrap();
         assert!(dirs.contains(&conf), "{dirs:?}");
         assert!(dirs.contains(&real), "{dirs:?}");

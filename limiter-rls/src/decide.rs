@@ -127,15 +127,17 @@ fn outcome(c: &Check, state: PartState, over: bool, charged: bool) -> PartOutcom
 /// # Errors
 ///
 /// The backend's error (only under the `error` failure policy).
+/// Every backend call shares `deadline` (the request's).
 pub(crate) async fn decide<B: Backend>(
     backend: &B,
     checks: &[Check],
+    deadline: tokio::time::Instant,
 ) -> Result<Decision, BackendError> {
     // The fast path needs every part to spend: a check-only part that
     // refuses must be known before anything is charged.
     if !checks.is_empty() && checks.iter().all(|c| feasible(c) && c.hits > 0) {
         let parts: Vec<Part> = checks.iter().map(charged).collect();
-        if let Charge::Granted(states) = backend.try_all(&parts).await? {
+        if let Charge::Granted(states) = backend.try_all(&parts, deadline).await? {
             return Ok(Decision {
                 over: false,
                 parts: checks
@@ -154,7 +156,7 @@ pub(crate) async fn decide<B: Backend>(
         let states = if parts.is_empty() {
             Vec::new()
         } else {
-            backend.peek(&parts).await?
+            backend.peek(&parts, deadline).await?
         };
         let mut peeked: Vec<Option<PartState>> = vec![None; checks.len()];
         for (&i, s) in readable.iter().zip(states) {
@@ -188,7 +190,7 @@ pub(crate) async fn decide<B: Backend>(
         let granted = if parts.is_empty() {
             Some(Vec::new())
         } else {
-            match backend.try_all(&parts).await? {
+            match backend.try_all(&parts, deadline).await? {
                 Charge::Granted(states) => Some(states),
                 Charge::Refused => None,
             }

@@ -20,9 +20,9 @@
 //!   script; `envoy-types` would compile every Envoy API on a 2-core CI
 //!   machine for these eight. (Neither alternative's compile time was
 //!   measured; the crate's own build is dominated by tonic and axum.)
-//! * **Reload** lives in one module ([`reload`]: contents compared every
-//!   `RLS_RELOAD_INTERVAL` and on SIGHUP), so the workspace's shared
-//!   directory-reload mechanism can replace it without touching the service.
+//! * **Reload** is limiter-reload's, in its directory mode ([`reload`]):
+//!   files added, removed or edited under the config directory, ConfigMap
+//!   swaps and SIGHUP, coalesced and compared by contents.
 //!
 //! See docs/rls.md for running it beside Envoy and migrating.
 
@@ -44,5 +44,5 @@ mod matcher;
 mod service;
 
 pub use config::{ConfigError, ConfigErrors, LimitSpec, Pos, Problem, Rule, RuleSet};
-pub use matcher::Matched;
+pub use matcher::{Matched, OVERRIDE_RULE};
 pub use service::{Options, RateLimiter, RequestError};

@@ -49,7 +49,6 @@ async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     let metrics = limiter_rls::exporter::install();
     let recorder = limiter_rls::exporter::recorder(&settings).await?;
     let backend: AnyBackend = limiter_rls::backend::build(&settings).await?;
-    let loaded = rules.files().to_vec();
     let limiter = Arc::new(limiter_rls::RateLimiter::new(
         rules,
         backend,
@@ -57,16 +56,20 @@ async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         recorder,
     ));
     limiter.recorder().service("config_load_success");
-    limiter_rls::reload::spawn(
+    let _reloader = limiter_rls::reload::spawn(
         Arc::clone(&limiter),
-        settings.config_dir.clone(),
-        settings.reload_interval,
-        &loaded,
-    );
+        &limiter_rls::reload::Watch {
+            config_dir: settings.config_dir.clone(),
+            runtime_root: settings.runtime_root.clone(),
+            watch_root: settings.watch_root,
+            quiet: settings.reload_interval,
+        },
+    )?;
     let shared = Arc::new(server::Shared {
         limiter,
         healthy: AtomicBool::new(true),
         metrics,
+        drain_delay: settings.drain_delay,
     });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
@@ -93,10 +96,6 @@ async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         r = &mut serving => return Ok(r??),
     }
     tracing::info!("shutting down");
-    // Relaxed: the flag stands alone (see `server::healthcheck`).
-    shared
-        .healthy
-        .store(false, std::sync::atomic::Ordering::Relaxed);
     let _ = stop_tx.send(true);
     serving.await??;
     Ok(())

@@ -21,6 +21,14 @@ use std::sync::Arc;
 use crate::config::{Descriptor, LimitSpec, Rule, RuleSet};
 use crate::proto::{Entry, RateLimitOverride, Unit};
 
+/// The `full_key` of the rule made for a request's `limit` override, and so
+/// its Prometheus `rule` label: one fixed name, because the override's own
+/// key is made of request values (an address, a user) and a label made of
+/// them would grow without bound. Configured keys always start with
+/// `domain.`, so this name (without a dot) never equals one. statsd keeps
+/// their per-value name (`domain.key_value…`, [`Matched::stats_key`]).
+pub const OVERRIDE_RULE: &str = "override";
+
 /// What a descriptor matched.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Matched {
@@ -83,10 +91,9 @@ impl RuleSet {
     ) -> Option<Matched> {
         let top = self.domains.get(domain)?;
         if let Some(o) = limit {
-            let full_key = override_key(domain, entries);
             return Some(Matched {
                 rule: Arc::new(Rule {
-                    full_key: full_key.clone(),
+                    full_key: OVERRIDE_RULE.to_owned(),
                     limit: LimitSpec {
                         requests_per_unit: o.requests_per_unit,
                         unit: Unit::try_from(o.unit).unwrap_or(Unit::Unknown),
@@ -98,7 +105,7 @@ impl RuleSet {
                     replaces: Vec::new(),
                     detailed_metric: false,
                 }),
-                stats_key: full_key,
+                stats_key: override_key(domain, entries),
                 share_patterns: Vec::new(),
                 metadata: None,
             });

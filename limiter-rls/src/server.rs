@@ -4,8 +4,10 @@
 //!
 //! Shutdown (SIGTERM or SIGINT): health turns NOT_SERVING and
 //! `/healthcheck` answers 500 at once, so balancers and Envoy's health
-//! checks drain this replica; the listeners stop accepting, calls in
-//! flight finish, and the process exits 0.
+//! checks drain this replica; for the drain delay
+//! ([`Shared::drain_delay`], `RLS_DRAIN_DELAY`) the listeners still accept
+//! and answer; then they stop accepting, calls in flight finish, and the
+//! process exits 0.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,6 +36,9 @@ pub struct Shared<B> {
     pub healthy: AtomicBool,
     /// The Prometheus handle `/metrics` renders.
     pub metrics: Option<PrometheusHandle>,
+    /// How long the listeners keep serving after shutdown began (health
+    /// already NOT_SERVING).
+    pub drain_delay: std::time::Duration,
 }
 
 /// The bound addresses.
@@ -106,8 +111,9 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
-/// Binds the listeners and serves until `stop` turns true; returns the
-/// addresses through `bound` as soon as they are bound.
+/// Binds the listeners and serves until `stop` turns true, then drains
+/// (see the module docs); returns the addresses through `bound` as soon as
+/// they are bound.
 ///
 /// # Errors
 ///
@@ -143,23 +149,33 @@ pub async fn serve<B: Backend>(
         .route("/healthcheck", get(healthcheck::<B>))
         .with_state(Arc::clone(&shared));
 
+    // The drain: unhealthy at once, the listeners closed after the delay.
+    let (closing, close) = watch::channel(false);
+    let drain = tokio::spawn({
+        let shared = Arc::clone(&shared);
+        async move {
+            stopped(stop).await;
+            // Relaxed: the flag stands alone (see `healthcheck`).
+            shared.healthy.store(false, Ordering::Relaxed);
+            reporter.set_not_serving::<RateLimitServer<B>>().await;
+            reporter
+                .set_service_status("", tonic_health::ServingStatus::NotServing)
+                .await;
+            tokio::time::sleep(shared.drain_delay).await;
+            let _ = closing.send(true);
+        }
+    });
     let grpc_server = tonic::transport::Server::builder()
         .add_service(health)
         .add_service(RateLimitServer::new(Arc::clone(&shared.limiter)))
-        .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(grpc_l), {
-            let stop = stop.clone();
-            let reporter = reporter.clone();
-            async move {
-                stopped(stop).await;
-                reporter.set_not_serving::<RateLimitServer<B>>().await;
-                reporter
-                    .set_service_status("", tonic_health::ServingStatus::NotServing)
-                    .await;
-            }
-        });
-    let http_server = axum::serve(http_l, app).with_graceful_shutdown(stopped(stop.clone()));
-    let debug_server = axum::serve(debug_l, admin).with_graceful_shutdown(stopped(stop));
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(grpc_l),
+            stopped(close.clone()),
+        );
+    let http_server = axum::serve(http_l, app).with_graceful_shutdown(stopped(close.clone()));
+    let debug_server = axum::serve(debug_l, admin).with_graceful_shutdown(stopped(close));
     let (g, h, d) = tokio::join!(grpc_server, http_server, debug_server);
+    drain.abort();
     g.map_err(std::io::Error::other)?;
     h?;
     d?;

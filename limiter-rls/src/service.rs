@@ -44,6 +44,9 @@ pub struct Options {
     pub headers: Option<[String; 3]>,
     /// `NEAR_LIMIT_RATIO`.
     pub near_ratio: f32,
+    /// `REDIS_TIMEOUT`: the time all store calls of one request may take
+    /// together (the request's deadline, counted from its start).
+    pub store_budget: core::time::Duration,
 }
 
 impl Default for Options {
@@ -54,6 +57,7 @@ impl Default for Options {
             dynamic_metadata: false,
             headers: None,
             near_ratio: 0.8,
+            store_budget: core::time::Duration::from_millis(10),
         }
     }
 }
@@ -206,7 +210,8 @@ impl<B: Backend> RateLimiter<B> {
                 quota: self.options.global_quota || m.rule.quota_mode,
             });
         }
-        let decision = decide::decide(&self.backend, &checks)
+        let deadline = tokio::time::Instant::now() + self.options.store_budget;
+        let decision = decide::decide(&self.backend, &checks, deadline)
             .await
             .map_err(|e| RequestError::Backend(e.0))?;
         let mut statuses = Vec::with_capacity(req.descriptors.len());

@@ -37,12 +37,13 @@ pub struct Settings {
     pub debug: (String, u16),
     /// `RUNTIME_ROOT`/`RUNTIME_SUBDIRECTORY`/`RUNTIME_APPDIRECTORY`.
     pub config_dir: PathBuf,
-    /// `RUNTIME_ROOT` itself (watched for a symlink swap when
+    /// `RUNTIME_ROOT` itself (watched too, for a swap of the root, when
     /// `RUNTIME_WATCH_ROOT`).
     pub runtime_root: PathBuf,
     /// `RUNTIME_WATCH_ROOT` (default true).
     pub watch_root: bool,
-    /// `RLS_RELOAD_INTERVAL` (default 1s): how often the config is checked.
+    /// `RLS_RELOAD_INTERVAL` (default 100ms): how long changes under the
+    /// config directory must be quiet before it is read again.
     pub reload_interval: Duration,
     /// `RLS_ALGORITHM`: `gcra` (default) or `fixed_window`.
     pub algorithm: Algorithm,
@@ -50,7 +51,9 @@ pub struct Settings {
     pub store: Store,
     /// `CACHE_KEY_PREFIX`.
     pub key_prefix: String,
-    /// `REDIS_TIMEOUT` (default 10ms here; theirs is 10s).
+    /// `REDIS_TIMEOUT` (default 10ms here; theirs is 10s): the budget of
+    /// all Redis calls of one request together (its deadline), and so of
+    /// each.
     pub redis_timeout: Duration,
     /// `RLS_REDIS_FAILURE_POLICY`: open (default), closed, local, error.
     pub failure_policy: FailurePolicy,
@@ -66,6 +69,10 @@ pub struct Settings {
     pub stats_flush: Duration,
     /// `LOG_LEVEL` (default warn).
     pub log_level: String,
+    /// `RLS_DRAIN_DELAY` (default 0s): after SIGTERM, how long health
+    /// answers NOT_SERVING and `/healthcheck` 500 while the listeners still
+    /// accept, so balancers and Envoy's health checks move away first.
+    pub drain_delay: Duration,
 }
 
 /// A variable that does not parse.
@@ -214,6 +221,7 @@ impl Settings {
                 });
             }
         };
+        let redis_timeout = duration("REDIS_TIMEOUT", Duration::from_millis(10))?;
         let failure_policy = match text("RLS_REDIS_FAILURE_POLICY", "open")
             .to_ascii_lowercase()
             .as_str()
@@ -266,11 +274,11 @@ impl Settings {
             config_dir,
             runtime_root: root,
             watch_root: bool_of("RUNTIME_WATCH_ROOT", true)?,
-            reload_interval: duration("RLS_RELOAD_INTERVAL", Duration::from_secs(1))?,
+            reload_interval: duration("RLS_RELOAD_INTERVAL", Duration::from_millis(100))?,
             algorithm,
             store,
             key_prefix: text("CACHE_KEY_PREFIX", ""),
-            redis_timeout: duration("REDIS_TIMEOUT", Duration::from_millis(10))?,
+            redis_timeout,
             failure_policy,
             max_keys,
             options: crate::service::Options {
@@ -279,6 +287,7 @@ impl Settings {
                 dynamic_metadata: bool_of("RESPONSE_DYNAMIC_METADATA", false)?,
                 headers,
                 near_ratio,
+                store_budget: redis_timeout,
             },
             statsd: if bool_of("USE_STATSD", false)? {
                 Some((text("STATSD_HOST", "localhost"), port("STATSD_PORT", 8125)?))
@@ -287,6 +296,7 @@ impl Settings {
             },
             stats_flush: duration("STATS_FLUSH_INTERVAL", Duration::from_secs(10))?,
             log_level: text("LOG_LEVEL", "warn").to_ascii_lowercase(),
+            drain_delay: duration("RLS_DRAIN_DELAY", Duration::ZERO)?,
         })
     }
 }
@@ -341,6 +351,19 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(s.config_dir, PathBuf::from("/r/rl/c"));
+    }
+
+    #[test]
+    fn the_redis_budget_defaults_to_half_of_envoys_20_ms() {
+        let s = settings(&[("BACKEND_TYPE", "redis")]).unwrap();
+        // Each call and the whole request: one deadline, 10 ms.
+        assert_eq!(s.redis_timeout, Duration::from_millis(10));
+        assert_eq!(s.options.store_budget, Duration::from_millis(10));
+        assert_eq!(s.failure_policy, FailurePolicy::Open);
+        assert_eq!(s.drain_delay, Duration::ZERO);
+        let s = settings(&[("REDIS_TIMEOUT", "5ms"), ("RLS_DRAIN_DELAY", "2s")]).unwrap();
+        assert_eq!(s.options.store_budget, Duration::from_millis(5));
+        assert_eq!(s.drain_delay, Duration::from_secs(2));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //!
 //! * Prometheus through the `metrics` facade:
 //!   `ratelimit_rate_limit_<stat>_total{domain, rule}`, where `rule` is the
-//!   rule's configured key (`domain.key_value.key2`): bounded by the
+//!   rule's configured key (`domain.key_value.key2`, or `override` for a
+//!   request's `limit` override): bounded by the
 //!   config, never a request value (a `detailed_metric` or `value_to_metric`
 //!   name goes to statsd only), so no IP address reaches a label set.
 //! * statsd (`USE_STATSD=true`), under their exact names:

@@ -30,6 +30,12 @@ descriptors:
   - key: tagged
     metadata: {tier: gold}
     rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: shadow
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: path
+    value_to_metric: true
+    rate_limit: {unit: minute, requests_per_unit: 10}
 ";
 
 fn descriptor(k: &str, v: &str) -> RateLimitDescriptor {
@@ -269,6 +275,28 @@ async fn statsd_names_are_theirs_and_prometheus_labels_are_bounded() {
     c.should_rate_limit(req(vec![descriptor("ip", "10.0.0.1")], 0))
         .await
         .unwrap();
+    // Shadow mode: the second is over, answered OK, counted as shadow.
+    for _ in 0..2 {
+        let r = c
+            .should_rate_limit(req(vec![descriptor("shadow", "s")], 0))
+            .await
+            .unwrap();
+        assert_eq!(r.overall_code, Code::Ok as i32);
+    }
+    // value_to_metric: the request's value in the statsd name.
+    c.should_rate_limit(req(vec![descriptor("path", "/api")], 0))
+        .await
+        .unwrap();
+    // A per-descriptor limit override keyed by an address: statsd keeps
+    // their per-value name, Prometheus one bounded `rule` label.
+    for ip in ["10.0.0.2", "10.0.0.3"] {
+        let mut d = descriptor("remote_address", ip);
+        d.limit = Some(RateLimitOverride {
+            requests_per_unit: 5,
+            unit: Unit::Second as i32,
+        });
+        c.should_rate_limit(req(vec![d], 0)).await.unwrap();
+    }
     let want = [
         ("ratelimit.service.rate_limit.test.user.total_hits", 4),
         ("ratelimit.service.rate_limit.test.user.within_limit", 3),
@@ -276,6 +304,18 @@ async fn statsd_names_are_theirs_and_prometheus_labels_are_bounded() {
         ("ratelimit.service.rate_limit.test.user.near_limit", 1),
         (
             "ratelimit.service.rate_limit.test.ip_10_0_0_1.total_hits",
+            1,
+        ),
+        (
+            "ratelimit.service.rate_limit.test.remote_address_10_0_0_2.total_hits",
+            1,
+        ),
+        ("ratelimit.service.rate_limit.test.shadow.total_hits", 2),
+        ("ratelimit.service.rate_limit.test.shadow.over_limit", 1),
+        ("ratelimit.service.rate_limit.test.shadow.shadow_mode", 1),
+        ("ratelimit.service.rate_limit.test.path_/api.total_hits", 1),
+        (
+            "ratelimit.service.rate_limit.test.path_/api.within_limit",
             1,
         ),
     ];
@@ -311,9 +351,13 @@ async fn statsd_names_are_theirs_and_prometheus_labels_are_bounded() {
         "{metrics}"
     );
     assert!(
-        !metrics.contains("10.0.0.1") && !metrics.contains("10_0_0_1"),
-        "a request value in a label"
+        metrics
+            .contains(r#"ratelimit_rate_limit_total_hits_total{domain="test",rule="override"} 2"#),
+        "{metrics}"
     );
+    for ip in ["10.0.0.1", "10_0_0_1", "10.0.0.2", "10_0_0_2", "10.0.0.3"] {
+        assert!(!metrics.contains(ip), "a request value ({ip}) in a label");
+    }
     drop(rls);
     let _ = std::fs::remove_dir_all(root);
 }

@@ -44,8 +44,10 @@ fn failure_policies_behind_envoy() {
         ("closed", "gcra", vec![429, 429]),
         ("local", "gcra", vec![200, 200, 200, 429]),
         ("error", "gcra", vec![200, 200, 200, 200]),
+        ("open", "fixed_window", vec![200, 200, 200, 200]),
         ("closed", "fixed_window", vec![429, 429]),
         ("local", "fixed_window", vec![200, 200, 200, 429]),
+        ("error", "fixed_window", vec![200, 200, 200, 200]),
     ] {
         let url = redis.url();
         let rls = Rls::start(

@@ -90,6 +90,13 @@ fn an_override_applies_in_a_known_domain_only() {
     assert_eq!(m.rule.limit.requests_per_unit, 42);
     assert_eq!(m.rule.limit.unit, Unit::Hour);
     assert_eq!(m.stats_key, "d.anything_v");
+    // The Prometheus label is one fixed name, whatever the request's values.
+    assert_eq!(m.rule.full_key, limiter_rls::OVERRIDE_RULE);
+    let other = r
+        .find("d", &entries(&[("remote_address", "10.1.2.3")]), Some(&o))
+        .unwrap();
+    assert_eq!(other.rule.full_key, limiter_rls::OVERRIDE_RULE);
+    assert_eq!(other.stats_key, "d.remote_address_10.1.2.3");
     assert!(
         r.find("other", &entries(&[("anything", "v")]), Some(&o))
             .is_none()

@@ -61,6 +61,9 @@ pub enum Problem {
     ZeroBurst,
     /// The numbers cannot be represented: the core's [`QuotaError`].
     Quota(QuotaError),
+    /// A concurrency limiter or estimator refuses the numbers:
+    /// `limiter-concurrency`'s error.
+    Concurrency(limiter_concurrency::ConfigError),
     /// A duration such as `"250ms"` that does not parse or is out of range.
     InvalidDuration {
         /// Why.
@@ -125,6 +128,7 @@ impl Problem {
             Problem::InvalidRate { .. } => "write a number of permits per second above 0, or a string such as \"100/s\", \"6000/min\", \"1/h\"".into(),
             Problem::ZeroBurst => "use at least 1".into(),
             Problem::Quota(e) => e.to_string(),
+            Problem::Concurrency(e) => e.to_string(),
             Problem::InvalidDuration { .. } => {
                 "write a duration such as \"250ms\", \"2s\", \"1m\", \"1h\" (units ns, us, ms, s, m, h, d)".into()
             }
@@ -160,6 +164,9 @@ impl fmt::Display for Problem {
             Problem::InvalidRate { reason } => write!(f, "invalid rate: {reason}"),
             Problem::ZeroBurst => f.write_str("0 admits nothing"),
             Problem::Quota(_) => f.write_str("the limiter cannot represent these numbers"),
+            Problem::Concurrency(_) => {
+                f.write_str("the concurrency limiter cannot work with these numbers")
+            }
             Problem::InvalidDuration { reason } => write!(f, "invalid duration: {reason}"),
             Problem::UnknownKeyKind { found } => write!(f, "unknown key kind `{found}`"),
             Problem::InvalidRedisUrl { message } => write!(f, "invalid Redis URL: {message}"),

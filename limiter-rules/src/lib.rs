@@ -79,13 +79,15 @@ mod validate;
 
 use std::path::Path;
 
-pub use algorithm::{ALGORITHMS, AdaptivePolicySpec, Algorithm};
+pub use algorithm::{ALGORITHMS, AdaptivePolicySpec, Algorithm, EstimatorSpec, QueueSpec};
 pub use error::{ConfigError, ConfigErrors, Problem};
+pub use limiter_concurrency::{Bounds, QueueOrder};
 pub use route_table::RouteTable;
 pub use routes::Matcher;
 pub use schema::{
-    BackendSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, HeaderSpec, KeyPart, KeySpec,
-    MAX_PENALTY_AFTER, MatchSpec, Mode, PathMatch, PenaltySpec, RedisSpec, RuleSpec, Shape,
+    BackendSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, HeaderSpec, KeyOverride,
+    KeyPart, KeySpec, MAX_OVERRIDES, MAX_PENALTY_AFTER, MatchSpec, Mode, PathMatch, PenaltySpec,
+    RedisSpec, RuleSpec, Shape,
 };
 pub use source::{Format, Pos};
 pub use units::{Rate, parse_duration};
@@ -146,4 +148,41 @@ pub fn check_str(path: &Path, text: &str, format: Format) -> Result<Vec<RuleSpec
         }])
     })?;
     validate::validate(path, &root).map_err(ConfigErrors)
+}
+
+/// Checks `text` (JSON, or YAML) as one quota, `{"rate": "100/s", "burst":
+/// 20}`: the fields and checks of a rule's `rate` and `burst` and of an
+/// entry of `overrides:` (the body of the admin API's
+/// `PUT /rules/{rule}/keys/{key}`). `path` names the text in errors.
+///
+/// # Errors
+///
+/// [`ConfigErrors`]: every problem, each at its line and column.
+///
+/// # Examples
+///
+/// ```
+/// use limiter_core::Quota;
+/// use limiter_rules::check_quota_str;
+///
+/// let (_, quota) = check_quota_str("body".as_ref(), r#"{"rate": "100/s", "burst": 20}"#)?;
+/// assert_eq!(quota, Quota::per_second(100)?.with_burst(20)?);
+/// let e = check_quota_str("body".as_ref(), r#"{"rate": 0}"#).unwrap_err();
+/// assert!(e.to_string().starts_with("body:1:10: field `rate`: invalid rate: 0 permits admit nothing; fix: "));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn check_quota_str(
+    path: &Path,
+    text: &str,
+) -> Result<(Rate, limiter_core::Quota), ConfigErrors> {
+    let root = source::parse(text, Format::Yaml).map_err(|e| {
+        ConfigErrors(vec![ConfigError {
+            file: path.to_path_buf(),
+            pos: e.pos,
+            rule: None,
+            field: None,
+            problem: Problem::Syntax { message: e.message },
+        }])
+    })?;
+    validate::quota_table(path, &root).map_err(ConfigErrors)
 }

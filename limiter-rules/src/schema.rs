@@ -14,8 +14,11 @@ use http::Method;
 use http::header::HeaderName;
 use ipnet::IpNet;
 
+use limiter_core::Quota;
+
 use crate::algorithm::{Algorithm, Fixed};
 use crate::source::Pos;
+use crate::units::Rate;
 
 /// The default `max_delay` of a rule in delay mode (`leaky_bucket`'s default
 /// mode): one second, so a leaky bucket at `r`/s queues at most `r` requests.
@@ -51,6 +54,10 @@ pub struct RuleSpec {
     pub headers: HeaderSpec,
     /// The most keys a keyed local rule holds.
     pub max_keys: usize,
+    /// Keys with a quota of their own (`overrides:`), in file order; only
+    /// on a keyed local `token_bucket` or `leaky_bucket` rule. Not part of
+    /// the [`shape`](RuleSpec::shape): a reload applies them live.
+    pub overrides: Vec<KeyOverride>,
     /// Decide and count, but refuse and delay nothing (`shadow: true` on
     /// the rule, or at the top of the file for every rule that does not say
     /// `shadow: false`). Not part of the [`shape`](RuleSpec::shape):
@@ -63,6 +70,25 @@ pub struct RuleSpec {
     /// Block a key outright after it is refused too often (`penalty`);
     /// keyed rules only.
     pub penalty: Option<PenaltySpec>,
+}
+
+/// The most keys of one rule with a quota of their own, from the file and
+/// the admin API together.
+pub const MAX_OVERRIDES: usize = 10_000;
+
+/// One key's own quota (`overrides: { "tenant-7": { rate: 100/s, burst: 20 } }`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyOverride {
+    /// The key's text: for a one-part key (`ip`, `header:x-tenant`) its
+    /// value as the request carries it; for a key of several parts, the
+    /// encoded key as `explain` and the admin API show it.
+    pub key: String,
+    /// Where the key is written.
+    pub pos: Pos,
+    /// The rate as written.
+    pub rate: Rate,
+    /// The rate with its burst.
+    pub quota: Quota,
 }
 
 /// A rule's penalty box: a key refused `after` times within `within` is

@@ -25,6 +25,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{Either, Full};
 use pin_project_lite::pin_project;
+use tokio::time::Instant;
 use tower_service::Service;
 
 use limiter_async::{CancelGrant, SlotWait, WakeUp};
@@ -166,8 +167,9 @@ pub(crate) struct Decided<K, T> {
     pub(crate) cost: u32,
     pub(crate) max_wait: Duration,
     pub(crate) route: Option<Metrics>,
-    /// `None`: still to be asked of the backend.
-    pub(crate) decision: Option<Result<Grant<T>, Denial>>,
+    /// The decision and the instant it was made at; `None`: still to be
+    /// asked of the backend.
+    pub(crate) decision: Option<(Result<Grant<T>, Denial>, Instant)>,
 }
 
 /// The waiting path: a decision still to be made (`decision` is `None`),
@@ -191,9 +193,14 @@ where
         decision,
     } = decided;
     let metrics = route.as_ref().unwrap_or(&shared.metrics);
-    let decision = match decision {
-        Some(decision) => decision,
-        None => shared.backend.decide_async(&key, cost, max_wait).await,
+    let (decision, decided_at) = match decision {
+        Some(decided) => decided,
+        None => {
+            let decision = shared.backend.decide_async(&key, cost, max_wait).await;
+            // The remote decision was made before its reply: its slot
+            // counted from now is never early.
+            (decision, Instant::now())
+        }
     };
     let grant = match decision {
         Ok(grant) => grant,
@@ -205,7 +212,7 @@ where
     };
     let numbers = shared.numbers(&key, &grant);
     if !grant.wait.is_zero() {
-        delay(&shared, key, grant, metrics).await;
+        delay(&shared, key, grant, decided_at, metrics).await;
     }
     metrics.allowed.increment(1);
     let mut response = inner.call(request).await?.map(Either::Left);
@@ -216,12 +223,14 @@ where
 }
 
 /// Waits for the grant's slot on the workspace's one wait
-/// ([`SlotWait`]): an absolute deadline taken at the decision, the precise
+/// ([`SlotWait`]): the absolute deadline `decided_at + grant.wait` (the
+/// instant of the decision, not of this future's first poll), the precise
 /// wake-up, and a refund of the grant if the future is dropped first.
 async fn delay<B: Backend, E>(
     shared: &Shared<B, E>,
     key: B::Key,
     grant: Grant<B::Ticket>,
+    decided_at: Instant,
     metrics: &Metrics,
 ) {
     /// Keeps the queue gauge right however the wait ends.
@@ -242,5 +251,13 @@ async fn delay<B: Backend, E>(
         ticket: grant.ticket,
     };
     // At its slot the grant is used: the returned refund is dropped unused.
-    let _used = SlotWait::after(grant.wait, WakeUp::Precise, window, refund).await;
+    let deadline = decided_at.checked_add(grant.wait);
+    let _used = match deadline {
+        Some(deadline) => {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            SlotWait::until(deadline, wait, WakeUp::Precise, window, refund).await
+        }
+        // A slot beyond what the clock can name: as far as it goes.
+        None => SlotWait::after(grant.wait, WakeUp::Precise, window, refund).await,
+    };
 }

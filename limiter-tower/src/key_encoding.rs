@@ -87,7 +87,20 @@ impl<'a> KeyWriter<'a> {
 
     /// Writes an address as its text (`10.0.0.7`, `2001%3Adb8%3A%3A`).
     pub fn part_ip(&mut self, ip: IpAddr) {
-        self.part_fmt(format_args!("{ip}"));
+        match ip {
+            // Dotted decimal, every byte plain: written digit by digit,
+            // without the formatting machinery (the common key).
+            IpAddr::V4(v4) => {
+                self.separate();
+                for (i, octet) in v4.octets().into_iter().enumerate() {
+                    if i > 0 {
+                        self.out.push('.');
+                    }
+                    push_decimal(self.out, octet);
+                }
+            }
+            IpAddr::V6(_) => self.part_fmt(format_args!("{ip}")),
+        }
     }
 
     /// Writes a number in decimal.
@@ -101,6 +114,17 @@ impl<'a> KeyWriter<'a> {
         // Writing into a String cannot fail.
         let _ = fmt::write(&mut Encoded(self.out), args);
     }
+}
+
+/// Appends `n` in decimal.
+fn push_decimal(out: &mut String, n: u8) {
+    if n >= 100 {
+        out.push(char::from(b'0' + n / 100));
+    }
+    if n >= 10 {
+        out.push(char::from(b'0' + n / 10 % 10));
+    }
+    out.push(char::from(b'0' + n % 10));
 }
 
 /// Whether `b` is written as it is.
@@ -327,6 +351,21 @@ mod tests {
                     vec![a.as_bytes().to_vec(), b.as_bytes().to_vec()]
                 );
             }
+        }
+    }
+
+    #[test]
+    fn an_ipv4_address_is_its_dotted_decimal_text() {
+        for bits in (0..=u32::MAX)
+            .step_by(65_537)
+            .chain([0, 1, 100, 0x0a00_0007, u32::MAX])
+        {
+            let ip = IpAddr::V4(std::net::Ipv4Addr::from(bits));
+            let mut buf = String::from("x");
+            let mut key = KeyWriter::new(&mut buf);
+            key.part_str("p");
+            key.part_ip(ip);
+            assert_eq!(buf, format!("xp:{ip}"));
         }
     }
 }

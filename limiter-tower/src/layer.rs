@@ -11,12 +11,14 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use bytes::Bytes;
-use http::Response;
+use http::{Request, Response};
 use http_body_util::Full;
 use ipnet::IpNet;
 use tower_layer::Layer;
+use tower_service::Service;
 
 use crate::backend::Backend;
+use crate::future::ResponseFuture;
 use crate::headers::{Draft10, HeaderStyle};
 use crate::key::{KeyExtractor, RequestHead};
 use crate::metrics::Metrics;
@@ -93,6 +95,51 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitLayer<B, E> {
     /// The backend.
     pub fn backend(&self) -> &B {
         &self.shared.backend
+    }
+
+    /// Runs one request through this layer around `inner`, which must have
+    /// been polled ready: exactly what the call of a [`RateLimitService`]
+    /// around `inner` does, without building one. For a router that picks a
+    /// layer per request (a rule set): an admitted request allocates
+    /// nothing here, and `inner` is cloned only when the request waits (the
+    /// ready service goes into the future, its clone stays in `inner`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use limiter_core::{Quota, RateLimiter};
+    /// use limiter_tower::{Global, RateLimitLayer};
+    /// use tower::{Service, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let layer = RateLimitLayer::new(RateLimiter::new(Quota::per_second(1)?), Global);
+    /// let mut inner = service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::from("hi")))
+    /// });
+    /// inner.ready().await?;
+    /// let response = layer.call_ready(&mut inner, http::Request::new(())).await?;
+    /// assert_eq!(response.status(), 200);
+    /// inner.ready().await?;
+    /// let response = layer.call_ready(&mut inner, http::Request::new(())).await?;
+    /// assert_eq!(response.status(), 429);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn call_ready<S, ReqBody, ResBody>(
+        &self,
+        inner: &mut S,
+        request: Request<ReqBody>,
+    ) -> ResponseFuture<S::Future, ResBody, S::Error>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Send + 'static,
+        ReqBody: Send + 'static,
+        ResBody: Send + 'static,
+    {
+        crate::service::limit(&self.shared, inner, request)
     }
 }
 

@@ -29,6 +29,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
+use tokio::time::Instant;
 use tower_service::Service;
 
 use crate::backend::Backend;
@@ -86,52 +87,83 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        let shared = &*self.shared;
-        let (key, cost, max_wait, route) = match shared.prepare(&RequestHead::of(&request)) {
-            Prepared::Pass => return ResponseFuture::pass(self.inner.call(request)),
-            Prepared::Answer(response) => return ResponseFuture::answered(response),
-            Prepared::Decide {
-                key,
-                cost,
-                max_wait,
-                route,
-            } => (key, cost, max_wait, route),
-        };
-        let metrics = route.as_ref().unwrap_or(&shared.metrics);
-        // Fast path: a decision made at once, and a request that needs no
-        // wait, is answered or passed to the inner service right here.
-        let decision = match shared.backend.decide_ready(&key, cost, max_wait) {
-            Some(Ok(grant)) if grant.wait.is_zero() => {
-                let numbers = shared.numbers(&key, &grant);
-                metrics.allowed.increment(1);
-                let future = self.inner.call(request);
-                return ResponseFuture::with_headers(future, shared.headers.as_ref(), numbers);
-            }
-            Some(Err(denial)) => {
-                return match shared.denied(&key, denial, metrics) {
-                    Some(response) => ResponseFuture::answered(response),
-                    None => ResponseFuture::pass(self.inner.call(request)),
-                };
-            }
-            decision => decision,
-        };
-        // A wait, or a backend that decides asynchronously: the inner
-        // service that was polled ready goes into the future; its clone
-        // stays for the next poll_ready.
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
-        let decided = Decided {
+        limit(&self.shared, &mut self.inner, request)
+    }
+}
+
+/// One request through a layer's configuration `shared` around `inner`,
+/// which was polled ready: the whole of [`RateLimitService::call`], also
+/// reached through
+/// [`RateLimitLayer::call_ready`](crate::RateLimitLayer::call_ready) by a
+/// router that picks a layer per request.
+///
+/// The decision itself is one call, [`AsyncDecide::decide_ready`] (or
+/// `decide_async` in the waiting future): a front end that changes what a
+/// rule decides does it in its backend, not here.
+///
+/// [`AsyncDecide::decide_ready`]: limiter_async::AsyncDecide::decide_ready
+pub(crate) fn limit<S, B, E, ReqBody, ResBody>(
+    shared_arc: &Arc<Shared<B, E>>,
+    inner: &mut S,
+    request: Request<ReqBody>,
+) -> ResponseFuture<S::Future, ResBody, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: Backend,
+    E: KeyExtractor<Key = B::Key>,
+    ReqBody: Send + 'static,
+    ResBody: Send + 'static,
+{
+    let shared = &**shared_arc;
+    let (key, cost, max_wait, route) = match shared.prepare(&RequestHead::of(&request)) {
+        Prepared::Pass => return ResponseFuture::pass(inner.call(request)),
+        Prepared::Answer(response) => return ResponseFuture::answered(response),
+        Prepared::Decide {
             key,
             cost,
             max_wait,
             route,
-            decision,
-        };
-        ResponseFuture::waiting(Box::pin(decide_and_wait(
-            Arc::clone(&self.shared),
-            inner,
-            request,
-            decided,
-        )))
-    }
+        } => (key, cost, max_wait, route),
+    };
+    let metrics = route.as_ref().unwrap_or(&shared.metrics);
+    // Fast path: a decision made at once, and a request that needs no
+    // wait, is answered or passed to the inner service right here.
+    let decision = match shared.backend.decide_ready(&key, cost, max_wait) {
+        Some(Ok(grant)) if grant.wait.is_zero() => {
+            let numbers = shared.numbers(&key, &grant);
+            metrics.allowed.increment(1);
+            let future = inner.call(request);
+            return ResponseFuture::with_headers(future, shared.headers.as_ref(), numbers);
+        }
+        Some(Err(denial)) => {
+            return match shared.denied(&key, denial, metrics) {
+                Some(response) => ResponseFuture::answered(response),
+                None => ResponseFuture::pass(inner.call(request)),
+            };
+        }
+        // A grant to wait for: its slot is an instant fixed now, at the
+        // decision, so a late first poll of the future cannot push it back.
+        Some(Ok(grant)) => Some((Ok(grant), Instant::now())),
+        None => None,
+    };
+    // A wait, or a backend that decides asynchronously: the inner service
+    // that was polled ready goes into the future; its clone stays for the
+    // next poll_ready.
+    let clone = inner.clone();
+    let ready = std::mem::replace(inner, clone);
+    let decided = Decided {
+        key,
+        cost,
+        max_wait,
+        route,
+        decision,
+    };
+    ResponseFuture::waiting(Box::pin(decide_and_wait(
+        Arc::clone(shared_arc),
+        ready,
+        request,
+        decided,
+    )))
 }

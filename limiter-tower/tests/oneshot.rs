@@ -210,6 +210,35 @@ async fn delay_mode_waits_for_the_slot_then_rejects_past_max_delay() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_delayed_grant_keeps_the_slot_of_its_decision_however_late_its_first_poll() {
+    let inner = Counting::default();
+    let mut svc = RateLimitLayer::builder(global(Duration::from_millis(500), 1), Global)
+        .mode(Mode::Delay {
+            max_delay: Duration::from_secs(5),
+        })
+        .build()
+        .unwrap()
+        .layer(inner.clone());
+    let start = Instant::now();
+    svc.ready().await.unwrap();
+    assert_eq!(svc.call(request()).await.unwrap().status(), 200);
+    // Decided now, for the slot 500 ms away; first polled 300 ms later.
+    svc.ready().await.unwrap();
+    let held = svc.call(request());
+    // Decided now too, for the slot 1 s away; first polled 1.2 s later.
+    svc.ready().await.unwrap();
+    let late = svc.call(request());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(held.await.unwrap().status(), 200);
+    assert_eq!(start.elapsed(), Duration::from_millis(500));
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(late.await.unwrap().status(), 200);
+    // Past its slot at the first poll: called at once.
+    assert_eq!(start.elapsed(), Duration::from_millis(1200));
+    assert_eq!(inner.calls.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_dropped_delayed_request_gives_its_slot_back() {
     let limiter = Arc::new(global(Duration::from_secs(1), 1));
     let inner = Counting::default();

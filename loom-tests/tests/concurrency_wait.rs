@@ -1,8 +1,12 @@
 //! limiter-concurrency's wait queue under loom: a release racing with a
 //! waiter's enqueue hands it the permit (no lost wake-up), a dropped waiter
-//! loses nothing, a raise of the limit admits the waiter it frees; the
-//! variants that skip the hand-off or the raise's admission deadlock, which
-//! loom reports.
+//! loses nothing, a cut of the limit racing a release and a waiter loses
+//! nothing, a release under a cut hands nothing off until the limit has
+//! room, a raise of the limit admits the waiter it frees. Each beside the
+//! broken variant loom catches: a release that skips the hand-off and a
+//! raise that admits nobody deadlock; a cancel that forgets a granted
+//! permit leaks it; a hand-off that ignores the lowered limit admits above
+//! it.
 #![cfg(loom)]
 
 use std::future::Future;
@@ -76,29 +80,128 @@ fn a_release_that_ignores_the_queue_is_caught() {
 
 /// A waiter polled once (queued, or handed the permit at once) and then
 /// dropped, racing with the release: afterwards the permit is free.
+fn dropped_waiter(broken: Broken) -> String {
+    let limiter = ConcurrencyLimiter::__loom_broken(1, 4, broken);
+    let held = limiter.try_acquire_owned().unwrap();
+    let waiter = {
+        let l = limiter.clone();
+        thread::spawn(move || {
+            let mut fut = pin!(l.acquire());
+            let _ = fut.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+            // Dropped here, waiting or holding.
+        })
+    };
+    drop(held);
+    waiter.join().unwrap();
+    assert_eq!(
+        (limiter.in_flight(), limiter.waiting()),
+        (0, 0),
+        "a dropped waiter lost a permit"
+    );
+    assert!(limiter.try_acquire().is_ok());
+    "free".into()
+}
+
 #[test]
 fn a_dropped_waiter_loses_nothing() {
     check(
         "concurrency: release vs a dropped waiter",
         &["free"],
+        || dropped_waiter(Broken::None),
+    );
+}
+
+#[test]
+#[should_panic(expected = "a dropped waiter lost a permit")]
+fn a_cancel_that_forgets_a_granted_permit_is_caught() {
+    check("BROKEN cancel forgets the granted permit", &[], || {
+        dropped_waiter(Broken::CancelForgetsGrant)
+    });
+}
+
+/// Limit 2 held by A and B; a waiter queues while the limit is cut to 1
+/// and A is released, all at once. However they interleave, nothing is
+/// revoked or lost: the waiter is admitted (by A's release if it came
+/// before the cut, by B's otherwise), and every count returns to 0.
+#[test]
+fn a_cut_racing_a_release_and_a_waiter_loses_nothing() {
+    check(
+        "concurrency: set_limit(1) vs release vs acquire().await, limit 2",
+        &["admitted"],
         || {
-            let limiter = ConcurrencyLimiter::__loom_broken(1, 4, Broken::None);
-            let held = limiter.try_acquire_owned().unwrap();
+            let limiter = ConcurrencyLimiter::__loom_broken(2, 4, Broken::None);
+            let a = limiter.try_acquire_owned().unwrap();
+            let b = limiter.try_acquire_owned().unwrap();
             let waiter = {
                 let l = limiter.clone();
-                thread::spawn(move || {
-                    let mut fut = pin!(l.acquire());
-                    let _ = fut.as_mut().poll(&mut Context::from_waker(Waker::noop()));
-                    // Dropped here, waiting or holding.
-                })
+                thread::spawn(move || block_on(l.acquire_owned()).unwrap())
             };
-            drop(held);
-            waiter.join().unwrap();
-            assert_eq!((limiter.in_flight(), limiter.waiting()), (0, 0));
-            assert!(limiter.try_acquire().is_ok());
-            "free".into()
+            let cutter = {
+                let l = limiter.clone();
+                thread::spawn(move || l.set_limit(1).unwrap())
+            };
+            drop(a);
+            assert_eq!(cutter.join().unwrap(), 2);
+            // A's permit went to the waiter or back to the count; B's is
+            // still held. Never more than A's and B's two.
+            assert!(limiter.in_flight() <= 2);
+            drop(b);
+            let w = waiter.join().unwrap();
+            assert_eq!(
+                (limiter.limit(), limiter.in_flight(), limiter.waiting()),
+                (1, 1, 0)
+            );
+            drop(w);
+            assert_eq!(limiter.in_flight(), 0);
+            "admitted".into()
         },
     );
+}
+
+/// Limit 2 held by A and B, cut to 1; a waiter queues while A is
+/// released. A's permit is free for nobody (B alone fills the limit): the
+/// waiter must not be admitted before B is released.
+fn release_under_a_cut(broken: Broken) -> String {
+    let limiter = ConcurrencyLimiter::__loom_broken(2, 4, broken);
+    let a = limiter.try_acquire_owned().unwrap();
+    let b = limiter.try_acquire_owned().unwrap();
+    limiter.set_limit(1).unwrap();
+    let b_released = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+    let waiter = {
+        let (l, b_released) = (limiter.clone(), b_released.clone());
+        thread::spawn(move || {
+            let p = block_on(l.acquire_owned()).unwrap();
+            // SeqCst: the test's own flag, ordered with everything.
+            assert!(
+                b_released.load(loom::sync::atomic::Ordering::SeqCst),
+                "admitted above the lowered limit"
+            );
+            drop(p);
+        })
+    };
+    drop(a);
+    b_released.store(true, loom::sync::atomic::Ordering::SeqCst);
+    drop(b);
+    waiter.join().unwrap();
+    assert_eq!((limiter.in_flight(), limiter.waiting()), (0, 0));
+    "admitted after B".into()
+}
+
+#[test]
+fn a_release_under_a_cut_hands_off_nothing_until_the_limit_has_room() {
+    check(
+        "concurrency: release under a cut vs acquire().await",
+        &["admitted after B"],
+        || release_under_a_cut(Broken::None),
+    );
+}
+
+#[test]
+#[should_panic(expected = "admitted above the lowered limit")]
+fn a_hand_off_that_ignores_the_lowered_limit_is_caught() {
+    check("BROKEN hand-off ignores the lowered limit", &[], || {
+        release_under_a_cut(Broken::HandOffIgnoresLimit)
+    });
 }
 
 /// Limit 1 held for good; a waiter blocks while the limit is raised to 2:

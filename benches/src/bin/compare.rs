@@ -10,7 +10,18 @@
 //!
 //! Ratios are computed per round (both sides measured within the same few
 //! milliseconds) and the median over rounds is reported; they are time ours
-//! / time theirs unless named otherwise.
+//! / time theirs unless named otherwise. The first line names the profile
+//! the binary was built with (the directory it runs from).
+//!
+//! `--decisions-only`: only the single-thread decision rows (our default
+//! limiter and governor on the TSC, allow and deny, and the floor), their
+//! ratios and a `summary` line: the rows the two profiles are compared on,
+//! in a few seconds.
+//!
+//! `--only CASE --calls N`: that single-thread case alone, `N` calls, no
+//! timing table: for `valgrind --tool=callgrind`, where the instructions of
+//! a run of `2N` calls less those of a run of `N`, over `N`, are the
+//! instructions of one decision (setup cancels).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -362,10 +373,59 @@ fn ratio(samples: &BTreeMap<String, Vec<f64>>, a: &str, b: &str) -> f64 {
     median(&mut per_round)
 }
 
+/// The profile this binary was built with: the name of the directory it
+/// runs from (`release`, `release-lto`).
+fn profile() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            let dir = exe.parent()?.file_name()?.to_str()?.to_owned();
+            Some(dir)
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The value after `flag` on the command line.
+fn arg_value(flag: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    let i = args.iter().position(|a| a == flag)?;
+    args.get(i + 1).cloned()
+}
+
+/// `--only CASE --calls N`: one single-thread case, `N` calls, untimed
+/// output (for callgrind).
+fn only(name: &str, calls: u64) {
+    let cases = sync_cases(true);
+    let Some(case) = cases.iter().find(|c| c.name == name) else {
+        let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+        panic!("no case {name}; cases: {}", names.join(", "));
+    };
+    let batch = (case.measure)(calls);
+    println!("{name}: {calls} calls, {} admitted", batch.admitted);
+}
+
+/// The single-thread decision rows the two profiles are compared on.
+const DECISION_CASES: [&str; 5] = [
+    "allow/ours/tsc",
+    "allow/governor/tsc",
+    "deny/ours/tsc",
+    "deny/governor/tsc",
+    "floor/clock_load_cas/tsc",
+];
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let rounds = if quick { 15 } else { 41 };
     let started = std::time::Instant::now();
+    println!("profile {}", profile());
+
+    if let Some(name) = arg_value("--only") {
+        let calls = arg_value("--calls")
+            .map(|n| n.parse().expect("--calls takes a number"))
+            .unwrap_or(1_000_000);
+        only(&name, calls);
+        return;
+    }
 
     if std::env::args().any(|a| a == "--pacing-only") {
         // Only the pacing rows with a burst of 1 ms (for iterating).
@@ -388,11 +448,16 @@ fn main() {
     }
 
     let mut cases = sync_cases(quick);
+    let decisions_only = std::env::args().any(|a| a == "--decisions-only");
     if std::env::args().any(|a| a == "--nowait-only") {
         // Only the no-wait paths the async ratios divide by (for iterating).
         cases.retain(|c| c.name == "allow/ours/tsc" || c.name == "allow/governor/tsc");
     }
-    cases.extend(async_cases(quick));
+    if decisions_only {
+        cases.retain(|c| DECISION_CASES.contains(&c.name.as_str()));
+    } else {
+        cases.extend(async_cases(quick));
+    }
     let samples = interleave(&cases, rounds);
     drop(cases);
 
@@ -550,7 +615,8 @@ fn main() {
     let mut summary = BTreeMap::new();
     let nowait_only = std::env::args().any(|a| a == "--nowait-only");
     for (key, a, b) in &pairs {
-        if nowait_only && !(samples.contains_key(a) && samples.contains_key(b)) {
+        if (nowait_only || decisions_only) && !(samples.contains_key(a) && samples.contains_key(b))
+        {
             continue;
         }
         let r = ratio(&samples, a, b);
@@ -559,6 +625,16 @@ fn main() {
     }
 
     if nowait_only {
+        return;
+    }
+    if decisions_only {
+        println!(
+            "summary profile={} allow_vs_governor={:.3} deny_vs_governor={:.3} allow_vs_floor={:.3}",
+            profile(),
+            summary["allow_vs_governor"],
+            summary["deny_vs_governor"],
+            summary["allow_vs_floor"],
+        );
         return;
     }
 

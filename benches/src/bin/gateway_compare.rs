@@ -18,8 +18,11 @@
 //!
 //! Every process the runner starts is in its own process group and is
 //! stopped with its whole group (SIGTERM, then SIGKILL of the group), on
-//! every exit path including a panic; none inherits the runner's stdout, so
-//! `out=$(cargo run … gateway_compare …)` returns when the runner does.
+//! every exit path including a panic and a SIGINT, SIGTERM or SIGHUP of the
+//! runner (a signal thread stops the groups and exits 130); a runner killed
+//! outright takes the peers' leaders with it (`PR_SET_PDEATHSIG`). None
+//! inherits the runner's stdout, so `out=$(cargo run … gateway_compare …)`
+//! returns when the runner does.
 //!
 //! Paths, the same quota on all three: `/free` (no limit), `/limited` (a
 //! limit that never triggers: 10^6/s with a burst of 10^6, so the limiter
@@ -33,8 +36,10 @@
 //! system of every process in its group, from /proc) per request. Cases
 //! run in interleaved rounds (the order reversed every round); medians are
 //! reported. Accuracy (per proxy, once): an open loop at 2000/s for 5 s on
-//! `/acc`; `accuracy_err = (admitted - allowed) / allowed` with `allowed =
-//! 50 + 1000 x (time from the first send to the last)`.
+//! `/acc` over 64 keep-alive connections opened beforehand;
+//! `accuracy_err = (admitted - allowed) / allowed` with `allowed` the exact
+//! GCRA bound (1000/s, burst 50) over the instants the requests were
+//! written (see `accuracy`). `--accuracy` runs only that part.
 //!
 //! The last line is the summary:
 //! `gateway summary qps_vs_nginx=R qps_vs_envoy=R p99_vs_nginx=R accuracy_err_pct=P nginx_accuracy_err_pct=P envoy_accuracy_err_pct=P`
@@ -44,14 +49,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Empty;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::TokioIo;
 use limiter_gateway::echo::Echo;
 
 const CONNS: usize = 32;
@@ -283,8 +285,58 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// The run's directory, removed by the signal handler too.
+static RUN_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// The process groups of the peers running now, for the signal handler.
+static GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// On SIGINT, SIGTERM or SIGHUP of the runner: stops every peer's whole
+/// process group (SIGTERM, a moment, SIGKILL) and exits 130. The drops that
+/// stop them on a normal exit or a panic do not run when a signal ends the
+/// process, and nginx's workers would outlive it.
+fn stop_peers_on_signals() {
+    std::thread::spawn(|| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .expect("a signal runtime");
+        rt.block_on(async {
+            use tokio::signal::unix::{SignalKind, signal};
+            let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+            let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+            let mut hup = signal(SignalKind::hangup()).expect("SIGHUP handler");
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+                _ = hup.recv() => {}
+            }
+        });
+        let groups = GROUPS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        for &pgid in &groups {
+            // Safety: kill(2) on a process group this runner started.
+            unsafe { libc::kill(-pgid, libc::SIGTERM) };
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        for &pgid in &groups {
+            // Safety: as above.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+        if let Some(dir) = RUN_DIR.get() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        eprintln!("gateway_compare: interrupted; stopped process groups {groups:?}");
+        std::process::exit(130);
+    });
+}
+
 /// A peer process, the leader of its own process group; dropping it stops
-/// the whole group and reaps the leader.
+/// the whole group and reaps the leader. Its leader also gets SIGTERM when
+/// the runner dies without a chance to clean up (`PR_SET_PDEATHSIG`, so a
+/// SIGKILL of the runner stops nginx's master, which stops its workers).
 struct Peer {
     name: &'static str,
     child: Child,
@@ -295,6 +347,21 @@ impl Peer {
     fn start(name: &'static str, command: &mut Command, dir: &Path, port: u16) -> Peer {
         use std::os::unix::process::CommandExt;
         let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file");
+        let runner = libc::pid_t::try_from(std::process::id()).expect("pid fits");
+        // Safety: the closure runs between fork and exec and calls only
+        // prctl(2) and getppid(2), both async-signal-safe.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The runner died before prctl took effect.
+                if libc::getppid() != runner {
+                    return Err(std::io::Error::other("the runner has exited"));
+                }
+                Ok(())
+            })
+        };
         let child = command
             .process_group(0)
             .stdin(Stdio::null())
@@ -307,6 +374,10 @@ impl Peer {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
         };
+        GROUPS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(peer.pgid());
         let deadline = Instant::now() + Duration::from_secs(30);
         while std::net::TcpStream::connect(peer.addr).is_err() {
             assert!(
@@ -367,6 +438,10 @@ impl Drop for Peer {
         // Safety: as above.
         unsafe { libc::kill(-pgid, libc::SIGKILL) };
         let _ = self.child.wait();
+        GROUPS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|&g| g != pgid);
         eprintln!("{} stopped (process group {pgid})", self.name);
     }
 }
@@ -432,47 +507,146 @@ fn wrk(bin: &Path, peer: &Peer, path: &str, time: Duration) -> Round {
     round
 }
 
-/// Open loop at `rate`/s for `secs` on `/acc`: (admitted, rejected, other,
-/// allowed by the quota).
-async fn accuracy(addr: SocketAddr, rate: f64, secs: f64) -> (u64, u64, u64, f64) {
-    let client: Client<HttpConnector, Empty<Bytes>> = Client::builder(TokioExecutor::new())
-        .pool_max_idle_per_host(1024)
-        .build(HttpConnector::new());
-    let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
-    let uri: http::Uri = format!("http://{addr}/acc").parse().expect("uri");
+/// What one open-loop accuracy run saw.
+#[derive(Debug, Clone, Copy)]
+struct Accuracy {
+    admitted: u64,
+    rejected: u64,
+    other: u64,
+    /// The exact GCRA bound for the requests as they were written.
+    allowed: u64,
+    /// `50 + 1000 x (first write to last)`: the bound of an evenly paced
+    /// loop, what `allowed` is when the client never falls behind.
+    paced: f64,
+    /// The longest pause between two consecutive writes, in ms.
+    max_gap_ms: f64,
+    /// The slowest answer (write to response head), in ms: a proxy that
+    /// stalls holds the requests that arrive meanwhile.
+    max_latency_ms: f64,
+}
+
+/// What an exact GCRA of `period` and `burst` admits of arrivals at
+/// `times` (sorted, nanoseconds): the bound a limiter that saw each request
+/// the instant it was written would reach.
+fn exact_gcra(times: &[u64], period: u64, burst: u64) -> u64 {
+    let tau = period * (burst - 1);
+    let mut tat = 0u64;
+    let mut admitted = 0;
+    for &now in times {
+        let t = tat.max(now);
+        if t <= now + tau {
+            tat = t + period;
+            admitted += 1;
+        }
+    }
+    admitted
+}
+
+/// Keep-alive connections of the open loop, opened before it starts.
+const ACCURACY_CONNS: usize = 64;
+
+/// One keep-alive HTTP/1.1 connection to `addr` (no Nagle delay).
+async fn connect(addr: SocketAddr) -> hyper::client::conn::http1::SendRequest<Empty<Bytes>> {
+    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    send
+}
+
+/// Open loop at `rate`/s for `secs` on `/acc` (1000/s, burst 50).
+///
+/// The requests go out on [`ACCURACY_CONNS`] keep-alive connections opened
+/// (and used once) before the loop: each connection takes the next due
+/// request as soon as it is free, and its write instant is taken just
+/// before the request goes to hyper. No connection is opened during the
+/// loop, so no request waits in an accept backlog or for a SYN
+/// retransmission (a client that opens a connection per pending request
+/// floods the backlog when the proxy or the machine stalls, and those
+/// requests then arrive a second or more after they were "sent"). The
+/// bound is the exact GCRA over the write instants, so a client that falls
+/// behind (the requests due meanwhile leave together, and a GCRA banks at
+/// most its burst for them) lowers the bound instead of counting as the
+/// proxy's error. Every proxy is measured the same way, against its own
+/// sequence.
+async fn accuracy(addr: SocketAddr, rate: f64, secs: f64) -> Accuracy {
     let total = (rate * secs) as u64;
-    let start = Instant::now();
-    let mut last_send = start;
-    let mut tasks = Vec::with_capacity(total as usize);
-    for n in 0..total {
-        tokio::time::sleep_until((start + Duration::from_secs_f64(n as f64 / rate)).into()).await;
-        last_send = Instant::now();
-        let (client, uri, counts) = (client.clone(), uri.clone(), Arc::clone(&counts));
-        tasks.push(tokio::spawn(async move {
-            let request = http::Request::get(uri)
-                .header(http::header::HOST, "bench")
-                .body(Empty::new())
-                .expect("request");
-            let i = match client.request(request).await {
-                Ok(r) if r.status() == 200 => 0,
-                Ok(r) if r.status() == 429 => 1,
-                _ => 2,
-            };
-            // Relaxed: counts read after every task has been joined.
-            counts[i].fetch_add(1, Ordering::Relaxed);
+    let (due_tx, due_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let due_rx = Arc::new(tokio::sync::Mutex::new(due_rx));
+    let epoch = Instant::now();
+    let mut lanes = Vec::with_capacity(ACCURACY_CONNS);
+    for _ in 0..ACCURACY_CONNS {
+        let mut send = connect(addr).await;
+        // Used once, on a path no rule limits: the connection is accepted
+        // and served before the loop starts.
+        let warm = http::Request::get("/free")
+            .header(http::header::HOST, "bench")
+            .body(Empty::new())
+            .expect("request");
+        let r = send.send_request(warm).await.expect("warm-up request");
+        assert_eq!(r.status(), 200, "warm-up on /free");
+        let due_rx = Arc::clone(&due_rx);
+        lanes.push(tokio::spawn(async move {
+            // (write instant since `start`, latency, outcome) per request.
+            let mut seen: Vec<(u64, u64, usize)> = Vec::new();
+            loop {
+                if due_rx.lock().await.recv().await.is_none() {
+                    break;
+                }
+                let request = http::Request::get("/acc")
+                    .header(http::header::HOST, "bench")
+                    .body(Empty::new())
+                    .expect("request");
+                let ready = send.ready().await;
+                let sent = epoch.elapsed();
+                let outcome = match ready {
+                    Err(_) => 2,
+                    Ok(()) => match send.send_request(request).await {
+                        Ok(r) if r.status() == 200 => 0,
+                        Ok(r) if r.status() == 429 => 1,
+                        _ => 2,
+                    },
+                };
+                let latency = epoch.elapsed() - sent;
+                let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+                seen.push((nanos(sent), nanos(latency), outcome));
+                if outcome == 2 {
+                    send = connect(addr).await;
+                }
+            }
+            seen
         }));
     }
-    let window = last_send.duration_since(start).as_secs_f64();
-    for t in tasks {
-        let _ = t.await;
+    let start = Instant::now();
+    for n in 0..total {
+        tokio::time::sleep_until((start + Duration::from_secs_f64(n as f64 / rate)).into()).await;
+        due_tx.send(()).expect("lanes run");
     }
-    let allowed = 50.0 + 1000.0 * window;
-    (
-        counts[0].load(Ordering::Relaxed),
-        counts[1].load(Ordering::Relaxed),
-        counts[2].load(Ordering::Relaxed),
-        allowed,
-    )
+    drop(due_tx);
+    let mut sent = Vec::with_capacity(total as usize);
+    let mut counts = [0u64; 3];
+    let mut max_latency = 0;
+    for lane in lanes {
+        for (at, latency, outcome) in lane.await.expect("a lane") {
+            sent.push(at);
+            counts[outcome] += 1;
+            max_latency = max_latency.max(latency);
+        }
+    }
+    sent.sort_unstable();
+    let window = (sent.last().copied().unwrap_or(0) - sent.first().copied().unwrap_or(0)) as f64;
+    let max_gap = sent.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+    Accuracy {
+        admitted: counts[0],
+        rejected: counts[1],
+        other: counts[2],
+        allowed: exact_gcra(&sent, 1_000_000, 50),
+        paced: 50.0 + 1000.0 * window / 1e9,
+        max_gap_ms: max_gap as f64 / 1e6,
+        max_latency_ms: max_latency as f64 / 1e6,
+    }
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -501,8 +675,38 @@ impl Drop for TempDir {
     }
 }
 
+/// Prints the medians of every case and the ratios without limits; fills
+/// `medians` with (req/s, p99) per case.
+fn throughput_table(
+    cases: &[(&Peer, &str)],
+    results: &[Vec<Round>],
+    medians: &mut Vec<(f64, f64)>,
+) {
+    println!(
+        "{:<18} {:>11} {:>9} {:>13}",
+        "case", "median_rps", "p99_us", "cpu_us_per_req"
+    );
+    for (i, (peer, path)) in cases.iter().enumerate() {
+        let rps = median(results[i].iter().map(|r| r.rps).collect());
+        let p99 = median(results[i].iter().map(|r| r.p99_us).collect());
+        let cpu = median(results[i].iter().map(|r| r.cpu_us_per_req).collect());
+        let name = format!("{}_{}", peer.name, path.trim_start_matches('/'));
+        println!("{name:<18} {rps:>11.0} {p99:>9.0} {cpu:>13.1}");
+        medians.push((rps, p99));
+    }
+    println!(
+        "without limits: gateway/nginx qps {:.3} p99 {:.3}; gateway/envoy qps {:.3} p99 {:.3}",
+        medians[2].0 / medians[0].0,
+        medians[2].1 / medians[0].1,
+        medians[2].0 / medians[1].0,
+        medians[2].1 / medians[1].1,
+    );
+}
+
 fn main() {
+    stop_peers_on_signals();
     let quick = std::env::args().any(|a| a == "--quick");
+    let accuracy_only = std::env::args().any(|a| a == "--accuracy");
     let (rounds, case_time) = if quick {
         (3, Duration::from_secs(2))
     } else {
@@ -514,6 +718,7 @@ fn main() {
     let gateway_bin = ensure_gateway();
     let dir = TempDir(std::env::temp_dir().join(format!("gateway-compare-{}", std::process::id())));
     std::fs::create_dir_all(&dir.0).expect("temp dir");
+    let _ = RUN_DIR.set(dir.0.clone());
     let d = dir.0.as_path();
 
     let upstream_rt = runtime(1);
@@ -592,6 +797,7 @@ fn main() {
         .flat_map(|path| peers.iter().map(move |p| (*p, *path)))
         .collect();
     let mut results: Vec<Vec<Round>> = vec![Vec::new(); cases.len()];
+    let rounds = if accuracy_only { 0 } else { rounds };
     for round in 0..rounds {
         let order: Vec<usize> = if round % 2 == 0 {
             (0..cases.len()).collect()
@@ -609,40 +815,34 @@ fn main() {
             results[i].push(r);
         }
     }
-    println!(
-        "{:<18} {:>11} {:>9} {:>13}",
-        "case", "median_rps", "p99_us", "cpu_us_per_req"
-    );
     let mut medians = Vec::new();
-    for (i, (peer, path)) in cases.iter().enumerate() {
-        let rps = median(results[i].iter().map(|r| r.rps).collect());
-        let p99 = median(results[i].iter().map(|r| r.p99_us).collect());
-        let cpu = median(results[i].iter().map(|r| r.cpu_us_per_req).collect());
-        let name = format!("{}_{}", peer.name, path.trim_start_matches('/'));
-        println!("{name:<18} {rps:>11.0} {p99:>9.0} {cpu:>13.1}");
-        medians.push((rps, p99));
+    if !accuracy_only {
+        throughput_table(&cases, &results, &mut medians);
     }
-    println!(
-        "without limits: gateway/nginx qps {:.3} p99 {:.3}; gateway/envoy qps {:.3} p99 {:.3}",
-        medians[2].0 / medians[0].0,
-        medians[2].1 / medians[0].1,
-        medians[2].0 / medians[1].0,
-        medians[2].1 / medians[1].1,
-    );
     let load = runtime(2);
     let mut errs = Vec::new();
     for peer in peers {
-        let (admitted, rejected, other, allowed) = load.block_on(accuracy(peer.addr, 2000.0, 5.0));
-        let err = (admitted as f64 - allowed) / allowed * 100.0;
+        let a = load.block_on(accuracy(peer.addr, 2000.0, 5.0));
+        let err = (a.admitted as f64 - a.allowed as f64) / a.allowed as f64 * 100.0;
         println!(
-            "accuracy {:<8} offered 2000/s for 5 s at 1000/s burst 50: admitted {admitted} rejected {rejected} other {other} allowed {allowed:.0} err {err:+.3}%",
-            peer.name
+            "accuracy {:<8} offered 2000/s for 5 s at 1000/s burst 50: admitted {} rejected {} other {} allowed {} (paced {:.0}, longest pause between writes {:.1} ms, slowest answer {:.1} ms) err {err:+.3}%",
+            peer.name,
+            a.admitted,
+            a.rejected,
+            a.other,
+            a.allowed,
+            a.paced,
+            a.max_gap_ms,
+            a.max_latency_ms,
         );
         errs.push(err);
     }
     drop(gateway);
     drop(nginx);
     drop(envoy);
+    if accuracy_only {
+        return;
+    }
     println!(
         "gateway summary qps_vs_nginx={:.3} qps_vs_envoy={:.3} p99_vs_nginx={:.3} accuracy_err_pct={:.3} nginx_accuracy_err_pct={:.3} envoy_accuracy_err_pct={:.3}",
         medians[5].0 / medians[3].0,

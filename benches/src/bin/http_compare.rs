@@ -24,7 +24,9 @@
 //! and 10,000/s, one connection sending back to back, so every request is
 //! held for its slot and a late wake-up is lost rate), beside
 //! `AsyncLimiter::take()` pacing one consumer at the same rates in the same
-//! run. Every case checks its statuses (all 200, or all 429 after the
+//! run; and limiter-config's rule set (one routed `per_ip` token bucket
+//! that never limits, headers on) through `RuleSet::layer`. Every case
+//! checks its statuses (all 200, or all 429 after the
 //! first).
 //!
 //! Two measures per case: requests per second (wall clock), and the CPU
@@ -94,10 +96,11 @@ enum Case {
     Redis,
     Delay1k,
     Delay10k,
+    Rules,
 }
 
 impl Case {
-    const ALL: [Case; 12] = [
+    const ALL: [Case; 13] = [
         Case::None,
         Case::Ours,
         Case::OursBare,
@@ -110,6 +113,7 @@ impl Case {
         Case::Redis,
         Case::Delay1k,
         Case::Delay10k,
+        Case::Rules,
     ];
 
     fn name(self) -> &'static str {
@@ -126,6 +130,7 @@ impl Case {
             Case::Redis => "ours_redis_ip",
             Case::Delay1k => "ours_delay_1k",
             Case::Delay10k => "ours_delay_10k",
+            Case::Rules => "rules_keyed_ip",
         }
     }
 
@@ -226,7 +231,24 @@ fn app(case: Case, redis: &RedisLimiter) -> Router {
         Case::Delay1k | Case::Delay10k => {
             hello.layer(delayed(case.delay_rate().expect("a delay case")))
         }
+        Case::Rules => hello.layer(rules().layer()),
     }
+}
+
+/// A rules file of one routed `per_ip` token bucket that never limits (as
+/// [`unlimited`]), loaded as limiter-config's `RuleSet`.
+fn rules() -> limiter_config::RuleSet {
+    let dir = std::env::temp_dir().join(format!("http-compare-rules-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let path = dir.join("rules.yaml");
+    std::fs::write(
+        &path,
+        "rate_limits:\n  per_client:\n    algorithm: token_bucket\n    rate: 1000000\n    burst: 1000000\n    per_ip: true\n    match: { route: \"/\" }\n",
+    )
+    .expect("the rules file is written");
+    let rules = limiter_config::RuleSet::load(&path).expect("the rules are valid");
+    let _ = std::fs::remove_dir_all(&dir);
+    rules
 }
 
 /// The CPU time this process has run, in ns: the sum over its threads of
@@ -507,6 +529,11 @@ fn main() {
         ratio(Case::OursBare, Case::None),
         ratio(Case::KeyedBare, Case::None),
         ratio(Case::Keyed, Case::TowerGovernorHeaders),
+    );
+    println!(
+        "through limiter-config's rule set (one per_ip rule, headers): rules_vs_none={:.3} rules_vs_keyed={:.3}",
+        ratio(Case::Rules, Case::None),
+        ratio(Case::Rules, Case::Keyed),
     );
     println!(
         "for scale: seed 004's in-memory Gin middlewares 28,000-32,000 QPS and its Redis one 8,500 QPS on 4 cores; here on 2 cores shared with the load generator: ours {:.0}, keyed {:.0}, Redis {:.0} req/s",

@@ -163,6 +163,41 @@ mod tests {
         // RTT doubles: queue = 12 · (1 − 10/20) = 6, between alpha (3·1.08)
         // and beta (6·1.08): hold.
         assert_eq!(feed(&mut v, 1, 20), 12);
+        // RTT quadruples: queue = 12 · (1 − 10/40) = 9, above beta: the
+        // limit shrinks by log10(12) = 1.08, to 10.92 (10 whole permits).
+        assert_eq!(feed(&mut v, 1, 40), 10);
+        assert_eq!(v.min_rtt(), Some(Duration::from_millis(10)));
+    }
+
+    #[test]
+    fn a_window_without_a_success_is_a_loss_and_no_rtt() {
+        let mut v = Vegas::new(Bounds::new(10, 1, 1000).unwrap());
+        let mut limit = v.limit();
+        for _ in 0..30 {
+            limit = v.sample(Sample {
+                rtt: Duration::from_millis(5),
+                in_flight: 10,
+                dropped: true,
+            });
+        }
+        // Cut by log10(10) = 1; the empty window's mean (0) is never taken
+        // as an RTT, so there is still no no-load RTT.
+        assert_eq!(limit, 9);
+        assert_eq!(v.min_rtt(), None);
+    }
+
+    #[test]
+    fn a_bad_decay_is_a_typed_error() {
+        let b = Bounds::new(10, 1, 1000).unwrap();
+        for bad in [f64::NAN, f64::INFINITY, 0.0, -0.1, 1.5] {
+            match Vegas::new(b).decay(bad) {
+                Err(ConfigError::OutOfRange { name, range, .. }) => {
+                    assert_eq!((name, range), ("decay", "(0, 1]"), "{bad}")
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+        assert!(Vegas::new(b).decay(1.0).is_ok());
     }
 
     #[test]

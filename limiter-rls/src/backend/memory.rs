@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use limiter_core::{Clock, Limit, Quota, try_acquire_all};
 use limiter_keyed::{KeyedError, KeyedLimiter};
+use tokio::time::Instant;
 
 use super::{Backend, BackendError, Charge, Part, PartState};
 use crate::config::LimitSpec;
@@ -97,7 +98,7 @@ impl<C: Clock + Clone + 'static> MemoryGcra<C> {
 }
 
 impl<C: Clock + Clone + 'static> Backend for MemoryGcra<C> {
-    async fn try_all(&self, parts: &[Part]) -> Result<Charge, BackendError> {
+    async fn try_all(&self, parts: &[Part], _deadline: Instant) -> Result<Charge, BackendError> {
         let limiters = parts
             .iter()
             .map(|p| self.limiter(p.limit))
@@ -124,7 +125,11 @@ impl<C: Clock + Clone + 'static> Backend for MemoryGcra<C> {
         }
     }
 
-    async fn peek(&self, parts: &[Part]) -> Result<Vec<PartState>, BackendError> {
+    async fn peek(
+        &self,
+        parts: &[Part],
+        _deadline: Instant,
+    ) -> Result<Vec<PartState>, BackendError> {
         parts
             .iter()
             .map(|p| Ok(Self::state(&*self.limiter(p.limit)?, &p.key)))
@@ -196,7 +201,7 @@ impl<C: Clock + 'static> MemoryFixed<C> {
 }
 
 impl<C: Clock + 'static> Backend for MemoryFixed<C> {
-    async fn try_all(&self, parts: &[Part]) -> Result<Charge, BackendError> {
+    async fn try_all(&self, parts: &[Part], _deadline: Instant) -> Result<Charge, BackendError> {
         let now = self.clock.now();
         let mut map = self.counters.lock().unwrap_or_else(|e| e.into_inner());
         let counts = Self::counts(&map, parts, now)?;
@@ -238,7 +243,11 @@ impl<C: Clock + 'static> Backend for MemoryFixed<C> {
         Ok(Charge::Granted(states))
     }
 
-    async fn peek(&self, parts: &[Part]) -> Result<Vec<PartState>, BackendError> {
+    async fn peek(
+        &self,
+        parts: &[Part],
+        _deadline: Instant,
+    ) -> Result<Vec<PartState>, BackendError> {
         let now = self.clock.now();
         let map = self.counters.lock().unwrap_or_else(|e| e.into_inner());
         let counts = Self::counts(&map, parts, now)?;

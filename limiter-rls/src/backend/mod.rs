@@ -22,6 +22,8 @@ pub mod redis;
 
 use core::time::Duration;
 
+use tokio::time::Instant;
+
 use crate::config::LimitSpec;
 
 /// The two algorithms.
@@ -98,14 +100,25 @@ impl core::fmt::Display for BackendError {
 impl std::error::Error for BackendError {}
 
 /// Counters for [`Part`]s; see the module docs.
+///
+/// `deadline` is the request's: every call a backend makes for one request
+/// shares it, so a request costs at most the budget (`REDIS_TIMEOUT`)
+/// however many calls its decision takes; a backend past it answers by its
+/// failure policy without calling out. The in-memory backends never wait
+/// and ignore it.
 pub trait Backend: Send + Sync + 'static {
     /// Charges every part, or none.
-    fn try_all(&self, parts: &[Part]) -> impl Future<Output = Result<Charge, BackendError>> + Send;
+    fn try_all(
+        &self,
+        parts: &[Part],
+        deadline: Instant,
+    ) -> impl Future<Output = Result<Charge, BackendError>> + Send;
 
     /// Every part's state, charging nothing.
     fn peek(
         &self,
         parts: &[Part],
+        deadline: Instant,
     ) -> impl Future<Output = Result<Vec<PartState>, BackendError>> + Send;
 }
 
@@ -123,21 +136,25 @@ pub enum AnyBackend {
 }
 
 impl Backend for AnyBackend {
-    async fn try_all(&self, parts: &[Part]) -> Result<Charge, BackendError> {
+    async fn try_all(&self, parts: &[Part], deadline: Instant) -> Result<Charge, BackendError> {
         match self {
-            AnyBackend::MemoryGcra(b) => b.try_all(parts).await,
-            AnyBackend::MemoryFixed(b) => b.try_all(parts).await,
-            AnyBackend::RedisGcra(b) => b.try_all(parts).await,
-            AnyBackend::RedisFixed(b) => b.try_all(parts).await,
+            AnyBackend::MemoryGcra(b) => b.try_all(parts, deadline).await,
+            AnyBackend::MemoryFixed(b) => b.try_all(parts, deadline).await,
+            AnyBackend::RedisGcra(b) => b.try_all(parts, deadline).await,
+            AnyBackend::RedisFixed(b) => b.try_all(parts, deadline).await,
         }
     }
 
-    async fn peek(&self, parts: &[Part]) -> Result<Vec<PartState>, BackendError> {
+    async fn peek(
+        &self,
+        parts: &[Part],
+        deadline: Instant,
+    ) -> Result<Vec<PartState>, BackendError> {
         match self {
-            AnyBackend::MemoryGcra(b) => b.peek(parts).await,
-            AnyBackend::MemoryFixed(b) => b.peek(parts).await,
-            AnyBackend::RedisGcra(b) => b.peek(parts).await,
-            AnyBackend::RedisFixed(b) => b.peek(parts).await,
+            AnyBackend::MemoryGcra(b) => b.peek(parts, deadline).await,
+            AnyBackend::MemoryFixed(b) => b.peek(parts, deadline).await,
+            AnyBackend::RedisGcra(b) => b.peek(parts, deadline).await,
+            AnyBackend::RedisFixed(b) => b.peek(parts, deadline).await,
         }
     }
 }
@@ -187,7 +204,7 @@ pub async fn build(settings: &crate::settings::Settings) -> Result<AnyBackend, B
                     settings.redis_timeout,
                     settings.failure_policy,
                     settings.max_keys,
-                )),
+                )?),
             })
         }
     }

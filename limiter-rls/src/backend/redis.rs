@@ -1,9 +1,9 @@
 //! The Redis backends (one server or a Cluster), shared by every replica.
 //!
 //! [`RedisGcra`] is limiter-redis's [`RedisLimiter`] and its one-script
-//! multi-key decision (`try_acquire_all`): all keys of a request are
-//! charged or none, in one round trip, with its circuit breaker, per-call
-//! timeout and [`FailurePolicy`]. A peek is the same script with every
+//! multi-key decision (`try_acquire_all_until`): all keys of a request are
+//! charged or none, in one round trip, with its circuit breaker, timeout
+//! and [`FailurePolicy`]. A peek is the same script with every
 //! `n = 0` (it writes nothing). On a Cluster every key of a domain carries
 //! the hash tag `{domain}` so a request's keys meet in one slot (a domain's
 //! counters then live on one shard).
@@ -16,8 +16,21 @@
 //! and there everything). Their keys have no hash tag, so on a Cluster each
 //! key is decided by its own script call in request order, and a refusal
 //! takes back (`DECRBY`) what the earlier calls added: all or nothing, not
-//! atomic across keys. Each call is bounded by the call timeout; on failure
-//! the same [`FailurePolicy`] answers (`Local` from a [`MemoryFixed`]).
+//! atomic across keys. Every script call goes through a [`RedisLimiter`]'s
+//! circuit breaker and timeout ([`RedisLimiter::call_guarded`]), the one
+//! breaker of the workspace: after a failure, calls skip Redis for the
+//! breaker interval (1 s) but one probe; on failure the same
+//! [`FailurePolicy`] answers (`Local` from a [`MemoryFixed`]).
+//!
+//! # One deadline per request
+//!
+//! A decision may take several calls (a charge, then a read and a charge
+//! again when something refused, and on a Cluster one call per key). Every
+//! call of one request shares the request's deadline (`REDIS_TIMEOUT`
+//! after it began, 10 ms by default, half of Envoy's 20 ms): a call is cut
+//! short there, and a call after it is not made, the failure policy
+//! answering at once. So a dead, paused or blackholed Redis costs a request
+//! at most the budget, whatever the number of calls.
 
 use core::time::Duration;
 use std::collections::HashMap;
@@ -25,6 +38,7 @@ use std::collections::HashMap;
 use limiter_core::Quota;
 use limiter_redis::{FailurePolicy, RedisConnection, RedisLimitError, RedisLimiter, Source};
 use redis::Script;
+use tokio::time::Instant;
 
 use super::memory::{MemoryFixed, MemoryGcra};
 use super::{Backend, BackendError, Charge, Part, PartState};
@@ -43,7 +57,8 @@ pub struct RedisGcra {
 
 impl RedisGcra {
     /// A backend on `conn`: keys under `prefix`, each call bounded by
-    /// `timeout`, `policy` answering while Redis cannot.
+    /// `timeout` (and by its request's deadline), `policy` answering while
+    /// Redis cannot.
     ///
     /// # Errors
     ///
@@ -112,6 +127,7 @@ impl RedisGcra {
         &self,
         parts: &[Part],
         peek: bool,
+        deadline: Instant,
     ) -> Result<Option<Vec<PartState>>, BackendError> {
         let (list, index) = self.merged(parts, peek)?;
         if list.iter().any(|(_, q, n)| *n > q.burst()) {
@@ -119,14 +135,22 @@ impl RedisGcra {
         }
         let refs: Vec<(&str, Quota, u32)> =
             list.iter().map(|(k, q, n)| (k.as_str(), *q, *n)).collect();
-        match self.limiter.try_acquire_all(&refs).await {
+        match self.limiter.try_acquire_all_until(&refs, deadline).await {
             Ok(admissions) => Ok(Some(
                 index
                     .iter()
-                    .map(|&i| {
+                    .zip(parts)
+                    .map(|(&i, p)| {
                         let a = admissions[i];
                         PartState {
-                            remaining: a.remaining,
+                            // Fail-open knows no count: the whole limit
+                            // remains (as the fixed window's), so a
+                            // check-only descriptor passes too.
+                            remaining: if matches!(a.source, Source::FailOpen) {
+                                p.limit.requests_per_unit
+                            } else {
+                                a.remaining
+                            },
                             reset: a.reset_after,
                             degraded: !matches!(a.source, Source::Redis),
                         }
@@ -151,15 +175,19 @@ impl RedisGcra {
 }
 
 impl Backend for RedisGcra {
-    async fn try_all(&self, parts: &[Part]) -> Result<Charge, BackendError> {
-        Ok(match self.call(parts, false).await? {
+    async fn try_all(&self, parts: &[Part], deadline: Instant) -> Result<Charge, BackendError> {
+        Ok(match self.call(parts, false, deadline).await? {
             Some(states) => Charge::Granted(states),
             None => Charge::Refused,
         })
     }
 
-    async fn peek(&self, parts: &[Part]) -> Result<Vec<PartState>, BackendError> {
-        Ok(self.call(parts, true).await?.unwrap_or_default())
+    async fn peek(
+        &self,
+        parts: &[Part],
+        deadline: Instant,
+    ) -> Result<Vec<PartState>, BackendError> {
+        Ok(self.call(parts, true, deadline).await?.unwrap_or_default())
     }
 }
 
@@ -198,8 +226,9 @@ return reply
 #[derive(Debug)]
 pub struct RedisFixed {
     conn: RedisConnection,
+    /// Only for its circuit breaker and timeout (`call_guarded`).
+    guard: RedisLimiter,
     prefix: String,
-    timeout: Duration,
     policy: FailurePolicy,
     fallback: MemoryFixed,
     clock: UnixClock,
@@ -208,23 +237,43 @@ pub struct RedisFixed {
 
 impl RedisFixed {
     /// A backend on `conn` with envoyproxy/ratelimit's key `prefix`
-    /// (`CACHE_KEY_PREFIX`, may be empty).
+    /// (`CACHE_KEY_PREFIX`, may be empty), each call bounded by `timeout`
+    /// (and by its request's deadline), `policy` answering while Redis
+    /// cannot.
+    ///
+    /// # Errors
+    ///
+    /// limiter-redis's builder errors (none for these arguments).
     pub fn new(
         conn: RedisConnection,
         prefix: &str,
         timeout: Duration,
         policy: FailurePolicy,
         max_keys: usize,
-    ) -> RedisFixed {
-        RedisFixed {
+    ) -> Result<RedisFixed, BackendError> {
+        let quota = Quota::per_second(1).map_err(|e| BackendError(e.to_string()))?;
+        // Its own policy is never asked (`failed` answers here, with fixed
+        // windows): `Error` keeps it from building a GCRA fallback.
+        let guard = RedisLimiter::builder_with_connection(conn.clone(), quota)
+            .call_timeout(timeout)
+            .failure_policy(FailurePolicy::Error)
+            .deny_cache(false)
+            .build()
+            .map_err(|e| BackendError(e.to_string()))?;
+        Ok(RedisFixed {
             conn,
+            guard,
             prefix: prefix.to_owned(),
-            timeout,
             policy,
             fallback: MemoryFixed::new(UnixClock::new(), max_keys),
             clock: UnixClock::new(),
             script: Script::new(FIXED_SCRIPT),
-        }
+        })
+    }
+
+    /// How many calls failed (timed out, could not reach Redis).
+    pub fn failures(&self) -> u64 {
+        self.guard.redis_failures()
     }
 
     /// The Redis keys of `parts` now.
@@ -238,7 +287,13 @@ impl RedisFixed {
             .collect()
     }
 
-    async fn run(&self, parts: &[Part], keys: &[String], charge: bool) -> Result<Vec<u64>, String> {
+    async fn run(
+        &self,
+        parts: &[Part],
+        keys: &[String],
+        charge: bool,
+        deadline: Instant,
+    ) -> Result<Vec<u64>, String> {
         let mut inv = self.script.prepare_invoke();
         inv.arg(u8::from(charge));
         for (p, k) in parts.iter().zip(keys) {
@@ -257,15 +312,14 @@ impl RedisFixed {
                 ))),
             }
         };
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(reply)) if reply.len() == keys.len() + 1 => Ok(reply),
-            Ok(Ok(_)) => Err("unexpected script reply".into()),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!("no answer within {:?}", self.timeout)),
+        match self.guard.call_guarded(Some(deadline), call).await {
+            Ok(reply) if reply.len() == keys.len() + 1 => Ok(reply),
+            Ok(_) => Err("unexpected script reply".into()),
+            Err(e) => Err(e.to_string()),
         }
     }
 
-    async fn decr(&self, part: &Part, key: &str) {
+    async fn decr(&self, part: &Part, key: &str, deadline: Instant) {
         let mut cmd = redis::cmd("DECRBY");
         cmd.arg(key).arg(part.hits);
         let call = async {
@@ -275,8 +329,9 @@ impl RedisFixed {
                 _ => Ok(0),
             }
         };
-        // A give-back that fails leaves the count higher: stricter.
-        let _ = tokio::time::timeout(self.timeout, call).await;
+        // A give-back that fails (or finds the deadline past) leaves the
+        // count higher: stricter.
+        let _ = self.guard.call_guarded(Some(deadline), call).await;
     }
 
     fn states(&self, parts: &[Part], counts: &[u64], now: u64) -> Vec<PartState> {
@@ -297,6 +352,7 @@ impl RedisFixed {
         parts: &[Part],
         charge: bool,
         why: String,
+        deadline: Instant,
     ) -> Result<Option<Vec<PartState>>, BackendError> {
         tracing::warn!(error = %why, "redis failed; answering by the failure policy");
         metrics::counter!("rls_redis_errors_total").increment(1);
@@ -316,12 +372,12 @@ impl RedisFixed {
             FailurePolicy::Closed => Ok(Some(degraded(|_| 0))),
             FailurePolicy::Local { .. } => {
                 let r = if charge {
-                    match self.fallback.try_all(parts).await? {
+                    match self.fallback.try_all(parts, deadline).await? {
                         Charge::Granted(s) => Some(s),
                         Charge::Refused => None,
                     }
                 } else {
-                    Some(self.fallback.peek(parts).await?)
+                    Some(self.fallback.peek(parts, deadline).await?)
                 };
                 Ok(r.map(|s| {
                     s.into_iter()
@@ -340,38 +396,44 @@ impl RedisFixed {
         &self,
         parts: &[Part],
         charge: bool,
+        deadline: Instant,
     ) -> Result<Option<Vec<PartState>>, BackendError> {
         let now = self.clock.now();
         let keys = self.keys(parts, now);
         if !self.conn.is_cluster() {
-            return match self.run(parts, &keys, charge).await {
+            return match self.run(parts, &keys, charge, deadline).await {
                 Ok(reply) if reply[0] == 1 || !charge => {
                     Ok(Some(self.states(parts, &reply[1..], now)))
                 }
                 Ok(_) => Ok(None),
-                Err(why) => self.failed(parts, charge, why).await,
+                Err(why) => self.failed(parts, charge, why, deadline).await,
             };
         }
         let mut counts = Vec::with_capacity(parts.len());
         for (i, (p, k)) in parts.iter().zip(&keys).enumerate() {
             match self
-                .run(std::slice::from_ref(p), std::slice::from_ref(k), charge)
+                .run(
+                    std::slice::from_ref(p),
+                    std::slice::from_ref(k),
+                    charge,
+                    deadline,
+                )
                 .await
             {
                 Ok(reply) if reply[0] == 1 || !charge => counts.push(reply[1]),
                 Ok(_) => {
                     for (q, k) in parts[..i].iter().zip(&keys) {
-                        self.decr(q, k).await;
+                        self.decr(q, k, deadline).await;
                     }
                     return Ok(None);
                 }
                 Err(why) => {
                     for (q, k) in parts[..i].iter().zip(&keys) {
                         if charge {
-                            self.decr(q, k).await;
+                            self.decr(q, k, deadline).await;
                         }
                     }
-                    return self.failed(parts, charge, why).await;
+                    return self.failed(parts, charge, why, deadline).await;
                 }
             }
         }
@@ -380,14 +442,18 @@ impl RedisFixed {
 }
 
 impl Backend for RedisFixed {
-    async fn try_all(&self, parts: &[Part]) -> Result<Charge, BackendError> {
-        Ok(match self.call(parts, true).await? {
+    async fn try_all(&self, parts: &[Part], deadline: Instant) -> Result<Charge, BackendError> {
+        Ok(match self.call(parts, true, deadline).await? {
             Some(states) => Charge::Granted(states),
             None => Charge::Refused,
         })
     }
 
-    async fn peek(&self, parts: &[Part]) -> Result<Vec<PartState>, BackendError> {
-        Ok(self.call(parts, false).await?.unwrap_or_default())
+    async fn peek(
+        &self,
+        parts: &[Part],
+        deadline: Instant,
+    ) -> Result<Vec<PartState>, BackendError> {
+        Ok(self.call(parts, false, deadline).await?.unwrap_or_default())
     }
 }

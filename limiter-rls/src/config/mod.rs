@@ -37,7 +37,9 @@ pub struct LimitSpec {
 /// A `rate_limit` of the config (or an override from the request).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
-    /// The composite key, `domain.key_value.key2`: the stats name base.
+    /// The composite key, `domain.key_value.key2`: the stats name base and
+    /// the Prometheus `rule` label ([`OVERRIDE_RULE`](crate::OVERRIDE_RULE)
+    /// for a request's override).
     pub full_key: String,
     /// The limit (unused when `unlimited`).
     pub limit: LimitSpec,

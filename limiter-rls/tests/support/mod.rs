@@ -80,6 +80,17 @@ impl Rls {
         }
     }
 
+    /// Sends SIGTERM, not waiting.
+    pub(crate) fn send_term(&self) {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    }
+
+    /// Waits for the exit status (after [`Rls::send_term`]).
+    pub(crate) fn wait(mut self) -> std::process::ExitStatus {
+        self.child.wait().unwrap()
+    }
+
     /// Sends SIGTERM and waits for the exit status.
     pub(crate) fn terminate(mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();

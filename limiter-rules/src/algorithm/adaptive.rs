@@ -16,6 +16,7 @@ pub(crate) const ADAPTIVE: Definition = Definition {
     delay_by_default: false,
     keyed: false,
     redis: false,
+    not_taken: &[],
 };
 
 fn parse(r: &mut dyn Reader) -> Option<Algorithm> {

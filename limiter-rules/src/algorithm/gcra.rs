@@ -13,6 +13,7 @@ pub(crate) const TOKEN_BUCKET: Definition = Definition {
     delay_by_default: false,
     keyed: true,
     redis: true,
+    not_taken: &[],
 };
 
 /// `leaky_bucket`.
@@ -23,6 +24,7 @@ pub(crate) const LEAKY_BUCKET: Definition = Definition {
     delay_by_default: true,
     keyed: true,
     redis: true,
+    not_taken: &[],
 };
 
 fn token_bucket(r: &mut dyn Reader) -> Option<Algorithm> {

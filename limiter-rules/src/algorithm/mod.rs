@@ -13,7 +13,8 @@
 //!
 //! 1. A file here, `my_algorithm.rs`, with `pub(crate) const MY_ALGORITHM:
 //!    Definition` (name as written in files, the fields it takes beyond the
-//!    common ones, `delay_by_default`, `keyed`, `redis`) and its `parse`
+//!    common ones, `delay_by_default`, `keyed`, `redis`, the common fields
+//!    it does not take) and its `parse`
 //!    function: read the fields through the [`Reader`] (each problem is
 //!    recorded by the reader at its position), then build the core limiter
 //!    on a `ManualClock` so that numbers the core refuses are refused here,
@@ -36,12 +37,14 @@ use limiter_core::Quota;
 use crate::units::{DisplayDuration, Rate};
 
 mod adaptive;
+mod concurrency;
 mod gcra;
 mod priority;
 mod reader;
 mod sliding_window;
 mod warm_up;
 
+pub use concurrency::{EstimatorSpec, QueueSpec};
 pub(crate) use reader::Reader;
 
 /// What the checks need to know about one algorithm.
@@ -62,6 +65,9 @@ pub(crate) struct Definition {
     pub(crate) keyed: bool,
     /// Whether a rule can run on `backend: redis`.
     pub(crate) redis: bool,
+    /// The common fields this algorithm does not take (unknown fields in
+    /// its rules).
+    pub(crate) not_taken: &'static [&'static str],
 }
 
 /// Every algorithm, in the order the unknown-algorithm fix lists them.
@@ -72,6 +78,8 @@ pub(crate) const DEFINITIONS: &[&Definition] = &[
     &warm_up::WARM_UP,
     &adaptive::ADAPTIVE,
     &priority::PRIORITY,
+    &concurrency::CONCURRENCY,
+    &concurrency::ADAPTIVE_CONCURRENCY,
 ];
 
 /// The algorithms, as they are spelled in a file.
@@ -174,6 +182,25 @@ pub enum Algorithm {
         /// without it, or naming no class, is of the lowest class.
         class_header: Option<HeaderName>,
     },
+    /// At most `limit` requests in progress at once.
+    Concurrency {
+        /// The limit.
+        limit: u32,
+        /// The wait queue (`mode: delay`).
+        queue: QueueSpec,
+    },
+    /// A concurrency limit an estimator moves within bounds, learned from
+    /// the latency and status of the requests it admits.
+    AdaptiveConcurrency {
+        /// The estimator and its numbers.
+        estimator: EstimatorSpec,
+        /// Initial, lowest and highest limit.
+        bounds: limiter_concurrency::Bounds,
+        /// Whether a `DriftGuard` wraps the estimator.
+        drift_guard: bool,
+        /// The wait queue (`mode: delay`).
+        queue: QueueSpec,
+    },
 }
 
 /// Which latency policy an adaptive rule follows.
@@ -207,6 +234,8 @@ impl Algorithm {
             Algorithm::WarmUp { .. } => &warm_up::WARM_UP,
             Algorithm::Adaptive { .. } => &adaptive::ADAPTIVE,
             Algorithm::Priority { .. } => &priority::PRIORITY,
+            Algorithm::Concurrency { .. } => &concurrency::CONCURRENCY,
+            Algorithm::AdaptiveConcurrency { .. } => &concurrency::ADAPTIVE_CONCURRENCY,
         }
     }
 
@@ -217,7 +246,10 @@ impl Algorithm {
             | Algorithm::LeakyBucket { quota, .. }
             | Algorithm::WarmUp { quota, .. }
             | Algorithm::Priority { quota, .. } => Some(quota),
-            Algorithm::SlidingWindow { .. } | Algorithm::Adaptive { .. } => None,
+            Algorithm::SlidingWindow { .. }
+            | Algorithm::Adaptive { .. }
+            | Algorithm::Concurrency { .. }
+            | Algorithm::AdaptiveConcurrency { .. } => None,
         }
     }
 
@@ -225,7 +257,12 @@ impl Algorithm {
     /// that changes them replaces the limiter.
     pub(crate) fn fixed(&self) -> Fixed<'_> {
         match self {
-            Algorithm::TokenBucket { .. } | Algorithm::LeakyBucket { .. } => Fixed::Nothing,
+            // A concurrency limiter takes a new limit, queue and estimator
+            // in place (limiter-config's reload).
+            Algorithm::TokenBucket { .. }
+            | Algorithm::LeakyBucket { .. }
+            | Algorithm::Concurrency { .. }
+            | Algorithm::AdaptiveConcurrency { .. } => Fixed::Nothing,
             Algorithm::Priority { classes, .. } => Fixed::Classes(classes),
             other @ (Algorithm::SlidingWindow { .. }
             | Algorithm::WarmUp { .. }
@@ -296,6 +333,35 @@ impl fmt::Display for Algorithm {
                     Some(h) => write!(f, ", class from header {h}"),
                     None => Ok(()),
                 }
+            }
+            Algorithm::Concurrency { limit, queue } => {
+                write!(
+                    f,
+                    "limit {limit} at once, queue {} {:?}",
+                    queue.capacity, queue.order
+                )
+            }
+            Algorithm::AdaptiveConcurrency {
+                estimator,
+                bounds,
+                drift_guard,
+                queue,
+            } => {
+                write!(
+                    f,
+                    "estimator {}{}, limit {} in [{}, {}], queue {} {:?}",
+                    estimator.name(),
+                    if *drift_guard {
+                        " with drift guard"
+                    } else {
+                        ""
+                    },
+                    bounds.initial,
+                    bounds.min,
+                    bounds.max,
+                    queue.capacity,
+                    queue.order
+                )
             }
         }
     }

@@ -18,6 +18,7 @@ pub(crate) const PRIORITY: Definition = Definition {
     delay_by_default: false,
     keyed: false,
     redis: false,
+    not_taken: &[],
 };
 
 fn parse(r: &mut dyn Reader) -> Option<Algorithm> {

@@ -43,6 +43,12 @@ pub(crate) trait Reader {
     fn invalid(&mut self, field: &str, reason: String, expected: String);
     /// Records the core's refusal of the numbers, at `field`.
     fn core_error(&mut self, field: &str, error: QuotaError);
+    /// An optional boolean.
+    fn boolean(&mut self, field: &str) -> Option<Option<bool>>;
+    /// Whether `field` is written in the rule.
+    fn present(&mut self, field: &str) -> bool;
+    /// Records `limiter-concurrency`'s refusal of the numbers, at `field`.
+    fn concurrency_error(&mut self, field: &str, error: limiter_concurrency::ConfigError);
 }
 
 /// `value`, or the missing-field problem when it is absent.

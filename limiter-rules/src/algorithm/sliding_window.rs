@@ -15,6 +15,7 @@ pub(crate) const SLIDING_WINDOW: Definition = Definition {
     delay_by_default: false,
     keyed: false,
     redis: false,
+    not_taken: &[],
 };
 
 fn parse(r: &mut dyn Reader) -> Option<Algorithm> {

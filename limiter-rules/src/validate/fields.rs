@@ -235,4 +235,26 @@ impl Reader for Fields<'_, '_, '_> {
     fn core_error(&mut self, field: &str, error: limiter_core::QuotaError) {
         Fields::core_error(self, field, error)
     }
+
+    fn boolean(&mut self, field: &str) -> Option<Option<bool>> {
+        match self.t.get(field) {
+            None => Some(None),
+            Some(n) => match n.value {
+                Value::Bool(b) => Some(Some(b)),
+                ref other => {
+                    self.err(n.pos, field, wrong("true or false", other));
+                    None
+                }
+            },
+        }
+    }
+
+    fn present(&mut self, field: &str) -> bool {
+        self.t.get(field).is_some()
+    }
+
+    fn concurrency_error(&mut self, field: &str, error: limiter_concurrency::ConfigError) {
+        let pos = self.t.get(field).map_or(self.t.pos, |n| n.pos);
+        self.err(pos, field, Problem::Concurrency(error));
+    }
 }

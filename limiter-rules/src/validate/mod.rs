@@ -29,10 +29,12 @@ use crate::source::{Node, Pos, Value};
 use crate::units::{Rate, parse_duration};
 
 mod fields;
+mod overrides;
 mod redis;
 mod request;
 
 use fields::Fields;
+pub(crate) use overrides::quota_table;
 
 const COMMON: &[&str] = &[
     "algorithm",
@@ -47,6 +49,7 @@ const COMMON: &[&str] = &[
     "trusted_proxies",
     "headers",
     "max_keys",
+    "overrides",
     "shadow",
     "shadow_headers",
     "penalty",
@@ -238,7 +241,12 @@ fn rule(
     };
     // Unknown fields: against this algorithm's list when it is known.
     let allowed: Vec<&'static str> = match definition {
-        Some(d) => COMMON.iter().chain(d.fields).copied().collect(),
+        Some(d) => COMMON
+            .iter()
+            .filter(|f| !d.not_taken.contains(f))
+            .chain(d.fields)
+            .copied()
+            .collect(),
         None => {
             let mut all: Vec<&'static str> = COMMON.to_vec();
             for d in algorithm::DEFINITIONS {
@@ -275,6 +283,7 @@ fn rule(
             .positive(n, "max_keys")
             .and_then(|v| usize::try_from(v).ok()),
     };
+    let overrides = f.overrides(algorithm.as_ref(), key.as_ref(), backend.as_ref());
     if let (Some(a), Some(k)) = (&algorithm, &key)
         && !k.is_global()
         && !a.definition().keyed
@@ -316,6 +325,7 @@ fn rule(
         trusted_proxies: trusted_proxies?,
         headers: headers?,
         max_keys: max_keys?,
+        overrides: overrides?,
         shadow: shadow?,
         shadow_headers: shadow_headers?.unwrap_or(false),
         penalty: penalty?,

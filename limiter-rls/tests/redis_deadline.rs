@@ -1,0 +1,179 @@
+//! One deadline per request on Redis: with Redis dead (nothing listens)
+//! or blackholed (a listener that accepts and never answers), every
+//! request, including those whose decision takes several calls (a refusal
+//! read back, a check-only descriptor), is answered within the budget
+//! (`REDIS_TIMEOUT`, 10 ms here, half of Envoy's 20 ms) by the failure
+//! policy, for both algorithms and all four policies. Time is virtual
+//! (`start_paused`): the blackhole never answers, so only the deadline can
+//! end a call.
+
+use std::time::Duration;
+
+use limiter_redis::{FailurePolicy, RedisConnection};
+use limiter_rls::backend::AnyBackend;
+use limiter_rls::backend::redis::{RedisFixed, RedisGcra};
+use limiter_rls::proto::{Code, Entry, RateLimitDescriptor, RateLimitRequest};
+use limiter_rls::stats::Recorder;
+use limiter_rls::{Options, RateLimiter, RequestError, RuleSet};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::time::Instant;
+
+const BUDGET: Duration = Duration::from_millis(10);
+
+const CONFIG: &str = "domain: d
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 2}
+";
+
+/// A port nobody listens on (bound, then released).
+fn dead() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A listener that accepts and never answers (sockets held until the
+/// runtime ends).
+async fn blackhole() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    port
+}
+
+fn service(
+    port: u16,
+    fixed: bool,
+    policy: FailurePolicy,
+    call_timeout: Duration,
+) -> RateLimiter<AnyBackend> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let conn: RedisConnection =
+        ConnectionManager::new_lazy_with_config(client, ConnectionManagerConfig::new())
+            .unwrap()
+            .into();
+    let backend = if fixed {
+        AnyBackend::RedisFixed(RedisFixed::new(conn, "", call_timeout, policy, 1_000).unwrap())
+    } else {
+        AnyBackend::RedisGcra(RedisGcra::new(conn, "rls", call_timeout, policy).unwrap())
+    };
+    let rules = RuleSet::from_files(vec![("a.yaml".into(), CONFIG.into())]).unwrap();
+    let options = Options {
+        store_budget: BUDGET,
+        ..Options::default()
+    };
+    RateLimiter::new(rules, backend, options, Recorder::default())
+}
+
+fn user(v: &str, hits_addend: Option<u64>) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: vec![Entry {
+            key: "user".into(),
+            value: v.into(),
+        }],
+        limit: None,
+        hits_addend,
+    }
+}
+
+/// The overall code (or `None` for a service error), and the time taken.
+async fn ask(
+    s: &RateLimiter<AnyBackend>,
+    descriptors: Vec<RateLimitDescriptor>,
+) -> (Option<Code>, Duration) {
+    let start = Instant::now();
+    let r = s
+        .should_rate_limit(&RateLimitRequest {
+            domain: "d".into(),
+            descriptors,
+            hits_addend: 0,
+        })
+        .await;
+    let took = start.elapsed();
+    match r {
+        Ok(r) => (Some(Code::try_from(r.overall_code).unwrap()), took),
+        Err(RequestError::Backend(_)) => (None, took),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+async fn each_policy_within_the_budget(port: u16, what: &str) {
+    for fixed in [false, true] {
+        for (policy, single, check_only, third) in [
+            (
+                FailurePolicy::Open,
+                Some(Code::Ok),
+                Some(Code::Ok),
+                Some(Code::Ok),
+            ),
+            (
+                FailurePolicy::Closed,
+                Some(Code::OverLimit),
+                Some(Code::OverLimit),
+                Some(Code::OverLimit),
+            ),
+            // In process: 2 a minute, the third refused (a refusal read
+            // back: several calls, all past the breaker or the deadline).
+            (
+                FailurePolicy::Local { share: 1.0 },
+                Some(Code::Ok),
+                Some(Code::Ok),
+                Some(Code::OverLimit),
+            ),
+            (FailurePolicy::Error, None, None, None),
+        ] {
+            let s = service(port, fixed, policy, BUDGET);
+            let case = format!("{what} fixed={fixed} {policy:?}");
+            let (code, took) = ask(&s, vec![user("a", None)]).await;
+            assert_eq!(code, single, "{case}: one descriptor");
+            assert!(took <= BUDGET, "{case}: {took:?}");
+            // A check-only descriptor (per-descriptor hits_addend 0): a read
+            // first, then the charge of the other: two calls, one budget.
+            let (code, took) = ask(&s, vec![user("b", Some(0)), user("c", None)]).await;
+            assert_eq!(code, check_only, "{case}: check-only and a charge");
+            assert!(took <= BUDGET, "{case}: {took:?}");
+            let (code, took) = ask(&s, vec![user("b", None)]).await;
+            assert!(took <= BUDGET, "{case}: {took:?}");
+            let (code2, took2) = ask(&s, vec![user("b", None)]).await;
+            assert!(took2 <= BUDGET, "{case}: {took2:?}");
+            let (code3, took3) = ask(&s, vec![user("b", None)]).await;
+            assert!(took3 <= BUDGET, "{case}: {took3:?}");
+            assert_eq!(code, single, "{case}: b 1");
+            assert_eq!(code2, single, "{case}: b 2");
+            assert_eq!(code3, third, "{case}: b 3");
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_redis_is_answered_within_the_budget_under_each_policy() {
+    each_policy_within_the_budget(dead(), "dead").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_blackholed_redis_is_answered_within_the_budget_under_each_policy() {
+    let port = blackhole().await;
+    each_policy_within_the_budget(port, "blackhole").await;
+}
+
+/// A call timeout far past the budget (1 s) does not matter: the request's
+/// deadline ends the call, whatever the number of calls the decision
+/// would take (a check-only descriptor needs a read before a charge).
+#[tokio::test(start_paused = true)]
+async fn the_request_deadline_cuts_a_longer_call_timeout() {
+    let port = blackhole().await;
+    for fixed in [false, true] {
+        let s = service(port, fixed, FailurePolicy::Open, Duration::from_secs(1));
+        let (code, took) = ask(&s, vec![user("x", Some(0)), user("y", None)]).await;
+        assert_eq!(code, Some(Code::Ok));
+        assert_eq!(took, BUDGET, "fixed={fixed}");
+    }
+}
