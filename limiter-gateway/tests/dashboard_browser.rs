@@ -126,6 +126,11 @@ async fn the_page_renders_what_metrics_says() {
         }
     }
 
+    // The gateway's sampler takes one sample a second of real time, and the
+    // chart draws its series from those samples: on a fast machine the
+    // traffic above ends before the first one. Wait for two.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+
     let dir = TempDir::new();
     let url = format!("http://{page}/");
     let dom = chromium(
