@@ -104,13 +104,7 @@ fn main() {
         }
     }
     let r: Report = default.expect("the default estimator ran");
-    println!(
-        "concurrency summary goodput_pct={:.1} p99_vs_unloaded={:.2} converge_s={:.1} oscillation_pct={:.1}",
-        r.goodput_pct,
-        r.p99_vs_unloaded,
-        r.converge_s.iter().copied().fold(0.0, f64::max),
-        r.oscillation_pct
-    );
+    println!("{}", r.summary());
 }
 
 fn list(v: &[f64], decimals: usize) -> String {
