@@ -6,8 +6,8 @@
 //! cargo run --release -p limiter-benches --bin concurrency_sim [seed]
 //! ```
 //!
-//! Prints a markdown table and the summary line of the default estimator
-//! (Gradient2). `concurrency_sim <seed> trace` prints its limit over time.
+//! Prints what the columns compare, a markdown table and the summary line
+//! of the default estimator (Gradient2). `concurrency_sim <seed> trace` prints its limit over time.
 
 use std::time::Duration;
 
@@ -72,6 +72,12 @@ fn main() {
         return;
     }
     println!("schedule: {SCHEDULE:?}");
+    println!(
+        "unloaded p99 = the p99 of the service time alone (no queue), 2.80 x its mean; p50 and p99 = steady-state latency, arrival to completion, over it, worst phase"
+    );
+    println!(
+        "oscillation = deviation of the 10 ms samples of the limit from the converged limit (the steady state's median), 95th percentile / largest, worst phase; the summary line gives the largest"
+    );
     println!(
         "| subject | goodput % of capacity | p50 / unloaded p99 | p99 / unloaded p99 | converge s (per change) | oscillation % p95 / max | settled (per phase) | rejected | timed out |"
     );
