@@ -80,6 +80,7 @@ mod build;
 mod explain;
 mod http;
 mod key;
+mod key_quotas;
 mod latency;
 mod layer;
 mod limiter;
