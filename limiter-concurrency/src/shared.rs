@@ -153,7 +153,7 @@ impl Shared {
         loop {
             match self.release_decision(w) {
                 // The permit changes owner; the word stays as it is, so the
-                // hand-off takes effect at the load above (no CAS needs to
+                // hand-off takes effect at the read of `w` (no CAS needs to
                 // confirm it: see "The hand-off writes nothing" in
                 // docs/design.md). The waiter sees the releaser's work
                 // through the queue lock it takes to collect the permit.
@@ -162,7 +162,8 @@ impl Shared {
                     self.clear_flag_if_empty(&q);
                     return;
                 }
-                // Release: as on the fast path.
+                // Release: as on the fast path; Acquire on failure, as the
+                // load above (the word read may decide a hand-off).
                 Release::Decrement(next) => {
                     match self
                         .state
