@@ -209,6 +209,10 @@ impl QuotaRead {
     /// [`in_force_unchanged_since`](QuotaVersions::in_force_unchanged_since).
     #[inline]
     pub(crate) fn names(&self, word: u64) -> bool {
+        #[cfg(loom)]
+        if crate::__loom::BROKEN_FAST_READ.load(std::sync::atomic::Ordering::Relaxed) {
+            return self.version & WRITING == 0;
+        }
         self.version & WRITING == 0 && self.generation == generation(word)
     }
 }
