@@ -91,6 +91,47 @@
 //! since its CAS can succeed only on a word that names the entry again,
 //! installed after the setter stored the finished version (rule 3).
 //!
+//! # The fast read
+//!
+//! Beside the 16 entries, [`QuotaVersions`] keeps a copy of the entry in
+//! force at a fixed place, with its generation and its own version
+//! ([`QuotaVersions::read_in_force`]). The entries are indexed by the
+//! generation of the word a decision loaded, so their loads wait for the
+//! word's; the copy's loads do not, and overlap it. A setter writes the
+//! copy the way it writes an entry (mark, fields, finished version, all
+//! release), after the entry and before the word CAS that installs the
+//! generation. The first round of a decision (`RateLimiter`'s inline
+//! path):
+//!
+//! 1. loads the word and the copy; uses the copy only if its version is
+//!    not marked and its generation is the word's
+//!    ([`QuotaRead::names`]), else goes on with the entries, from a fresh
+//!    load;
+//! 2. decides, and for a grant CASes the word;
+//! 3. after a successful CAS, or after a refusal, loads the copy's version
+//!    again ([`QuotaVersions::in_force_unchanged_since`]): unchanged, the
+//!    outcome stands; changed, it is void (a grant: its permits stay
+//!    counted) or torn (a refusal), and the decision goes on with the
+//!    entries from a fresh load.
+//!
+//! Why a grant that passes stands on the quota its word names: let `S` be
+//! the last setter whose word CAS precedes the decision's CAS (the word
+//! the CAS replaced is in `S`'s release sequence). The CAS synchronises
+//! with `S`, whose copy stores came before its CAS, so the second version
+//! load sees `S`'s version or a later one. Equal to the first, unmarked,
+//! both loads read one setter's finished version, and the fields between
+//! them are that setter's ("Torn reads" above). That setter is `S`: a
+//! later one whose copy the first load saw would be the next setter `S'`
+//! (any later one stores after `S'`'s word CAS, which would then happen
+//! before the decision's CAS, against the choice of `S`), and `S'`'s copy
+//! names the next generation, which step 1 refused. Without the
+//! generation check the copy of `S'`, written before its word, would be
+//! used on `S`'s word: the loom model
+//! `a_try_in_the_window_between_a_changes_copy_and_its_word` and its broken
+//! variant (`gcra_fast_read_broken.rs`) pin that. A refusal decided on the
+//! copy is checked as one decided on an entry is: whole (unmarked, version
+//! unchanged), on a word of the generation the copy names.
+//!
 //! Cancellation does not rely on the tag at all: [`QuotaVersions`] counts every
 //! quota change in a full 64-bit counter, a reservation records it, and
 //! `cancel` refuses when it has moved, checking it and undoing the word
