@@ -44,7 +44,8 @@ use core::sync::atomic::Ordering;
 use limiter_core::{CellQuota, Clock, Quota};
 use scc::hash_index::Entry as MapEntry;
 
-use crate::limiter::{Entry, KeyedLimiter};
+use crate::entry::Entry;
+use crate::limiter::KeyedLimiter;
 
 /// How many keys may have their own quota when the builder is not told:
 /// 10,000 (each about 100 bytes with its key).
