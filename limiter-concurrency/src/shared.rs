@@ -1,5 +1,6 @@
 //! The protocol on the state word and the wait queue, shared by every
-//! handle, permit and waiting future of one limiter.
+//! handle, permit and waiting future of one limiter, and `Inner`: that
+//! state with the limiter's estimator, what every handle holds.
 //!
 //! # Implementation notes
 //!
@@ -38,6 +39,7 @@
 
 use std::task::Waker;
 
+use crate::estimator::{Estimator, Outcome, Sample};
 use crate::queue::{Queue, QueueOrder};
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, lock};
 use crate::word::{self, Release};
@@ -307,5 +309,40 @@ impl Shared {
 
     pub(crate) fn set_queue(&self, capacity: usize, order: QueueOrder) {
         lock(&self.queue).reconfigure(capacity, order);
+    }
+}
+
+/// What every handle of one limiter shares.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) shared: Shared,
+    pub(crate) estimator: Option<std::sync::Mutex<Box<dyn Estimator>>>,
+}
+
+impl Inner {
+    /// Feeds a finished permit to the estimator and installs the limit it
+    /// recommends. A sample that finds another being taken is skipped (the
+    /// estimators are statistical; the permit path never waits on a lock).
+    pub(crate) fn record(&self, outcome: Outcome, in_flight: u32) {
+        let Some(estimator) = &self.estimator else {
+            return;
+        };
+        let (rtt, dropped) = match outcome {
+            Outcome::Success(rtt) => (rtt, false),
+            Outcome::Dropped(rtt) => (rtt, true),
+            Outcome::Ignore => return,
+        };
+        let Ok(mut e) = estimator.try_lock() else {
+            return;
+        };
+        let limit = e.sample(Sample {
+            rtt,
+            in_flight,
+            dropped,
+        });
+        drop(e);
+        if limit != word::limit(self.shared.load()) {
+            self.shared.set_limit(limit);
+        }
     }
 }
