@@ -14,6 +14,7 @@
 //! | to hold requests briefly instead of rejecting them (nginx `burst`/`delay`) | [`Mode::Delay`] |
 //! | health checks and internal callers unlimited | [`RateLimitBuilder::bypass`], [`RateLimitBuilder::allow_ips`] |
 //! | expensive requests to count more | [`RateLimitBuilder::cost`] |
+//! | a cost known only from the response (tokens, rows) charged as debt | [`RateLimitBuilder::cost_from_response_header`], [`RateLimitBuilder::charge_after`] |
 //! | one quota per key shared by every instance of the service | `RedisBackend` (feature `redis`) |
 //! | any algorithm of limiter-core (sliding window, warm-up, priority, adaptive, composites) | pass it: every `Decide` is a [`Backend`] |
 //! | a limiter of your own (a remote store) | implement `Decider` and `Decide`, or limiter-async's `AsyncDecide` |
@@ -61,6 +62,7 @@
 //!   service shares one quota per key.
 
 mod backend;
+mod charge;
 mod client_ip;
 mod future;
 mod headers;
@@ -77,6 +79,7 @@ mod service;
 mod shared;
 
 pub use backend::Backend;
+pub use charge::{ResponseHead, cost_in_header};
 pub use client_ip::ClientIp;
 pub use future::{LimitBody, ResponseFuture};
 pub use headers::{Draft10, HeaderStyle, LegacyHeaders, NoHeaders, RateLimitInfo};
