@@ -337,9 +337,9 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitBuilder<B, E> {
     /// The charge goes through the backend's
     /// [`charge_after`](limiter_core::Decide::charge_after) (async:
     /// `AsyncDecide::charge_after_async`); a backend that cannot carry
-    /// debt charges nothing and counts it all as dropped. See the
-    /// module docs of the cost after the response in the crate docs
-    /// (head, not body end; metrics).
+    /// debt charges nothing and counts it all as dropped. The crate docs'
+    /// "Cost after the response" says why the head and not the body end,
+    /// and lists the metrics.
     ///
     /// # Examples
     ///
