@@ -14,6 +14,7 @@ use http::Method;
 use http::header::HeaderName;
 use ipnet::IpNet;
 
+use limiter_calendar::{CalendarQuota, Period};
 use limiter_core::Quota;
 
 use crate::algorithm::{Algorithm, Fixed};
@@ -70,6 +71,14 @@ pub struct RuleSpec {
     /// Block a key outright after it is refused too often (`penalty`);
     /// keyed rules only.
     pub penalty: Option<PenaltySpec>,
+    /// A calendar quota beside the rate (`quota: { limit: 10000, per:
+    /// month }`): a composite that both must admit, all or nothing (a
+    /// refusal by one charges nothing on the other). Only on a
+    /// `token_bucket` or `leaky_bucket` rule; per key on a keyed rule (at
+    /// most `max_keys` keys). Its limit is not part of the
+    /// [`shape`](RuleSpec::shape) (a reload changes it live, keeping the
+    /// period's count); its period, reset day and zone are.
+    pub quota: Option<CalendarQuota>,
 }
 
 /// The most keys of one rule with a quota of their own, from the file and
@@ -118,12 +127,15 @@ pub struct Shape<'a> {
     backend: &'a BackendSpec,
     fixed: Fixed<'a>,
     max_keys: usize,
+    /// The calendar quota's period, reset day and zone (not its limit).
+    calendar: Option<(Period, u8, &'a str)>,
 }
 
 impl RuleSpec {
     /// The part of the rule that a live limiter cannot change: algorithm,
-    /// whether keyed, the backend and, for the algorithms without
-    /// `set_quota` (sliding window, warm-up, adaptive), all their numbers.
+    /// whether keyed, the backend, for the algorithms without `set_quota`
+    /// (sliding window, warm-up, adaptive) all their numbers, and the
+    /// calendar quota's period, reset day and zone.
     pub fn shape(&self) -> Shape<'_> {
         Shape {
             kind: self.algorithm.name(),
@@ -131,6 +143,10 @@ impl RuleSpec {
             backend: &self.backend,
             fixed: self.algorithm.fixed(),
             max_keys: self.max_keys,
+            calendar: self
+                .quota
+                .as_ref()
+                .map(|q| (q.period(), q.reset_day(), q.zone_name())),
         }
     }
 }

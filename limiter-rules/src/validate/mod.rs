@@ -30,6 +30,7 @@ use crate::units::{Rate, parse_duration};
 
 mod fields;
 mod overrides;
+mod quota;
 mod redis;
 mod request;
 
@@ -53,6 +54,7 @@ const COMMON: &[&str] = &[
     "shadow",
     "shadow_headers",
     "penalty",
+    "quota",
 ];
 
 /// The settings at the top of a file, beside `rate_limits`.
@@ -244,6 +246,7 @@ fn rule(
         Some(d) => COMMON
             .iter()
             .filter(|f| !d.not_taken.contains(f))
+            .filter(|f| d.calendar || **f != "quota")
             .chain(d.fields)
             .copied()
             .collect(),
@@ -260,7 +263,8 @@ fn rule(
         }
     };
     for (key, kpos, _) in entries {
-        if !allowed.contains(&key.as_str()) {
+        // `quota` on an algorithm without one has its own problem (below).
+        if !allowed.contains(&key.as_str()) && key != "quota" {
             let problem = Problem::UnknownField {
                 found: key.clone(),
                 expected: allowed.clone(),
@@ -310,6 +314,7 @@ fn rule(
     }
     let shadow = own_shadow.map(|own| own.unwrap_or(shadow_all));
     let penalty = f.penalty(key.as_ref());
+    let quota = f.calendar(definition.map(|d| d.calendar));
     if f.check.errors.len() > before {
         return None;
     }
@@ -329,6 +334,7 @@ fn rule(
         shadow: shadow?,
         shadow_headers: shadow_headers?.unwrap_or(false),
         penalty: penalty?,
+        quota: quota?,
     };
     Some((spec, match_pos))
 }
