@@ -84,9 +84,11 @@ mod latency;
 mod layer;
 mod limiter;
 mod live;
+mod local;
 mod overrides;
 mod ruleset;
 mod snapshot;
+mod store;
 mod watch;
 
 /// The error types under the path the watcher names them by.
