@@ -77,6 +77,7 @@
 
 mod backend;
 mod build;
+mod calendar;
 mod explain;
 mod http;
 mod key;

@@ -146,6 +146,10 @@ pub struct RuleLimiter<C: RuleClock> {
     /// The rule's penalty box (a keyed rule with `penalty`), kept across
     /// reloads that keep the limiter and the penalty.
     pub(crate) penalty: Option<Arc<PenaltyBox<RuleKeyText, C>>>,
+    /// The rule's calendar count (a rule with `quota`), on the rule set's
+    /// wall clock; kept across reloads that keep its period, zone, reset
+    /// day and store (see `calendar`).
+    pub(crate) calendar: Option<Arc<crate::calendar::RuleCalendar>>,
     /// `rate_limit_shadow_rejected_total`, `rate_limit_shadow_delayed_total`
     /// and `rate_limit_penalized_total` of the rule.
     pub(crate) counters: RuleCounters,
@@ -220,8 +224,30 @@ impl<C: RuleClock> RuleLimiter<C> {
             spec,
             live,
             penalty,
+            calendar: None,
             counters,
         }
+    }
+
+    /// The same rule with its calendar count.
+    pub(crate) fn with_calendar(
+        mut self,
+        calendar: Option<Arc<crate::calendar::RuleCalendar>>,
+    ) -> RuleLimiter<C> {
+        self.calendar = calendar;
+        self
+    }
+
+    /// The permits `key` (as [`RuleLimiter::key`] writes it; any text for
+    /// a global rule) has left in the current period of the rule's calendar
+    /// `quota`, and the time until that period resets, read without
+    /// deciding; `None` for a rule without `quota` or on Redis (remote).
+    pub fn quota_remaining(&self, key: &str) -> Option<(u32, Duration)> {
+        let state = self
+            .calendar
+            .as_ref()?
+            .read(&crate::key::library_key(key))?;
+        Some((state.remaining, state.reset_in))
     }
 
     /// Whether the rule is in shadow mode (decides and counts, refuses and

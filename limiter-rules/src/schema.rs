@@ -14,7 +14,7 @@ use http::Method;
 use http::header::HeaderName;
 use ipnet::IpNet;
 
-use limiter_calendar::{CalendarQuota, Period};
+use limiter_calendar::CalendarQuota;
 use limiter_core::Quota;
 
 use crate::algorithm::{Algorithm, Fixed};
@@ -75,9 +75,11 @@ pub struct RuleSpec {
     /// month }`): a composite that both must admit, all or nothing (a
     /// refusal by one charges nothing on the other). Only on a
     /// `token_bucket` or `leaky_bucket` rule; per key on a keyed rule (at
-    /// most `max_keys` keys). Its limit is not part of the
-    /// [`shape`](RuleSpec::shape) (a reload changes it live, keeping the
-    /// period's count); its period, reset day and zone are.
+    /// most `max_keys` keys). Not part of the [`shape`](RuleSpec::shape):
+    /// the count is kept apart from the rate's state, so a reload that
+    /// changes only the limit keeps the period's count, and one that
+    /// changes the period, reset day or zone starts a new count without
+    /// touching the rate.
     pub quota: Option<CalendarQuota>,
 }
 
@@ -127,15 +129,14 @@ pub struct Shape<'a> {
     backend: &'a BackendSpec,
     fixed: Fixed<'a>,
     max_keys: usize,
-    /// The calendar quota's period, reset day and zone (not its limit).
-    calendar: Option<(Period, u8, &'a str)>,
 }
 
 impl RuleSpec {
     /// The part of the rule that a live limiter cannot change: algorithm,
-    /// whether keyed, the backend, for the algorithms without `set_quota`
-    /// (sliding window, warm-up, adaptive) all their numbers, and the
-    /// calendar quota's period, reset day and zone.
+    /// whether keyed, the backend and, for the algorithms without
+    /// `set_quota` (sliding window, warm-up, adaptive), all their numbers.
+    /// The calendar `quota` is not part of it: its count is kept apart
+    /// from the rate's state (see [`RuleSpec::quota`]).
     pub fn shape(&self) -> Shape<'_> {
         Shape {
             kind: self.algorithm.name(),
@@ -143,10 +144,6 @@ impl RuleSpec {
             backend: &self.backend,
             fixed: self.algorithm.fixed(),
             max_keys: self.max_keys,
-            calendar: self
-                .quota
-                .as_ref()
-                .map(|q| (q.period(), q.reset_day(), q.zone_name())),
         }
     }
 }
