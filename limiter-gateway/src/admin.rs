@@ -415,7 +415,9 @@ pub(crate) fn explain_request(query: &str) -> Result<ExplainRequest, String> {
 /// `shadow`, `decision` (`unlimited`, `allowlisted`, `no_key`, `admitted`,
 /// `delayed`, `refused`, `penalized`, `over_burst`, `concurrency`,
 /// `not_read`) and its numbers: `remaining`, `wait_ms`, `retry_after_ms`,
-/// `burst`, `in_flight`, `limit_now`.
+/// `burst`, `in_flight`, `limit_now`; for a rule with a calendar `quota`,
+/// `quota` with its `limit`, `remaining` and `reset_s` (seconds until the
+/// period resets).
 pub(crate) fn explanation_json(e: &Explanation) -> String {
     let string = |s: Option<&str>| match s {
         Some(s) => format!("\"{}\"", json_escape(s)),
@@ -452,8 +454,17 @@ pub(crate) fn explanation_json(e: &Explanation) -> String {
         }
         _ => "\"decision\":\"not_read\"".to_owned(),
     };
+    let quota = match &e.quota {
+        Some(q) => format!(
+            ",\"quota\":{{\"limit\":{},\"remaining\":{},\"reset_s\":{}}}",
+            q.limit,
+            q.remaining,
+            q.reset_in.as_secs_f64()
+        ),
+        None => String::new(),
+    };
     format!(
-        "{{\"rule\":{},\"limit\":{},\"key\":{},\"shadow\":{},{decision}}}",
+        "{{\"rule\":{},\"limit\":{},\"key\":{},\"shadow\":{},{decision}{quota}}}",
         string(e.rule.as_deref()),
         string(e.limit.as_deref()),
         string(e.key.as_deref()),
@@ -476,6 +487,7 @@ mod tests {
                 in_flight: 1,
                 limit: 2,
             },
+            quota: None,
         };
         assert_eq!(
             explanation_json(&e),
