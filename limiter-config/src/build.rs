@@ -117,7 +117,7 @@ pub(crate) fn build<C: RuleClock>(
                 }
             }
         };
-        if let Err(message) = crate::overrides::apply(&live, &spec, previous.map(|p| &*p.live)) {
+        if let Err(message) = live.apply_overrides(&spec, previous.map(|p| &*p.live)) {
             errors.push(ConfigError {
                 file: path.to_path_buf(),
                 pos: spec.overrides.first().map_or(spec.pos, |o| o.pos),

@@ -81,6 +81,7 @@ mod calendar;
 mod explain;
 mod http;
 mod key;
+mod key_quotas;
 mod latency;
 mod layer;
 mod limiter;

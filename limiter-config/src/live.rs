@@ -81,6 +81,23 @@ impl<C: RuleClock> Core<C> {
 }
 
 impl<C: RuleClock> Live<C> {
+    /// Puts `spec`'s file overrides in force on a keyed rule's table,
+    /// carrying the admin API's over from `previous` when this limiter
+    /// replaces it (`crate::overrides::apply`); nothing for other rules.
+    pub(crate) fn apply_overrides(
+        &self,
+        spec: &RuleSpec,
+        previous: Option<&Live<C>>,
+    ) -> Result<(), String> {
+        let Core::Keyed(keyed) = &self.core else {
+            return Ok(());
+        };
+        let replaced = previous
+            .filter(|p| !std::ptr::eq(*p, self))
+            .map(|p| &p.overrides);
+        crate::overrides::apply(keyed, &self.overrides, spec, replaced)
+    }
+
     /// Starts recording refusals per key (idempotent).
     pub(crate) fn record_top_keys(&self) {
         self.top
