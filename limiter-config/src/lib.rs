@@ -67,7 +67,8 @@
 //! `limiter-cli`. Features: `axum` (default) makes `key: route` read axum's
 //! matched route template.
 //!
-//! Modules, each using only those before it: `key` (a rule's key, encoded), `live` (a rule's
+//! Modules, each using only those before it: `key` (a rule's key, encoded),
+//! `calendar` (a rule's calendar `quota` on the wall clock), `live` (a rule's
 //! limiter state), `limiter` ([`RuleLimiter`]), `backend` (the rule as a
 //! `limiter-tower` backend and key), `latency`, `layer` (a rule's
 //! `limiter-tower` layer), `snapshot` ([`Snapshot`], [`ReloadReport`]),
