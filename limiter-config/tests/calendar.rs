@@ -335,3 +335,45 @@ async fn a_reload_keeps_the_count_moves_the_limit_and_a_new_period_starts_afresh
     let monthly = rules.get("monthly").unwrap();
     assert_eq!(monthly.keyed().unwrap().available(&key), 5);
 }
+
+#[tokio::test(start_paused = true)]
+async fn library_calls_take_the_quota_too_all_or_nothing() {
+    use limiter_config::RuleError;
+    use limiter_core::AcquireError;
+
+    let yaml = "rate_limits:\n  nightly:\n    algorithm: token_bucket\n    rate: 1/h\n    burst: 5\n    quota: { limit: 2, per: day, timezone: America/New_York }\n";
+    // 23:00 EST on 9 March 2024; the next day is 23 hours long.
+    let (_dir, _path, rules, clock) = load(yaml, "2024-03-10T04:00:00Z");
+    let nightly = rules.get("nightly").unwrap();
+    nightly.try_acquire().await.unwrap();
+    nightly.take().await.unwrap();
+    let spent = |r: Result<(), RuleError>, wait: u64| {
+        assert!(
+            matches!(
+                r,
+                Err(RuleError::Limited(AcquireError::RateLimited { wait: w }))
+                    if w == Duration::from_secs(wait)
+            ),
+            "{r:?}"
+        )
+    };
+    spent(nightly.try_acquire().await, 3600);
+    spent(nightly.take().await, 3600);
+    assert!(matches!(
+        nightly.try_acquire_n(3).await,
+        Err(RuleError::Limited(AcquireError::InsufficientCapacity {
+            requested: 3,
+            burst: 2
+        }))
+    ));
+    // The refusals charged nothing on the rate: 5 − 2.
+    assert_eq!(nightly.gcra().unwrap().available(), 3);
+    assert_eq!(
+        nightly.quota_remaining(""),
+        Some((0, Duration::from_secs(3600)))
+    );
+    // Midnight EST: a 23-hour day with its whole limit.
+    set(&clock, "2024-03-10T05:00:00Z");
+    nightly.try_acquire_n(2).await.unwrap();
+    spent(nightly.try_acquire().await, 23 * 3600);
+}
