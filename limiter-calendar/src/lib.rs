@@ -14,6 +14,9 @@
 //! * [`CalendarLimiter`]: the decision, with the exact reset instant for the
 //!   `RateLimit` headers ([`CalendarGrant`]) and the exact wait until it on a
 //!   refusal. Implements [`Limiter`](limiter_core::Limiter).
+//! * [`KeyedCalendar`]: a count per key (per tenant) under one quota, in
+//!   a table of at most `max_keys` keys that refuses new keys when full of
+//!   keys counted this period ([`KeyedCalendarError`]).
 //! * [`UnixClock`]: the wall clock it runs on; tests use a
 //!   [`ManualClock`](limiter_core::ManualClock) set to the instants that
 //!   matter (a month end, 29 February, a DST change).
@@ -51,6 +54,8 @@
 
 mod clock;
 mod decide;
+#[cfg(not(loom))]
+mod keyed;
 mod limiter;
 mod period;
 #[cfg(feature = "redis")]
@@ -58,6 +63,8 @@ mod redis;
 mod sync;
 
 pub use clock::UnixClock;
+#[cfg(not(loom))]
+pub use keyed::{KeyedCalendar, KeyedCalendarError};
 pub use limiter::{CalendarGrant, CalendarLimiter};
 pub use period::{CalendarError, CalendarQuota, Period, Window, WindowError};
 #[cfg(feature = "redis")]

@@ -167,56 +167,13 @@ impl<C: Clock> CalendarLimiter<C> {
         let now = self.clock.now();
         let window = self.window_at(now)?;
         let limit = self.limit();
-        // Relaxed load: the word carries only its own value; each grant is
-        // decided on the value a CAS compares against.
-        let mut word = self.state.load(Ordering::Relaxed);
-        loop {
-            match decide::decide(word, window.start, n, limit) {
-                Ok(next) if next == word => break,
-                Ok(next) => {
-                    // Relaxed on both sides: the CAS orders grants on this
-                    // word (a single total order per atomic); nothing else
-                    // is published with it.
-                    match self.state.compare_exchange_weak(
-                        word,
-                        next,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    ) {
-                        Ok(_) => {
-                            word = next;
-                            break;
-                        }
-                        Err(current) => word = current,
-                    }
-                }
-                Err(Refusal::Insufficient) => {
-                    return Err(AcquireError::InsufficientCapacity {
-                        requested: n,
-                        burst: limit,
-                    });
-                }
-                Err(Refusal::Exhausted { period_start }) => {
-                    let end = self.end_of(period_start, window, now)?;
-                    return Err(AcquireError::RateLimited {
-                        wait: until(end, now),
-                    });
-                }
-            }
+        match acquire_on(&self.state, window.start, n, limit) {
+            Ok(Some(word)) => grant_of(&self.quota, word, window, limit, now),
+            // A lone limiter's word is never retired (only a keyed table's
+            // sweeper retires words); refuse rather than grant if it were.
+            Ok(None) => Err(AcquireError::TimeOutOfRange { now }),
+            Err(refusal) => Err(refusal_of(&self.quota, refusal, window, n, limit, now)),
         }
-        let end = self.end_of(start(word).max(window.start), window, now)?;
-        let remaining = if start(word) < window.start {
-            limit
-        } else {
-            limit.saturating_sub(used(word))
-        };
-        Ok(CalendarGrant {
-            headroom: Headroom {
-                remaining,
-                refill_in: until(end, now),
-            },
-            reset_at: end,
-        })
     }
 
     /// Permits left in the current period (0 when the clock is out of
@@ -242,40 +199,131 @@ impl<C: Clock> CalendarLimiter<C> {
     /// The window holding `now` (ns since the Unix epoch), from the cache
     /// when it holds `now`.
     fn window_at(&self, now: u64) -> Result<Window, AcquireError> {
-        let out_of_range = AcquireError::TimeOutOfRange { now };
-        let second = u32::try_from(now / NANOS_PER_SEC).map_err(|_| out_of_range)?;
-        // Relaxed: every value stored is an exact window of this quota (see
-        // the module doc); containment is checked on the value read.
-        let cached = self.window.load(Ordering::Relaxed);
-        let window = Window {
-            start: start(cached),
-            end: used(cached),
-        };
-        if window.contains(second) {
-            return Ok(window);
-        }
-        let window = self.quota.window_at(second).map_err(|_| out_of_range)?;
-        // Relaxed: as the load above.
-        self.window
-            .store(pack(window.start, window.end), Ordering::Relaxed);
-        Ok(window)
-    }
-
-    /// The end of the period starting at `period_start`: the current
-    /// window's, or (after a backwards clock step) a newer one's.
-    fn end_of(&self, period_start: u32, current: Window, now: u64) -> Result<u32, AcquireError> {
-        if period_start == current.start {
-            return Ok(current.end);
-        }
-        self.quota
-            .window_at(period_start)
-            .map(|w| w.end)
-            .map_err(|_| AcquireError::TimeOutOfRange { now })
+        window_cached(&self.window, &self.quota, now)
     }
 }
 
+/// The window holding `now` (ns since the Unix epoch) from `cache` (`[start
+/// | end]`) when it holds `now`, else computed and stored there.
+pub(crate) fn window_cached(
+    cache: &AtomicU64,
+    quota: &CalendarQuota,
+    now: u64,
+) -> Result<Window, AcquireError> {
+    let out_of_range = AcquireError::TimeOutOfRange { now };
+    let second = u32::try_from(now / NANOS_PER_SEC).map_err(|_| out_of_range)?;
+    // Relaxed: every value stored is an exact window of this quota (see
+    // the module doc); containment is checked on the value read.
+    let cached = cache.load(Ordering::Relaxed);
+    let window = Window {
+        start: start(cached),
+        end: used(cached),
+    };
+    if window.contains(second) {
+        return Ok(window);
+    }
+    let window = quota.window_at(second).map_err(|_| out_of_range)?;
+    // Relaxed: as the load above.
+    cache.store(pack(window.start, window.end), Ordering::Relaxed);
+    Ok(window)
+}
+
+/// The word a state word holds once a keyed table's sweeper took it out
+/// (`start` = `u32::MAX`, where no window can start: its end would not
+/// fit). A decision that meets it looks the key up again.
+pub(crate) const RETIRED: u64 = u64::MAX;
+
+/// The CAS loop on one state word: the word after granting `n` in the
+/// period starting at `current_start` (unchanged for `n == 0`), `None` if
+/// the word is [`RETIRED`], or the refusal (which writes nothing).
+pub(crate) fn acquire_on(
+    state: &AtomicU64,
+    current_start: u32,
+    n: u32,
+    limit: u32,
+) -> Result<Option<u64>, Refusal> {
+    // Relaxed load: the word carries only its own value; each grant is
+    // decided on the value a CAS compares against.
+    let mut word = state.load(Ordering::Relaxed);
+    loop {
+        if word == RETIRED {
+            return Ok(None);
+        }
+        let next = decide::decide(word, current_start, n, limit)?;
+        if next == word {
+            return Ok(Some(word));
+        }
+        // Relaxed on both sides: the CAS orders grants on this word (a
+        // single total order per atomic); nothing else is published with
+        // it.
+        match state.compare_exchange_weak(word, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return Ok(Some(next)),
+            Err(current) => word = current,
+        }
+    }
+}
+
+/// The grant read from the word a decision wrote (or found, for `n == 0`).
+pub(crate) fn grant_of(
+    quota: &CalendarQuota,
+    word: u64,
+    window: Window,
+    limit: u32,
+    now: u64,
+) -> Result<CalendarGrant, AcquireError> {
+    let end = end_of(quota, start(word).max(window.start), window, now)?;
+    Ok(CalendarGrant {
+        headroom: Headroom {
+            remaining: decide::remaining(word, window.start, limit),
+            refill_in: until(end, now),
+        },
+        reset_at: end,
+    })
+}
+
+/// The error of a refusal: more than the limit, or the wait until the
+/// exhausted period ends.
+pub(crate) fn refusal_of(
+    quota: &CalendarQuota,
+    refusal: Refusal,
+    window: Window,
+    n: u32,
+    limit: u32,
+    now: u64,
+) -> AcquireError {
+    match refusal {
+        Refusal::Insufficient => AcquireError::InsufficientCapacity {
+            requested: n,
+            burst: limit,
+        },
+        Refusal::Exhausted { period_start } => match end_of(quota, period_start, window, now) {
+            Ok(end) => AcquireError::RateLimited {
+                wait: until(end, now),
+            },
+            Err(e) => e,
+        },
+    }
+}
+
+/// The end of the period starting at `period_start`: the current window's,
+/// or (after a backwards clock step) a newer one's.
+fn end_of(
+    quota: &CalendarQuota,
+    period_start: u32,
+    current: Window,
+    now: u64,
+) -> Result<u32, AcquireError> {
+    if period_start == current.start {
+        return Ok(current.end);
+    }
+    quota
+        .window_at(period_start)
+        .map(|w| w.end)
+        .map_err(|_| AcquireError::TimeOutOfRange { now })
+}
+
 /// The time from `now` (ns) until the second `end`.
-fn until(end: u32, now: u64) -> Duration {
+pub(crate) fn until(end: u32, now: u64) -> Duration {
     Duration::from_nanos((u64::from(end) * NANOS_PER_SEC).saturating_sub(now))
 }
 

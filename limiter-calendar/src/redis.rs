@@ -22,7 +22,7 @@ use redis::aio::ConnectionLike;
 
 use crate::clock::UnixClock;
 use crate::limiter::CalendarGrant;
-use crate::period::CalendarQuota;
+use crate::period::{CalendarQuota, Window};
 
 /// How long after its period a count key is kept (1 hour).
 pub const EXPIRY_GRACE: u32 = 3_600;
@@ -70,6 +70,19 @@ impl<C: Clock> RedisCalendar<C> {
     /// The quota.
     pub fn quota(&self) -> &CalendarQuota {
         &self.quota
+    }
+
+    /// The current period on the limiter's clock.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::TimeOutOfRange`] for a clock outside 1970 to 2106.
+    pub fn window(&self) -> Result<Window, AcquireError> {
+        let now = self.clock.now();
+        u32::try_from(now / 1_000_000_000)
+            .ok()
+            .and_then(|second| self.quota.window_at(second).ok())
+            .ok_or(AcquireError::TimeOutOfRange { now })
     }
 
     /// The Redis key holding `key`'s count in the period starting at

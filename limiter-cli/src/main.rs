@@ -225,6 +225,14 @@ fn explain(
         _ => "not read (Redis or adaptive rule)".into(),
     };
     println!("decision: {decision}");
+    if let Some(q) = &e.quota {
+        println!(
+            "quota: {} of {} left, resets in {}s",
+            q.remaining,
+            q.limit,
+            q.reset_in.as_secs()
+        );
+    }
     ExitCode::SUCCESS
 }
 

@@ -127,5 +127,28 @@ fn explain_names_the_rule_the_key_and_the_decision() {
     let (code, _, err) = run(&["--path", "/orders/7", "--header", "nocolon"]);
     assert_eq!(code, 2);
     assert!(err.contains("write 'NAME: VALUE'"), "{err}");
+
+    // A calendar quota: its limit, the permits left and the reset.
+    std::fs::write(
+        &rules,
+        "rate_limits:\n  orders:\n    algorithm: token_bucket\n    rate: 10\n    burst: 3\n    quota: { limit: 500, per: month, timezone: Europe/Paris }\n    match: { route: \"/orders/{id}\" }\n",
+    )
+    .unwrap();
+    let (code, out, _) = run(&["--path", "/orders/7"]);
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        "rule: orders (token_bucket: rate 10/s (one permit every 100ms), burst 3; quota 500 per month (Europe/Paris, resets on day 1))"
+    );
+    assert_eq!(lines[2], "decision: admitted, 2 permit(s) left");
+    // The reset is at most a month (31 days and an hour) away.
+    let reset: u64 = lines[3]
+        .strip_prefix("quota: 500 of 500 left, resets in ")
+        .and_then(|s| s.strip_suffix('s'))
+        .expect(lines[3])
+        .parse()
+        .unwrap();
+    assert!(reset <= 31 * 86_400 + 3600, "{reset}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -30,6 +30,7 @@ use limiter_core::{
 };
 use limiter_keyed::Strike;
 
+use crate::calendar::composite_headroom;
 use crate::key::{RuleKeyText, encodes};
 use crate::limiter::RuleLimiter;
 use crate::live::Core;
@@ -136,7 +137,47 @@ impl<C: RuleClock> RuleBackend<C> {
             return Some(self.0.settle(key, Err(refusal), true));
         }
         let decision = self.decide_sync(key, cost, max_wait)?;
+        let decision = self.with_calendar(key, cost, decision);
         Some(self.0.settle(key, decision, false))
+    }
+
+    /// The composite with the rule's local calendar `quota` (see
+    /// `calendar`): asked only after the rate admitted, and a calendar
+    /// refusal gives the rate's reservation back, so a refusal by either
+    /// charges nothing on the other.
+    fn with_calendar(
+        &self,
+        key: &RuleKeyText,
+        cost: u32,
+        decision: Result<Grant<RuleTicket>, Denial>,
+    ) -> Result<Grant<RuleTicket>, Denial> {
+        let Some(calendar) = &self.0.calendar else {
+            return decision;
+        };
+        let mut grant = match decision {
+            Ok(grant) => grant,
+            Err(denial) => {
+                // The rate refused: the calendar was not asked; the headers
+                // state the rate.
+                calendar.binds(u32::MAX, 0);
+                return Err(denial);
+            }
+        };
+        match calendar.decide(key, cost) {
+            Some(Ok(quota)) => {
+                let burst = self.rate_policy(key).burst;
+                grant.headroom = composite_headroom(calendar, grant.headroom, burst, &quota);
+                Ok(grant)
+            }
+            Some(Err(denial)) => {
+                calendar.binds(0, u32::MAX);
+                // All or nothing: give the rate's permits back.
+                Decider::cancel(self, key, grant.ticket);
+                Err(denial)
+            }
+            // A Redis count beside a local rate cannot be built.
+            None => Ok(grant),
+        }
     }
 
     /// Every local rule decides through its limiter's own [`Decide`], so
@@ -192,7 +233,25 @@ impl<C: RuleClock> Decider for RuleBackend<C> {
         }
     }
 
+    /// The rate's policy, or the calendar's where it binds (see
+    /// `calendar`): after a decision, as that decision found; otherwise as
+    /// the key's count reads now.
     fn policy(&self, key: &RuleKeyText) -> Policy {
+        let rate = self.rate_policy(key);
+        let Some(calendar) = &self.0.calendar else {
+            return rate;
+        };
+        let binds = calendar
+            .last_binding()
+            .or_else(|| calendar.read(key).map(|q| q.remaining <= rate.burst))
+            .unwrap_or(false);
+        if binds { calendar.policy() } else { rate }
+    }
+}
+
+impl<C: RuleClock> RuleBackend<C> {
+    /// The policy of the rule's rate (its limiter's).
+    pub(crate) fn rate_policy(&self, key: &RuleKeyText) -> Policy {
         match &self.0.live.core {
             Core::Local(l) => l.policy(&()),
             Core::Keyed(k) => k.policy(key),
@@ -229,10 +288,50 @@ impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
             } else {
                 std::borrow::Cow::Borrowed("global")
             };
+            let calendar = self.0.calendar.as_deref();
+            // A spent period is refused before the rate is asked (a Redis
+            // rate refunds nothing): a read of the count, cost 0.
+            if let Some(calendar) = calendar {
+                match calendar.decide_remote(key, 0).await {
+                    Some(Ok(q)) if q.headroom.remaining < cost => {
+                        calendar.binds(0, u32::MAX);
+                        let denial = Denial::RateLimited {
+                            retry_after: q.headroom.refill_in,
+                        };
+                        return self.0.settle(key, Err(denial), false);
+                    }
+                    Some(Err(denial)) => return self.0.settle(key, Err(denial), false),
+                    _ => {}
+                }
+            }
             let decision = limiter
                 .decide_async(&redis_key, cost, max_wait)
                 .await
                 .map(|g| g.map_ticket(|()| RuleTicket { reservation: None }));
+            let decision = match (calendar, decision) {
+                (Some(calendar), Ok(mut grant)) => {
+                    match calendar.decide_remote(key, cost).await {
+                        Some(Ok(quota)) => {
+                            let burst = limiter.quota().burst();
+                            grant.headroom =
+                                composite_headroom(calendar, grant.headroom, burst, &quota);
+                            Ok(grant)
+                        }
+                        Some(Err(denial)) => {
+                            // Only a race for the period's last permits
+                            // with another instance gets here.
+                            calendar.binds(0, u32::MAX);
+                            Err(denial)
+                        }
+                        None => Ok(grant),
+                    }
+                }
+                (Some(calendar), Err(denial)) => {
+                    calendar.binds(u32::MAX, 0);
+                    Err(denial)
+                }
+                (None, decision) => decision,
+            };
             return self.0.settle(key, decision, false);
         }
         // A concurrency rule is routed to its own layer (`layer`), never to

@@ -19,6 +19,7 @@ use limiter_rules::{
 use crate::key::RuleKeyText;
 
 use crate::RuleClock;
+use crate::calendar::{RuleCalendar, WallClock};
 use crate::layer::{routed_layer, rule_key};
 use crate::limiter::RuleLimiter;
 use crate::live::{Core, Live};
@@ -26,9 +27,11 @@ use crate::snapshot::{ReloadReport, Routed, Snapshot};
 
 pub(crate) type Built<C> = (Snapshot<C>, ReloadReport);
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn build<C: RuleClock>(
     path: &Path,
     clock: &C,
+    wall: &WallClock,
     specs: Vec<RuleSpec>,
     old: Option<&Snapshot<C>>,
     conns: &mut Conns,
@@ -145,7 +148,30 @@ pub(crate) fn build<C: RuleClock>(
             ))),
             (_, None) => None,
         };
-        let rule = Arc::new(RuleLimiter::new(spec, live, penalty));
+        // The calendar count: kept while its period, zone, reset day and
+        // store are (its limit moved live), else a new count.
+        let calendar = match (&spec.quota, previous) {
+            (None, _) => None,
+            (Some(_), Some(p)) if p.calendar.as_ref().is_some_and(|c| c.keeps(&p.spec, &spec)) => {
+                p.calendar.clone()
+            }
+            (Some(quota), _) => {
+                let conn = match &spec.backend {
+                    BackendSpec::Redis(r) => connection(conns, &r.url).ok(),
+                    BackendSpec::Local => None,
+                };
+                Some(Arc::new(RuleCalendar::build(&spec, quota, wall, conn)))
+            }
+        };
+        if let Some(p) = previous
+            && p.spec.quota != spec.quota
+            && let Some(i) = report.unchanged.iter().position(|n| *n == spec.name)
+        {
+            // Only the quota changed.
+            let name = report.unchanged.remove(i);
+            report.updated.push(name);
+        }
+        let rule = Arc::new(RuleLimiter::new(spec, live, penalty).with_calendar(calendar));
         rules.insert(rule.spec.name.clone(), rule);
     }
     if !errors.is_empty() {

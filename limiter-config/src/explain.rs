@@ -18,13 +18,16 @@
 //! rule is not a rate: its layer holds a permit while the request is
 //! served, it has no key, no allowlist, no shadow mode and no penalty box,
 //! so its explanation is `Verdict::Concurrency`, the requests in flight and
-//! the limit now.
+//! the limit now. A rule with a calendar `quota` also shows the key's
+//! permits left in the period and the time until its reset
+//! ([`QuotaReading`], exact: one read of the key's count), and a period
+//! that cannot hold the request makes the verdict `Refused` until the
+//! reset.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use http::{HeaderMap, Method, Request};
-use limiter_core::Decider;
 use limiter_tower::{KeyExtractor, PeerAddr, RequestHead};
 
 use crate::RuleClock;
@@ -67,8 +70,24 @@ pub struct Explanation {
     /// rule charges after the response, the header and the debt cap.
     /// `None` when no rule matches.
     pub cost: Option<CostSpec>,
-    /// The decision.
+    /// The decision (of the rate and the calendar quota together, for a
+    /// rule with `quota`).
     pub verdict: Verdict,
+    /// The rule's calendar quota for this key, read without deciding;
+    /// `None` for a rule without `quota`, a key not computed, or a Redis
+    /// rule (remote).
+    pub quota: Option<QuotaReading>,
+}
+
+/// A key's calendar quota as it stands now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaReading {
+    /// The period's limit.
+    pub limit: u32,
+    /// Permits left in the current period.
+    pub remaining: u32,
+    /// The time until the period resets (and all of the limit comes back).
+    pub reset_in: Duration,
 }
 
 /// The decision a request would get now.
@@ -161,17 +180,33 @@ impl<C: RuleClock> RuleSet<C> {
                 shadow: false,
                 cost: None,
                 verdict: Verdict::Unlimited,
+                quota: None,
             };
         };
         let rule = &routed.rule;
         let spec = &rule.spec;
+        let limit = match &spec.quota {
+            None => spec.algorithm.to_string(),
+            Some(q) => format!(
+                "{}; quota {} per {} ({}{})",
+                spec.algorithm,
+                q.limit(),
+                q.period(),
+                q.zone_name(),
+                match q.reset_day() {
+                    0 => String::new(),
+                    day => format!(", resets on day {day}"),
+                }
+            ),
+        };
         let mut explanation = Explanation {
             rule: Some(spec.name.clone()),
-            limit: Some(spec.algorithm.to_string()),
+            limit: Some(limit),
             key: None,
             shadow: spec.shadow,
             cost: Some(spec.cost.clone()),
             verdict: Verdict::NoKey,
+            quota: None,
         };
         if let Some(limiter) = rule.concurrency() {
             explanation.verdict = Verdict::Concurrency {
@@ -205,7 +240,44 @@ impl<C: RuleClock> RuleSet<C> {
         explanation.key = Some(key.text().into_owned());
         let cost = spec.cost.request;
         explanation.verdict = verdict(&RuleBackend(std::sync::Arc::clone(rule)), &key, cost);
+        if let Some(calendar) = &rule.calendar
+            && let Some(state) = calendar.read(&key)
+        {
+            explanation.quota = Some(QuotaReading {
+                limit: calendar.quota().limit(),
+                remaining: state.remaining,
+                reset_in: state.reset_in,
+            });
+            explanation.verdict =
+                with_quota(explanation.verdict, state.remaining, state.reset_in, cost);
+        }
         explanation
+    }
+}
+
+/// The rate's verdict `rate` beside a calendar quota with `remaining`
+/// permits left in a period ending in `reset_in`: refused until the reset
+/// when the period cannot hold `cost`, else the rate's, with the fewer
+/// permits of the two left.
+fn with_quota(rate: Verdict, remaining: u32, reset_in: Duration, cost: u32) -> Verdict {
+    let rate_wait = match rate {
+        Verdict::Delayed { wait, .. } => wait,
+        Verdict::Refused { retry_after, .. } => retry_after,
+        _ => Duration::ZERO,
+    };
+    match rate {
+        Verdict::Admitted { .. } | Verdict::Delayed { .. } | Verdict::Refused { .. }
+            if remaining < cost =>
+        {
+            Verdict::Refused {
+                retry_after: reset_in.max(rate_wait),
+                remaining,
+            }
+        }
+        Verdict::Admitted { remaining: r } => Verdict::Admitted {
+            remaining: r.min(remaining - cost),
+        },
+        other => other,
     }
 }
 
@@ -234,7 +306,7 @@ fn verdict<C: RuleClock>(backend: &RuleBackend<C>, key: &RuleKeyText, cost: u32)
         Core::Redis { .. } => return Verdict::NotRead,
         Core::Concurrency(_) => return Verdict::NotRead,
     };
-    let policy = backend.policy(key);
+    let policy = backend.rate_policy(key);
     if cost > policy.burst {
         return Verdict::OverBurst {
             burst: policy.burst,

@@ -67,7 +67,8 @@
 //! `limiter-cli`. Features: `axum` (default) makes `key: route` read axum's
 //! matched route template.
 //!
-//! Modules, each using only those before it: `key` (a rule's key, encoded), `live` (a rule's
+//! Modules, each using only those before it: `key` (a rule's key, encoded),
+//! `calendar` (a rule's calendar `quota` on the wall clock), `live` (a rule's
 //! limiter state), `limiter` ([`RuleLimiter`]), `backend` (the rule as a
 //! `limiter-tower` backend and key), `latency`, `layer` (a rule's
 //! `limiter-tower` layer), `snapshot` ([`Snapshot`], [`ReloadReport`]),
@@ -77,6 +78,7 @@
 
 mod backend;
 mod build;
+mod calendar;
 mod explain;
 mod http;
 mod key;
@@ -97,16 +99,16 @@ mod error {
     pub(crate) use limiter_rules::ConfigErrors;
 }
 
-pub use explain::{ExplainRequest, Explanation, Verdict};
+pub use explain::{ExplainRequest, Explanation, QuotaReading, Verdict};
 pub use http::{RulesLayer, RulesService};
 pub use key::RuleKeyText;
 pub use limiter::{PENALIZED, RuleError, RuleLimiter, SHADOW_DELAYED, SHADOW_REJECTED};
 pub use limiter_rules::{
-    ALGORITHMS, AdaptivePolicySpec, Algorithm, BackendSpec, ConfigError, ConfigErrors, CostSpec,
-    DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, Format, HeaderSpec, KeyOverride, KeyPart,
-    KeySpec, MAX_OVERRIDES, MAX_PENALTY_AFTER, MatchSpec, Matcher, Mode, PathMatch, PenaltySpec,
-    Pos, Problem, Rate, RedisSpec, RouteTable, RuleSpec, Shape, check_file, check_quota_str,
-    check_str, parse_duration,
+    ALGORITHMS, AdaptivePolicySpec, Algorithm, BackendSpec, CalendarQuota, ConfigError,
+    ConfigErrors, CostSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, Format, HeaderSpec,
+    KeyOverride, KeyPart, KeySpec, MAX_OVERRIDES, MAX_PENALTY_AFTER, MatchSpec, Matcher, Mode,
+    PathMatch, PenaltySpec, Period, Pos, Problem, Rate, RedisSpec, RouteTable, RuleSpec, Shape,
+    check_file, check_quota_str, check_str, parse_duration,
 };
 pub use overrides::{KeyQuota, OverrideRefusal, QuotaSource};
 pub use ruleset::{CONFIG_ERRORS, CONFIG_GENERATION, RuleSet};

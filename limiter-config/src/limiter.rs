@@ -47,6 +47,12 @@ pub enum RuleError {
     /// `failure_policy: error`).
     #[cfg(feature = "redis")]
     Redis(RedisLimitError),
+    /// The rule's calendar `quota` could not decide (its wall clock
+    /// outside 1970 to 2106, or Redis unavailable): why.
+    QuotaUnavailable {
+        /// The store's message.
+        reason: String,
+    },
     /// A keyed rule was asked without a key: use the `_key` methods.
     NeedsKey {
         /// The rule.
@@ -84,6 +90,9 @@ impl fmt::Display for RuleError {
             ),
             #[cfg(feature = "redis")]
             RuleError::Redis(e) => e.fmt(f),
+            RuleError::QuotaUnavailable { reason } => {
+                write!(f, "the calendar quota could not decide: {reason}")
+            }
             RuleError::NeedsKey { rule } => write!(
                 f,
                 "rule `{rule}` is keyed; call try_acquire_key / take_key with the client's key"
@@ -146,6 +155,10 @@ pub struct RuleLimiter<C: RuleClock> {
     /// The rule's penalty box (a keyed rule with `penalty`), kept across
     /// reloads that keep the limiter and the penalty.
     pub(crate) penalty: Option<Arc<PenaltyBox<RuleKeyText, C>>>,
+    /// The rule's calendar count (a rule with `quota`), on the rule set's
+    /// wall clock; kept across reloads that keep its period, zone, reset
+    /// day and store (see `calendar`).
+    pub(crate) calendar: Option<Arc<crate::calendar::RuleCalendar>>,
     /// `rate_limit_shadow_rejected_total`, `rate_limit_shadow_delayed_total`
     /// and `rate_limit_penalized_total` of the rule.
     pub(crate) counters: RuleCounters,
@@ -220,8 +233,30 @@ impl<C: RuleClock> RuleLimiter<C> {
             spec,
             live,
             penalty,
+            calendar: None,
             counters,
         }
+    }
+
+    /// The same rule with its calendar count.
+    pub(crate) fn with_calendar(
+        mut self,
+        calendar: Option<Arc<crate::calendar::RuleCalendar>>,
+    ) -> RuleLimiter<C> {
+        self.calendar = calendar;
+        self
+    }
+
+    /// The permits `key` (as [`RuleLimiter::key`] writes it; any text for
+    /// a global rule) has left in the current period of the rule's calendar
+    /// `quota`, and the time until that period resets, read without
+    /// deciding; `None` for a rule without `quota` or on Redis (remote).
+    pub fn quota_remaining(&self, key: &str) -> Option<(u32, Duration)> {
+        let state = self
+            .calendar
+            .as_ref()?
+            .read(&crate::key::library_key(key))?;
+        Some((state.remaining, state.reset_in))
     }
 
     /// Whether the rule is in shadow mode (decides and counts, refuses and
@@ -390,6 +425,9 @@ impl<C: RuleClock> RuleLimiter<C> {
     ///
     /// As [`try_acquire`](RuleLimiter::try_acquire).
     pub async fn try_acquire_key_n(&self, key: &str, n: u32) -> Result<(), RuleError> {
+        if let Some(calendar) = &self.calendar {
+            return self.try_acquire_with_quota(calendar, key, n).await;
+        }
         match &self.live.core {
             Core::Keyed(k) => Ok(k.try_acquire_n(&library_key(key), n)?),
             #[cfg(feature = "redis")]
@@ -402,6 +440,70 @@ impl<C: RuleClock> RuleLimiter<C> {
                 Some(l) => Ok(l.try_acquire_n(n)?),
                 None => Err(self.needs_key()),
             },
+        }
+    }
+
+    /// [`try_acquire_key_n`](RuleLimiter::try_acquire_key_n) of a rule
+    /// with a calendar `quota`: all or nothing, as over HTTP (the rate's
+    /// reservation given back on a calendar refusal; a Redis rule reads
+    /// the period's count first). A spent period, or a keyed rule's count
+    /// table full of keys counted in this period, is
+    /// [`RuleError::Limited`] with the wait until the reset.
+    async fn try_acquire_with_quota(
+        &self,
+        calendar: &crate::calendar::RuleCalendar,
+        key: &str,
+        n: u32,
+    ) -> Result<(), RuleError> {
+        let key = library_key(key);
+        let refused = quota_refusal;
+        match &self.live.core {
+            Core::Keyed(k) => {
+                let reservation = k.reserve_n(&key, n, Duration::ZERO)?;
+                match calendar.decide(&key, n) {
+                    Some(Err(denial)) => {
+                        k.cancel(&key, reservation);
+                        Err(refused(denial))
+                    }
+                    _ => Ok(()),
+                }
+            }
+            #[cfg(feature = "redis")]
+            Core::Redis { limiter, keyed } => {
+                if let Some(Ok(q)) = calendar.decide_remote(&key, 0).await
+                    && q.headroom.remaining < n
+                {
+                    return Err(RuleError::Limited(AcquireError::RateLimited {
+                        wait: q.headroom.refill_in,
+                    }));
+                }
+                let text = if *keyed {
+                    key.text()
+                } else {
+                    std::borrow::Cow::Borrowed("global")
+                };
+                limiter
+                    .try_acquire_n(&text, n)
+                    .await
+                    .map_err(RuleError::Redis)?;
+                match calendar.decide_remote(&key, n).await {
+                    Some(Err(denial)) => Err(refused(denial)),
+                    _ => Ok(()),
+                }
+            }
+            _ => {
+                let Some(local) = self.live.local() else {
+                    return Err(self.needs_key());
+                };
+                let reservation = local.reserve_n(n, Duration::ZERO)?;
+                match calendar.decide(&key, n) {
+                    Some(Err(denial)) => {
+                        local.cancel(reservation);
+                        Err(refused(denial))
+                    }
+                    _ => Ok(()),
+                }
+            }
         }
     }
 
@@ -456,6 +558,52 @@ impl<C: RuleClock> RuleLimiter<C> {
         n: u32,
         timeout: Duration,
     ) -> Result<(), RuleError> {
+        // A calendar period is never waited for (a month is no slot): a
+        // period that cannot hold `n` now fails at once, with the wait
+        // until the reset, before the rate is asked.
+        if let Some(calendar) = &self.calendar {
+            let encoded = library_key(key);
+            let left = match calendar.read(&encoded) {
+                Some(q) => Some((q.remaining, q.reset_in)),
+                #[cfg(feature = "redis")]
+                None => match calendar.decide_remote(&encoded, 0).await {
+                    Some(Ok(q)) => Some((q.headroom.remaining, q.headroom.refill_in)),
+                    _ => None,
+                },
+                #[cfg(not(feature = "redis"))]
+                None => None,
+            };
+            if let Some((remaining, reset_in)) = left
+                && remaining < n
+            {
+                return Err(RuleError::Limited(AcquireError::RateLimited {
+                    wait: reset_in,
+                }));
+            }
+        }
+        self.take_rate(key, n, timeout).await?;
+        let Some(calendar) = &self.calendar else {
+            return Ok(());
+        };
+        // Charged once the rate's slot has come; only a request racing
+        // others for the period's last permits is refused here, its rate
+        // permit spent.
+        let encoded = library_key(key);
+        let decision = match calendar.decide(&encoded, n) {
+            Some(d) => d.map(|_| ()),
+            #[cfg(feature = "redis")]
+            None => match calendar.decide_remote(&encoded, n).await {
+                Some(d) => d.map(|_| ()),
+                None => Ok(()),
+            },
+            #[cfg(not(feature = "redis"))]
+            None => Ok(()),
+        };
+        decision.map_err(quota_refusal)
+    }
+
+    /// The rate's part of [`take_key_n_timeout`](RuleLimiter::take_key_n_timeout).
+    async fn take_rate(&self, key: &str, n: u32, timeout: Duration) -> Result<(), RuleError> {
         match &self.live.core {
             Core::Keyed(k) => {
                 let key = library_key(key);
@@ -496,5 +644,24 @@ impl<C: RuleClock> RuleLimiter<C> {
             Core::Concurrency(_) => RuleError::Concurrency { rule },
             _ => RuleError::NeedsKey { rule },
         }
+    }
+}
+
+/// A calendar quota's refusal as the rule's error: the wait until the
+/// reset, a request above the limit, or why the count could not decide.
+fn quota_refusal(denial: limiter_core::Denial) -> RuleError {
+    match denial {
+        limiter_core::Denial::RateLimited { retry_after } => {
+            RuleError::Limited(AcquireError::RateLimited { wait: retry_after })
+        }
+        limiter_core::Denial::OverBurst { cost, burst } => {
+            RuleError::Limited(AcquireError::InsufficientCapacity {
+                requested: cost,
+                burst,
+            })
+        }
+        other => RuleError::QuotaUnavailable {
+            reason: other.to_string(),
+        },
     }
 }

@@ -33,6 +33,7 @@ use limiter_core::DefaultClock;
 use tokio::sync::watch;
 
 use crate::build::build;
+use crate::calendar::WallClock;
 use crate::limiter::RuleLimiter;
 // ReloadReport also under this path, where the watcher names it.
 pub(crate) use crate::snapshot::ReloadReport;
@@ -47,6 +48,8 @@ pub const CONFIG_GENERATION: &str = "rate_limit_config_generation";
 struct Shared<C: RuleClock> {
     path: PathBuf,
     clock: C,
+    /// The wall clock calendar quotas are decided on (Unix nanoseconds).
+    wall: WallClock,
     current: ArcSwap<Snapshot<C>>,
     reload: Mutex<Conns>,
     generation: watch::Sender<u64>,
@@ -119,10 +122,28 @@ impl<C: RuleClock> RuleSet<C> {
     /// Every problem of the file ([`ConfigErrors`]), or a Redis rule whose
     /// client could not be made.
     pub fn load_with_clock(path: impl AsRef<Path>, clock: C) -> Result<RuleSet<C>, ConfigErrors> {
+        RuleSet::load_with_clocks(path, clock, limiter_calendar::UnixClock)
+    }
+
+    /// Loads `path`, every rate limiter reading `clock` and every calendar
+    /// `quota` reading `wall`, which must count nanoseconds since the Unix
+    /// epoch (the system's wall clock, `limiter_calendar::UnixClock`, is what
+    /// [`load_with_clock`](RuleSet::load_with_clock) gives them). Tests
+    /// pass one `ManualClock` set to a Unix instant as both.
+    ///
+    /// # Errors
+    ///
+    /// As [`load_with_clock`](RuleSet::load_with_clock).
+    pub fn load_with_clocks(
+        path: impl AsRef<Path>,
+        clock: C,
+        wall: impl limiter_core::Clock + 'static,
+    ) -> Result<RuleSet<C>, ConfigErrors> {
+        let wall: WallClock = Arc::new(wall);
         let path = path.as_ref().to_path_buf();
         let specs = check_file(&path)?;
         let mut conns = HashMap::new();
-        let (snapshot, _) = build(&path, &clock, specs, None, &mut conns, 1, false)?;
+        let (snapshot, _) = build(&path, &clock, &wall, specs, None, &mut conns, 1, false)?;
         metrics::describe_gauge!(
             CONFIG_GENERATION,
             "The generation of the rules in force: 1 for the first load, one more per applied reload."
@@ -138,6 +159,7 @@ impl<C: RuleClock> RuleSet<C> {
             shared: Arc::new(Shared {
                 path,
                 clock,
+                wall,
                 current: ArcSwap::from_pointee(snapshot),
                 reload: Mutex::new(conns),
                 generation: watch::channel(1).0,
@@ -163,6 +185,7 @@ impl<C: RuleClock> RuleSet<C> {
             build(
                 &self.shared.path,
                 &self.shared.clock,
+                &self.shared.wall,
                 specs,
                 Some(&old),
                 &mut conns,

@@ -228,3 +228,90 @@ async fn a_redis_rule_charges_the_cost_after_the_response_on_redis() {
     let pttl: i64 = server.cmd(&["PTTL", "{cost:ann}"]).await;
     assert!(pttl > 1_499_000 && pttl <= 1_500_000, "pttl {pttl}");
 }
+
+/// A rule with a calendar `quota` on Redis: the count is kept in Redis
+/// (`{key_prefix}:quota:{key}:{period start}`, expiring an hour after the
+/// period), so a restarted rule set (a new process) continues it; the 429
+/// carries the real reset.
+#[tokio::test]
+async fn a_calendar_quota_on_redis_survives_a_restart() {
+    use limiter_core::ManualClock;
+    use tower::{Layer, ServiceExt};
+
+    let server = RedisServer::start();
+    let dir = TempDir::new();
+    let yaml = format!(
+        r#"rate_limits:
+  monthly:
+    algorithm: token_bucket
+    rate: "100/s"
+    burst: 100
+    key: ip
+    backend: redis
+    redis: {{ url: "{}", key_prefix: "cfgcal", failure_policy: error, timeout: "2s" }}
+    quota: {{ limit: 3, per: month, timezone: Europe/Paris }}
+    match: {{ route: "/r" }}
+"#,
+        server.url()
+    );
+    let path = dir.write("rules.yaml", &yaml);
+    // 2024-02-29T22:00:00Z: 23:00 in Paris on the leap day, an hour before
+    // March (2024-02-29T23:00:00Z).
+    let clock = ManualClock::starting_at(1_709_244_000 * 1_000_000_000);
+    let get = |rules: RuleSet<ManualClock>| async move {
+        let inner = tower::service_fn(|_: Request<Empty<bytes::Bytes>>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(Empty::<bytes::Bytes>::new()))
+        });
+        let mut request = Request::get("/r").body(Empty::new()).unwrap();
+        request
+            .extensions_mut()
+            .insert(limiter_tower::PeerAddr("127.0.0.1:1".parse().unwrap()));
+        let response = rules.layer().layer(inner).oneshot(request).await.unwrap();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .map(|v| v.to_str().unwrap().to_owned())
+        };
+        (
+            response.status(),
+            header("ratelimit"),
+            header("retry-after"),
+        )
+    };
+    let first = RuleSet::load_with_clocks(&path, clock.clone(), clock.clone()).unwrap();
+    let (status, limit, _) = get(first.clone()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(limit.as_deref(), Some(r#""monthly";r=2;t=3600"#));
+    assert_eq!(get(first.clone()).await.0, StatusCode::OK);
+    drop(first);
+
+    // A restart: a new rule set on the same Redis continues the count.
+    let second = RuleSet::load_with_clocks(&path, clock.clone(), clock.clone()).unwrap();
+    let (status, limit, _) = get(second.clone()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(limit.as_deref(), Some(r#""monthly";r=0;t=3600"#));
+    let (status, limit, retry) = get(second.clone()).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(limit.as_deref(), Some(r#""monthly";r=0;t=3600"#));
+    assert_eq!(retry.as_deref(), Some("3600"));
+
+    // One key for the period (February in Paris began at
+    // 2024-01-31T23:00:00Z), expiring an hour after it: two hours to live.
+    let keys: Vec<String> = server.cmd(&["KEYS", "cfgcal:quota:*"]).await;
+    assert_eq!(keys, ["cfgcal:quota:127.0.0.1:1706742000"]);
+    let used: i64 = server.cmd(&["GET", &keys[0]]).await;
+    assert_eq!(used, 3);
+    let ttl: i64 = server.cmd(&["PTTL", &keys[0]]).await;
+    assert!(ttl > 7_190_000 && ttl <= 7_200_000, "{ttl}");
+
+    // March: a new period, a new count.
+    clock.set(1_709_247_600 * 1_000_000_000);
+    let (status, limit, _) = get(second).await;
+    assert_eq!(status, StatusCode::OK);
+    // March 2024 in Paris: 31 days less the hour lost on the 31st.
+    assert_eq!(
+        limit.as_deref(),
+        Some(format!("\"monthly\";r=2;t={}", 31 * 86_400 - 3600).as_str())
+    );
+}

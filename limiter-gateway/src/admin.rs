@@ -416,7 +416,9 @@ pub(crate) fn explain_request(query: &str) -> Result<ExplainRequest, String> {
 /// `response_header` (null when none) and `max_debt_ms`), `decision` (`unlimited`, `allowlisted`, `no_key`, `admitted`,
 /// `delayed`, `refused`, `penalized`, `over_burst`, `concurrency`,
 /// `not_read`) and its numbers: `remaining`, `wait_ms`, `retry_after_ms`,
-/// `burst`, `in_flight`, `limit_now`.
+/// `burst`, `in_flight`, `limit_now`; for a rule with a calendar `quota`,
+/// `quota` with its `limit`, `remaining` and `reset_s` (seconds until the
+/// period resets).
 pub(crate) fn explanation_json(e: &Explanation) -> String {
     let string = |s: Option<&str>| match s {
         Some(s) => format!("\"{}\"", json_escape(s)),
@@ -462,8 +464,17 @@ pub(crate) fn explanation_json(e: &Explanation) -> String {
             c.max_debt.as_millis()
         ),
     };
+    let quota = match &e.quota {
+        Some(q) => format!(
+            ",\"quota\":{{\"limit\":{},\"remaining\":{},\"reset_s\":{}}}",
+            q.limit,
+            q.remaining,
+            q.reset_in.as_secs_f64()
+        ),
+        None => String::new(),
+    };
     format!(
-        "{{\"rule\":{},\"limit\":{},\"key\":{},\"shadow\":{},\"cost\":{cost},{decision}}}",
+        "{{\"rule\":{},\"limit\":{},\"key\":{},\"shadow\":{},\"cost\":{cost},{decision}{quota}}}",
         string(e.rule.as_deref()),
         string(e.limit.as_deref()),
         string(e.key.as_deref()),
@@ -487,6 +498,7 @@ mod tests {
                 in_flight: 1,
                 limit: 2,
             },
+            quota: None,
         };
         assert_eq!(
             explanation_json(&e),

@@ -81,6 +81,7 @@ use std::path::Path;
 
 pub use algorithm::{ALGORITHMS, AdaptivePolicySpec, Algorithm, EstimatorSpec, QueueSpec};
 pub use error::{ConfigError, ConfigErrors, Problem};
+pub use limiter_calendar::{CalendarQuota, Period};
 pub use limiter_concurrency::{Bounds, QueueOrder};
 pub use route_table::RouteTable;
 pub use routes::Matcher;

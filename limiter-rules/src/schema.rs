@@ -14,6 +14,7 @@ use http::Method;
 use http::header::HeaderName;
 use ipnet::IpNet;
 
+use limiter_calendar::CalendarQuota;
 use limiter_core::Quota;
 
 use crate::algorithm::{Algorithm, Fixed};
@@ -74,6 +75,16 @@ pub struct RuleSpec {
     /// Not part of the [`shape`](RuleSpec::shape): a reload applies it to
     /// the next requests, keeping the limiter's state.
     pub cost: CostSpec,
+    /// A calendar quota beside the rate (`quota: { limit: 10000, per:
+    /// month }`): a composite that both must admit, all or nothing (a
+    /// refusal by one charges nothing on the other). Only on a
+    /// `token_bucket` or `leaky_bucket` rule; per key on a keyed rule (at
+    /// most `max_keys` keys). Not part of the [`shape`](RuleSpec::shape):
+    /// the count is kept apart from the rate's state, so a reload that
+    /// changes only the limit keeps the period's count, and one that
+    /// changes the period, reset day or zone starts a new count without
+    /// touching the rate.
+    pub quota: Option<CalendarQuota>,
 }
 
 /// What a request of a rule costs (`cost: 3`, or `cost: { request: 1,
@@ -158,6 +169,8 @@ impl RuleSpec {
     /// The part of the rule that a live limiter cannot change: algorithm,
     /// whether keyed, the backend and, for the algorithms without
     /// `set_quota` (sliding window, warm-up, adaptive), all their numbers.
+    /// The calendar `quota` is not part of it: its count is kept apart
+    /// from the rate's state (see [`RuleSpec::quota`]).
     pub fn shape(&self) -> Shape<'_> {
         Shape {
             kind: self.algorithm.name(),

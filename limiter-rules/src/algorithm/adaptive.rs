@@ -16,6 +16,7 @@ pub(crate) const ADAPTIVE: Definition = Definition {
     delay_by_default: false,
     keyed: false,
     redis: false,
+    calendar: false,
     not_taken: &[],
 };
 

@@ -36,6 +36,7 @@ pub(crate) const CONCURRENCY: Definition = Definition {
     delay_by_default: false,
     keyed: false,
     redis: false,
+    calendar: false,
     not_taken: NOT_FOR_CONCURRENCY,
 };
 
@@ -60,6 +61,7 @@ pub(crate) const ADAPTIVE_CONCURRENCY: Definition = Definition {
     delay_by_default: false,
     keyed: false,
     redis: false,
+    calendar: false,
     not_taken: NOT_FOR_CONCURRENCY,
 };
 

@@ -13,6 +13,7 @@ pub(crate) const TOKEN_BUCKET: Definition = Definition {
     delay_by_default: false,
     keyed: true,
     redis: true,
+    calendar: true,
     not_taken: &[],
 };
 
@@ -24,6 +25,7 @@ pub(crate) const LEAKY_BUCKET: Definition = Definition {
     delay_by_default: true,
     keyed: true,
     redis: true,
+    calendar: true,
     not_taken: &[],
 };
 

@@ -13,7 +13,7 @@
 //!
 //! 1. A file here, `my_algorithm.rs`, with `pub(crate) const MY_ALGORITHM:
 //!    Definition` (name as written in files, the fields it takes beyond the
-//!    common ones, `delay_by_default`, `keyed`, `redis`, the common fields
+//!    common ones, `delay_by_default`, `keyed`, `redis`, `calendar`, the common fields
 //!    it does not take) and its `parse`
 //!    function: read the fields through the [`Reader`] (each problem is
 //!    recorded by the reader at its position), then build the core limiter
@@ -65,6 +65,9 @@ pub(crate) struct Definition {
     pub(crate) keyed: bool,
     /// Whether a rule can run on `backend: redis`.
     pub(crate) redis: bool,
+    /// Whether a rule can carry a calendar `quota` beside its rate (a
+    /// composite both must admit).
+    pub(crate) calendar: bool,
     /// The common fields this algorithm does not take (unknown fields in
     /// its rules).
     pub(crate) not_taken: &'static [&'static str],

@@ -18,6 +18,7 @@ pub(crate) const PRIORITY: Definition = Definition {
     delay_by_default: false,
     keyed: false,
     redis: false,
+    calendar: false,
     not_taken: &[],
 };
 

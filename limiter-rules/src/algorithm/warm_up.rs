@@ -15,6 +15,7 @@ pub(crate) const WARM_UP: Definition = Definition {
     delay_by_default: false,
     keyed: false,
     redis: false,
+    calendar: false,
     not_taken: &[],
 };
 

@@ -31,6 +31,7 @@ use crate::units::{Rate, parse_duration};
 mod cost;
 mod fields;
 mod overrides;
+mod quota;
 mod redis;
 mod request;
 
@@ -55,6 +56,7 @@ const COMMON: &[&str] = &[
     "shadow_headers",
     "penalty",
     "cost",
+    "quota",
 ];
 
 /// The settings at the top of a file, beside `rate_limits`.
@@ -246,6 +248,7 @@ fn rule(
         Some(d) => COMMON
             .iter()
             .filter(|f| !d.not_taken.contains(f))
+            .filter(|f| d.calendar || **f != "quota")
             .chain(d.fields)
             .copied()
             .collect(),
@@ -262,7 +265,8 @@ fn rule(
         }
     };
     for (key, kpos, _) in entries {
-        if !allowed.contains(&key.as_str()) {
+        // `quota` on an algorithm without one has its own problem (below).
+        if !allowed.contains(&key.as_str()) && key != "quota" {
             let problem = Problem::UnknownField {
                 found: key.clone(),
                 expected: allowed.clone(),
@@ -313,6 +317,7 @@ fn rule(
     let shadow = own_shadow.map(|own| own.unwrap_or(shadow_all));
     let penalty = f.penalty(key.as_ref());
     let cost = f.cost(algorithm.as_ref());
+    let quota = f.calendar(definition.map(|d| d.calendar));
     if f.check.errors.len() > before {
         return None;
     }
@@ -333,6 +338,7 @@ fn rule(
         shadow_headers: shadow_headers?.unwrap_or(false),
         penalty: penalty?,
         cost: cost?,
+        quota: quota?,
     };
     Some((spec, match_pos))
 }
