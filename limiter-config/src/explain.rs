@@ -215,17 +215,15 @@ fn verdict<C: RuleClock>(backend: &RuleBackend<C>, key: &RuleKeyText, cost: u32)
         return Verdict::Penalized { retry_after: left };
     }
     let available = match &rule.live.core {
-        Core::Gcra(l) => l.available(),
+        Core::Local(l) => match l.available() {
+            Some(available) => available,
+            None => return Verdict::NotRead,
+        },
         Core::Keyed(k) => k.available(key),
-        Core::SlidingWindow(l) => l.available(),
-        Core::WarmUp(l) => l.available(),
         Core::Priority(p, _) => p.available(backend.class_of(key)).unwrap_or(0),
-        Core::AdaptiveEwma(_)
-        | Core::AdaptivePercentile(_)
-        | Core::Redis { .. }
-        | Core::Concurrency(_) => {
-            return Verdict::NotRead;
-        }
+        #[cfg(feature = "redis")]
+        Core::Redis { .. } => return Verdict::NotRead,
+        Core::Concurrency(_) => return Verdict::NotRead,
     };
     let policy = backend.policy(key);
     if cost > policy.burst {

@@ -80,13 +80,16 @@ mod build;
 mod explain;
 mod http;
 mod key;
+mod key_quotas;
 mod latency;
 mod layer;
 mod limiter;
 mod live;
+mod local;
 mod overrides;
 mod ruleset;
 mod snapshot;
+mod store;
 mod watch;
 
 /// The error types under the path the watcher names them by.
