@@ -241,7 +241,10 @@ fn samples_of(json: &str, rule: &str) -> usize {
     };
     let rest = &json[at..];
     let start = rest.find("\"samples\":[").expect("the samples") + "\"samples\":[".len();
-    let end = start + rest[start..].find("],\"top\"").expect("the end of the samples");
+    let end = start
+        + rest[start..]
+            .find("],\"top\"")
+            .expect("the end of the samples");
     rest[start..end].matches('[').count()
 }
 
