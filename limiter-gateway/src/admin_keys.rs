@@ -76,13 +76,13 @@ where
     B: http_body::Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let text = match table_text(rules, rule, key) {
-        Ok(text) => text,
+    let value = match table_text(rules, rule, key) {
+        Ok(value) => value,
         Err(detail) => return problem(StatusCode::BAD_REQUEST, &detail),
     };
     let result = match *method {
-        Method::GET | Method::HEAD => rules.key_quota(rule, &text),
-        Method::DELETE => rules.remove_key_quota(rule, &text),
+        Method::GET | Method::HEAD => rules.key_quota(rule, &value),
+        Method::DELETE => rules.remove_key_quota(rule, &value),
         Method::PUT => {
             let bytes = match read_body(body).await {
                 Ok(b) => b,
@@ -92,7 +92,7 @@ where
                 return problem(StatusCode::BAD_REQUEST, "the body is not UTF-8 JSON");
             };
             match check_quota_str("body".as_ref(), text) {
-                Ok((_, quota)) => rules.set_key_quota(rule, &text, quota),
+                Ok((_, quota)) => rules.set_key_quota(rule, &value, quota),
                 Err(errors) => {
                     let detail = errors.to_string().lines().collect::<Vec<_>>().join("; ");
                     return problem(StatusCode::BAD_REQUEST, &detail);
