@@ -25,7 +25,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use limiter_async::AsyncDecide;
-use limiter_core::{Decide, Decider, Denial, Grant, Headroom, Policy, Reservation};
+use limiter_core::{
+    Debt, Decide, Decider, Denial, Grant, Headroom, Policy, Reservation, Unavailable,
+};
 use limiter_keyed::Strike;
 
 use crate::key::{RuleKeyText, encodes};
@@ -245,6 +247,49 @@ impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
         max_wait: Duration,
     ) -> Option<Result<Grant<RuleTicket>, Denial>> {
         self.decide_now(key, cost, max_wait)
+    }
+
+    /// The cost after the response, charged to the rule's limiter in
+    /// memory; `None` for a Redis rule, which charges by its debt script.
+    /// A shadowed rule charges too: the debt is what enforcement would
+    /// have charged, so its state stays what enforcement would show.
+    fn charge_ready(&self, key: &RuleKeyText, permits: u64, cap: Duration) -> Option<Debt> {
+        Some(match &self.0.live.core {
+            Core::Local(l) => l.charge_after(&(), permits, cap),
+            Core::Keyed(k) => k.charge_after(key, permits, cap),
+            Core::Priority(p, _) => p.charge_after(&self.class_of(key), permits, cap),
+            #[cfg(feature = "redis")]
+            Core::Redis { .. } => return None,
+            Core::Concurrency(_) => Debt {
+                charged: 0,
+                dropped: permits,
+            },
+        })
+    }
+
+    async fn charge_after_async(
+        &self,
+        key: &RuleKeyText,
+        permits: u64,
+        cap: Duration,
+    ) -> Result<Debt, Unavailable> {
+        if let Some(debt) = self.charge_ready(key, permits, cap) {
+            return Ok(debt);
+        }
+        #[cfg(feature = "redis")]
+        if let Core::Redis { limiter, keyed } = &self.0.live.core {
+            // The Redis key of the decisions (see `decide_async`).
+            let redis_key = if *keyed {
+                key.text()
+            } else {
+                std::borrow::Cow::Borrowed("global")
+            };
+            return limiter
+                .charge_after(&redis_key, permits, cap)
+                .await
+                .map_err(|e| Box::new(e) as Unavailable);
+        }
+        unreachable!("every other core charges synchronously")
     }
 }
 

@@ -32,7 +32,7 @@ use crate::backend::RuleBackend;
 use crate::key::RuleKeyText;
 use crate::live::Core;
 use crate::ruleset::RuleSet;
-use limiter_rules::Mode;
+use limiter_rules::{CostSpec, Mode};
 
 /// A request to explain: what the rules read of a request.
 #[derive(Debug, Clone)]
@@ -62,6 +62,11 @@ pub struct Explanation {
     /// Whether the rule is in shadow mode (it would let the request through
     /// whatever [`verdict`](Explanation::verdict) says, counting it).
     pub shadow: bool,
+    /// The rule's configured cost: the permits a request takes up front
+    /// (what [`verdict`](Explanation::verdict) is decided on) and, when the
+    /// rule charges after the response, the header and the debt cap.
+    /// `None` when no rule matches.
+    pub cost: Option<CostSpec>,
     /// The decision.
     pub verdict: Verdict,
 }
@@ -122,7 +127,8 @@ pub enum Verdict {
 }
 
 impl<C: RuleClock> RuleSet<C> {
-    /// What the rules in force would do with `request` now (cost 1),
+    /// What the rules in force would do with `request` now (at the rule's
+    /// up-front cost; a cost after the response is not known before it),
     /// consuming nothing: see the module documentation for what is exact.
     ///
     /// # Examples
@@ -153,6 +159,7 @@ impl<C: RuleClock> RuleSet<C> {
                 limit: None,
                 key: None,
                 shadow: false,
+                cost: None,
                 verdict: Verdict::Unlimited,
             };
         };
@@ -163,6 +170,7 @@ impl<C: RuleClock> RuleSet<C> {
             limit: Some(spec.algorithm.to_string()),
             key: None,
             shadow: spec.shadow,
+            cost: Some(spec.cost.clone()),
             verdict: Verdict::NoKey,
         };
         if let Some(limiter) = rule.concurrency() {
@@ -195,7 +203,8 @@ impl<C: RuleClock> RuleSet<C> {
             return explanation;
         };
         explanation.key = Some(key.text().into_owned());
-        explanation.verdict = verdict(&RuleBackend(std::sync::Arc::clone(rule)), &key, 1);
+        let cost = spec.cost.request;
+        explanation.verdict = verdict(&RuleBackend(std::sync::Arc::clone(rule)), &key, cost);
         explanation
     }
 }

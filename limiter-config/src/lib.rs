@@ -102,7 +102,7 @@ pub use http::{RulesLayer, RulesService};
 pub use key::RuleKeyText;
 pub use limiter::{PENALIZED, RuleError, RuleLimiter, SHADOW_DELAYED, SHADOW_REJECTED};
 pub use limiter_rules::{
-    ALGORITHMS, AdaptivePolicySpec, Algorithm, BackendSpec, ConfigError, ConfigErrors,
+    ALGORITHMS, AdaptivePolicySpec, Algorithm, BackendSpec, ConfigError, ConfigErrors, CostSpec,
     DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, Format, HeaderSpec, KeyOverride, KeyPart,
     KeySpec, MAX_OVERRIDES, MAX_PENALTY_AFTER, MatchSpec, Matcher, Mode, PathMatch, PenaltySpec,
     Pos, Problem, Rate, RedisSpec, RouteTable, RuleSpec, Shape, check_file, check_quota_str,

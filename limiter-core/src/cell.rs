@@ -44,7 +44,9 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::error::AcquireError;
-use crate::follow::{LOCKED, QuotaOf, SharedQuota};
+#[cfg(feature = "std")]
+use crate::follow::SharedQuota;
+use crate::follow::{LOCKED, QuotaOf};
 use crate::gcra::{self, Params, Refusal};
 use crate::identity::Owner;
 use crate::limiter::acquire_error;

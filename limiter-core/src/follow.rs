@@ -375,7 +375,8 @@ impl QuotaOf<'_> {
     }
 
     /// The version a decision now is made under (0 for a fixed or pinned
-    /// quota).
+    /// quota). For the refund table of a cell, which exists only with `std`.
+    #[cfg(feature = "std")]
     pub(crate) fn version_now(self) -> u64 {
         match self {
             QuotaOf::Following { shared, record } if !record.is_pinned() => {
@@ -386,7 +387,9 @@ impl QuotaOf<'_> {
     }
 
     /// Whether a reservation made under `version` may still be given back:
-    /// no shared change since (always, for a fixed quota).
+    /// no shared change since (always, for a fixed quota). For the refund
+    /// table of a cell, which exists only with `std`.
+    #[cfg(feature = "std")]
     pub(crate) fn still_in_force(self, version: u64) -> bool {
         match self {
             QuotaOf::Following { shared, record } if !record.is_pinned() => {

@@ -113,7 +113,7 @@ pub use clock::{BlockingClock, Clock, DefaultClock, ManualClock};
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, MonotonicClock};
 pub use composite::{AllOfError, AllReservation, Limit, cancel_all, reserve_all, try_acquire_all};
-pub use debt::{ChargeAfter, Debt, charge_in_chunks};
+pub use debt::{ChargeAfter, DEFAULT_MAX_DEBT, Debt, MAX_DEBT_LIMIT, charge_in_chunks};
 pub use decision::{Decide, Decider, Denial, Grant, Policy, Unavailable};
 pub use error::{AcquireError, QuotaError};
 pub use follow::{CellQuota, QuotaOf, SharedQuota};
@@ -153,6 +153,13 @@ pub mod __loom {
     /// Makes a following cell's move skip its `LOCKED` step (the broken
     /// variant of the keyed quota-change model). Set before a model runs.
     pub static BROKEN_MOVE: std::sync::atomic::AtomicBool =
+        std::sync::atomic::AtomicBool::new(false);
+
+    /// Makes a decision's fast read skip its generation check (the broken
+    /// variant of the fast-read model, `gcra_fast_read_broken.rs`), so it
+    /// may decide on the copy of a change whose word is not installed yet.
+    /// Set before a model runs.
+    pub static BROKEN_FAST_READ: std::sync::atomic::AtomicBool =
         std::sync::atomic::AtomicBool::new(false);
 
     /// The `tat` that [`RateLimiter::set_quota`](crate::RateLimiter::set_quota)

@@ -63,41 +63,14 @@ use std::sync::{PoisonError, TryLockError};
 use limiter_core::Clock;
 use scc::hash_index::OccupiedEntry;
 
+use crate::entry::{Cursor, Entry, Room, WhenFull};
 use crate::error::KeyedError;
-use crate::limiter::{Entry, KeyedLimiter, WhenFull};
+use crate::limiter::KeyedLimiter;
 
 /// Entries examined by the step that follows each insertion of a new key.
 pub(crate) const STEP: usize = 4;
 /// Entries examined by a new key that finds the map full.
 pub(crate) const FULL_STEP: usize = 32;
-
-/// Where the sweep stands; held under the limiter's cursor lock.
-#[derive(Debug)]
-pub(crate) struct Cursor<K> {
-    /// The next entry to examine; `None`: start a pass at the table's first.
-    next: Option<K>,
-    /// The smallest `tat` of the keys kept so far in this pass.
-    pass_min: u64,
-}
-
-impl<K> Cursor<K> {
-    pub(crate) fn new() -> Cursor<K> {
-        Cursor {
-            next: None,
-            pass_min: u64::MAX,
-        }
-    }
-}
-
-/// What a new key got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Room {
-    /// Room in the key count, claimed: insert the key.
-    Claimed,
-    /// No slot could be had without waiting for another insertion: decide
-    /// on a fresh cell and keep it nowhere (eviction only).
-    Unkept,
-}
 
 /// The entry a step would evict: the smallest debt `debt / t` in permits.
 struct Victim<K> {
@@ -129,8 +102,10 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// Claims a slot in the key count if one is free. Relaxed: the count is
     /// a bound on its own; the CAS keeps it ≤ `max_keys`.
     fn try_claim(&self) -> bool {
+        // Relaxed (set and fetch): the count orders nothing else; the CAS
+        // inside `try_update` alone keeps it at most `max_keys`.
         self.count
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            .try_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
                 (n < self.max_keys).then_some(n + 1)
             })
             .is_ok()
@@ -179,18 +154,20 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// After an insertion: one step of [`STEP`] entries once the map is
-    /// more than half full, unless another thread holds the cursor.
+    /// more than half full, unless another thread holds the cursor; then
+    /// `next_idle_at` lowered to the new key's `now`.
     pub(crate) fn after_insert(&self, now: u64) {
-        // SeqCst, then the same on `next_idle_at` (in `insert`): see
-        // `end_pass`.
+        // SeqCst, then the same on `next_idle_at` below: see `end_pass`.
         lower(&self.inserted_min, now);
         // Relaxed: a counter read as a hint.
-        if self.count.load(Ordering::Relaxed) <= self.max_keys / 2 {
-            return;
+        if self.count.load(Ordering::Relaxed) > self.max_keys / 2 {
+            if let Ok(mut cursor) = self.cursor.try_lock() {
+                self.step(&mut cursor, now, STEP, false, false);
+            }
         }
-        if let Ok(mut cursor) = self.cursor.try_lock() {
-            self.step(&mut cursor, now, STEP, false, false);
-        }
+        // SeqCst: inserted_min first, then this (see `end_pass`): a lower
+        // bound, only lowered here.
+        lower(&self.next_idle_at, now);
     }
 
     /// Examines at most `budget` entries from the cursor, retiring and

@@ -60,6 +60,7 @@
 mod charge;
 mod composite;
 mod decision;
+mod entry;
 mod error;
 mod eviction;
 mod limiter;
@@ -71,8 +72,9 @@ mod top_keys;
 
 pub use charge::ChargeKeyAfter;
 pub use composite::KeyLimit;
+pub use entry::WhenFull;
 pub use error::KeyedError;
-pub use limiter::{KeyedBuilder, KeyedLimiter, WhenFull};
-pub use overrides::{DEFAULT_MAX_OVERRIDES, OverrideError};
+pub use limiter::{DEFAULT_MAX_OVERRIDES, KeyedBuilder, KeyedLimiter};
+pub use overrides::OverrideError;
 pub use penalty::{MAX_STRIKES, Penalty, PenaltyBox, PenaltyError, Strike};
 pub use top_keys::{TopKey, TopKeys};

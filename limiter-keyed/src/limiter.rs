@@ -63,17 +63,21 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use limiter_core::{
-    AcquireError, CellClock, CellQuota, CellRefunds, Clock, DefaultClock, GcraCell, Headroom,
-    Quota, QuotaError, QuotaOf, Reservation, SharedQuota,
+    AcquireError, CellClock, CellRefunds, Clock, DefaultClock, GcraCell, Headroom, Quota,
+    QuotaError, QuotaOf, Reservation, SharedQuota,
 };
 
 use scc::HashIndex;
 
+use crate::entry::{Cursor, Entry, Room, WhenFull};
 use crate::error::KeyedError;
-use crate::eviction::{Cursor, Room};
 
 /// See [`KeyedLimiter::DEFAULT_MAX_KEYS`].
 const DEFAULT_MAX_KEYS: usize = 100_000;
+
+/// How many keys may have their own quota when the builder is not told:
+/// 10,000 (each about 100 bytes with its key).
+pub const DEFAULT_MAX_OVERRIDES: usize = 10_000;
 
 /// The map is created sized for `min(max_keys, PRESIZED_KEYS)` keys and
 /// never shrinks below that: a `HashIndex` left free to shrink under
@@ -83,31 +87,6 @@ const DEFAULT_MAX_KEYS: usize = 100_000;
 /// [`KeyedLimiter::DEFAULT_MAX_KEYS`] and bounds the table reserved up front (about 2 MB
 /// for `u64` keys) whatever `max_keys` says.
 const PRESIZED_KEYS: usize = 1 << 17;
-
-/// What a full limiter does with a new key when no key is idle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum WhenFull {
-    /// Refuse the new key with [`KeyedError::TooManyKeys`] (the default):
-    /// forgetting a limited key would let a client who floods new keys reset
-    /// someone else's limit.
-    #[default]
-    RejectNewKeys,
-    /// Evict a key to make room, forgetting its debt (an evicted key comes
-    /// back full): among the keys a bounded step examines, the one whose
-    /// debt is the fewest permits under its own quota, so forgetting it
-    /// admits the fewest extra permits (under one quota: the least recently
-    /// used). A new key is never refused.
-    EvictLeastRecent,
-}
-
-/// One key's state: its cell and the quota its `tat` is expressed in (the
-/// shared one it follows, or its pinned override). Held boxed in the map,
-/// so that resizing moves a pointer, never the cell (see the module doc).
-#[derive(Debug)]
-pub(crate) struct Entry {
-    pub(crate) cell: GcraCell,
-    pub(crate) quota: CellQuota,
-}
 
 /// A rate limiter per key, sharing one quota, with bounded memory.
 ///
@@ -293,7 +272,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
             max_keys: DEFAULT_MAX_KEYS,
             when_full: WhenFull::default(),
             overrides: StdHashMap::new(),
-            max_overrides: crate::overrides::DEFAULT_MAX_OVERRIDES,
+            max_overrides: DEFAULT_MAX_OVERRIDES,
         }
     }
 
@@ -1049,10 +1028,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         // Publishing locks the key's bucket; the error hands the box back
         // when the key is already there.
         if self.map.insert_sync(key.clone(), Box::new(entry)).is_ok() {
-            // SeqCst: inserted_min first, then this (see
-            // `eviction::end_pass`): a lower bound, only lowered here.
+            // Lowers `inserted_min`, steps the sweep, lowers `next_idle_at`.
             self.after_insert(now);
-            crate::eviction::lower(&self.next_idle_at, now);
             // An override set or removed while this entry was private:
             // move it now (`overrides`, "Racing a new key's insertion").
             // Relaxed: a writer changes the count before it takes this

@@ -161,3 +161,53 @@ pub fn keyed_decision_racing_a_change() -> String {
         }
     }
 }
+
+/// The window between a quota change's write of the copy in force and its
+/// word CAS, met by a plain try (which decides on the copy loaded beside
+/// the word, not on the entry the word names; see design.md §5, "The fast
+/// read"). Old: t = 10, burst 2, one permit taken (tat = now + 10); new:
+/// t = 30, burst 3. A try for 2 permits is refused under the old quota
+/// (wait 10), leaving a debt of 10 that the change makes 30; after the
+/// change it is admitted (debt 30 → 90). Decided on the new copy with the
+/// old word (the copy's generation not checked) it would be admitted on a
+/// debt of 10 under t = 30 (tat = now + 70), which the change then scales
+/// to 210: neither order gives that.
+pub fn try_in_the_change_window() -> String {
+    let (old, new) = (quota(10, 2), quota(30, 3));
+    let limiter = Arc::new(limiter_core::RateLimiter::with_clock(old, FixedClock(NOW)));
+    let mut setup = History::new();
+    setup.try_acquire_n(&*limiter, 1).unwrap();
+    let l = limiter.clone();
+    let setter = thread::spawn(move || {
+        let mut h = History::new();
+        h.set_quota(&*l, new);
+        h
+    });
+    let l = limiter.clone();
+    let decider = thread::spawn(move || {
+        let mut h = History::new();
+        let ok = h.try_acquire_n(&*l, 2).is_ok();
+        (h, ok)
+    });
+    let setter = setter.join().unwrap();
+    let (decider, admitted) = decider.join().unwrap();
+    assert_linearizable(
+        model_quota(old),
+        NOW,
+        &setup,
+        &[setter, decider],
+        &History::new(),
+    );
+    // A probe for the whole new burst (3 · 30 ns) waits exactly the debt.
+    let debt = limiter
+        .reserve_n(3, Duration::MAX)
+        .expect("a probe within range")
+        .wait()
+        .as_nanos();
+    let label = match (admitted, debt) {
+        (false, 30) => "refused, debt 30".to_string(),
+        (true, 90) => "admitted, debt 90".to_string(),
+        other => panic!("decided on a mixed quota: {other:?}"),
+    };
+    label
+}
