@@ -197,9 +197,9 @@ pub(crate) fn problem(status: StatusCode, detail: &str) -> Response<Full<Bytes>>
 
 /// The path's segments after the leading `/`, each percent-decoded once
 /// (a segment that does not decode to UTF-8 is kept as sent). A key in an
-/// admin path (`/rules/{rule}/penalties/{key}`) is the key text as
-/// `/explain` shows it, written as a path segment: `%` as `%25`, `/` as
-/// `%2F`.
+/// admin path (`/rules/{rule}/penalties/{key}`, `/rules/{rule}/keys/{key}`)
+/// is the key text as `/explain` shows it, written as a path segment: `%`
+/// as `%25`, `/` as `%2F`.
 pub(crate) fn segments(path: &str) -> Vec<Cow<'_, str>> {
     path.strip_prefix('/')
         .unwrap_or(path)

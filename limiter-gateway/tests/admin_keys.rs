@@ -152,3 +152,96 @@ async fn a_key_quota_set_live_decides_at_once_and_survives_a_reload() {
     let (status, _) = admin(&rig, Method::POST, path, Some(&right), None).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
 }
+
+/// A keyed rule with a penalty box: the first refusal boxes the key.
+const BOXED: &str = "\
+rate_limits:
+  api:
+    algorithm: token_bucket
+    rate: 1/h
+    burst: 1
+    key: header:x-tenant
+    penalty: { after: 1, within: 1h, block: 1h }
+    match: { prefix: \"/api\" }
+";
+
+/// The value of the string field `field` of a flat JSON object.
+fn field<'a>(json: &'a str, field: &str) -> &'a str {
+    let start = json
+        .find(&format!("\"{field}\":\""))
+        .unwrap_or_else(|| panic!("no `{field}` in {json}"))
+        + field.len()
+        + 4;
+    let len = json[start..].find('"').unwrap();
+    &json[start..start + len]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_explain_shows_addresses_its_quota_and_its_penalty() {
+    let echo = Echo::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let dir = TempDir::new();
+    let token = dir.write("admin-token", &format!("{TOKEN}\n"));
+    let rig = Rig::start(BOXED, &echo.url(), |c| c.admin_token_file = Some(token)).await;
+    let right = format!("Bearer {TOKEN}");
+    // A value the key encoding escapes: a space and a `:`.
+    let tenant = "acme corp:eu";
+    assert_eq!(admitted(&rig, tenant, 2).await, 1); // the refusal boxes it
+
+    // The operator reads the key from explain...
+    let (status, json) = admin(
+        &rig,
+        Method::GET,
+        "/explain?path=/api/x&header=x-tenant:acme%20corp%3Aeu",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(json.contains("\"decision\":\"penalized\""), "{json}");
+    let key = field(&json, "key");
+    assert_eq!(key, "acme%20corp%3Aeu");
+    // ...and writes it as a path segment (`%` as `%25`) in both calls.
+    let segment = key.replace('%', "%25");
+
+    let quota = r#"{"rate": "1/h", "burst": 5}"#;
+    let keys = format!("/rules/api/keys/{segment}");
+    let (status, json) = admin(&rig, Method::PUT, &keys, Some(&right), Some(quota)).await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(
+        field(&json, "key"),
+        key,
+        "the answer names the key as explain does"
+    );
+    assert!(
+        json.contains("\"source\":\"admin\"") && json.contains("\"available\":4"),
+        "{json}"
+    );
+    let (status, json) = admin(&rig, Method::GET, &keys, None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(json.contains("\"burst\":5,"), "{json}");
+
+    // The raw value is not the key's text: refused, not another key.
+    let (status, json) = admin(
+        &rig,
+        Method::GET,
+        "/rules/api/keys/acme%20corp:eu",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+    assert!(
+        json.contains("acme%20corp%3Aeu"),
+        "the detail shows the text: {json}"
+    );
+
+    let penalties = format!("/rules/api/penalties/{segment}");
+    let (status, json) = admin(&rig, Method::DELETE, &penalties, Some(&right), None).await;
+    assert_eq!(
+        (status, json.as_str()),
+        (StatusCode::OK, "{\"released\":true}")
+    );
+    // Out of the box, under its own quota: the one permit it took stays
+    // owed, so 4 of the burst of 5.
+    assert_eq!(admitted(&rig, tenant, 6).await, 4);
+}

@@ -127,9 +127,10 @@ async fn the_page_renders_what_metrics_says() {
     }
 
     // The gateway's sampler takes one sample a second of real time, and the
-    // chart draws its series from those samples: on a fast machine the
-    // traffic above ends before the first one. Wait for two.
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    // chart draws its rates between consecutive samples: on a fast machine
+    // the traffic above ends before the first one. Poll the page's own JSON
+    // until the rule has two (bounded: the test fails, not hangs).
+    wait_for_samples(&rig, "per_client", 2).await;
 
     let dir = TempDir::new();
     let url = format!("http://{page}/");
@@ -214,6 +215,37 @@ async fn the_page_renders_what_metrics_says() {
     let bytes = std::fs::read(&png).expect("chromium wrote the screenshot");
     rig.running.shutdown().await;
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "a PNG");
+}
+
+/// Polls `/dashboard.json` until `rule` has at least `n` samples; fails
+/// the test after 30 s.
+async fn wait_for_samples(rig: &Rig, rule: &str, n: usize) {
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let json = rig.admin("/dashboard.json").await;
+        if samples_of(&json, rule) >= n {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "the sampler took {n} samples of `{rule}` within 30 s: {json}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// How many samples `/dashboard.json` holds for `rule` (each `[t, …]`).
+fn samples_of(json: &str, rule: &str) -> usize {
+    let Some(at) = json.find(&format!("{{\"name\":\"{rule}\"")) else {
+        return 0;
+    };
+    let rest = &json[at..];
+    let start = rest.find("\"samples\":[").expect("the samples") + "\"samples\":[".len();
+    let end = start
+        + rest[start..]
+            .find("],\"top\"")
+            .expect("the end of the samples");
+    rest[start..end].matches('[').count()
 }
 
 /// The value of the attribute `attr` of the element whose tag holds `at`.

@@ -11,30 +11,8 @@ use std::time::Duration;
 
 use limiter_core::Quota;
 use limiter_redis::{FailurePolicy, RedisConnection, RedisLimitError, RedisLimiter, Source};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use support::RedisServer;
+use support::{RedisServer, blackhole, lazy};
 use tokio::time::Instant;
-
-/// A listener that accepts connections and never answers; the sockets
-/// stay open until the test's runtime ends.
-async fn blackhole() -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((socket, _)) = listener.accept().await {
-            held.push(socket);
-        }
-    });
-    port
-}
-
-fn lazy(port: u16) -> RedisConnection {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-    ConnectionManager::new_lazy_with_config(client, ConnectionManagerConfig::new())
-        .unwrap()
-        .into()
-}
 
 fn limiter(conn: RedisConnection, policy: FailurePolicy) -> RedisLimiter {
     RedisLimiter::builder_with_connection(conn, Quota::per_second(10).unwrap())

@@ -43,6 +43,6 @@ mod decide;
 mod matcher;
 mod service;
 
-pub use config::{ConfigError, ConfigErrors, LimitSpec, Pos, Problem, Rule, RuleSet};
+pub use config::{ConfigError, ConfigErrors, Fixable, LimitSpec, Pos, Problem, Rule, RuleSet};
 pub use matcher::{Matched, OVERRIDE_RULE};
 pub use service::{Options, RateLimiter, RequestError};

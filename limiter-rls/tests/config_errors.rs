@@ -12,6 +12,7 @@ fn errors(files: &[(&str, &str)]) -> Vec<(String, u32, u32, Problem)> {
         .collect();
     RuleSet::from_files(files)
         .unwrap_err()
+        .errors()
         .iter()
         .map(|e| {
             (

@@ -7,15 +7,18 @@
 //! (`start_paused`): the blackhole never answers, so only the deadline can
 //! end a call.
 
+#[path = "../../limiter-redis/tests/support/mod.rs"]
+mod redis_support;
+
 use std::time::Duration;
 
-use limiter_redis::{FailurePolicy, RedisConnection};
+use limiter_redis::FailurePolicy;
 use limiter_rls::backend::AnyBackend;
 use limiter_rls::backend::redis::{RedisFixed, RedisGcra};
 use limiter_rls::proto::{Code, Entry, RateLimitDescriptor, RateLimitRequest};
 use limiter_rls::stats::Recorder;
 use limiter_rls::{Options, RateLimiter, RequestError, RuleSet};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis_support::{blackhole, free_port as dead, lazy};
 use tokio::time::Instant;
 
 const BUDGET: Duration = Duration::from_millis(10);
@@ -26,40 +29,13 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 2}
 ";
 
-/// A port nobody listens on (bound, then released).
-fn dead() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A listener that accepts and never answers (sockets held until the
-/// runtime ends).
-async fn blackhole() -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((socket, _)) = listener.accept().await {
-            held.push(socket);
-        }
-    });
-    port
-}
-
 fn service(
     port: u16,
     fixed: bool,
     policy: FailurePolicy,
     call_timeout: Duration,
 ) -> RateLimiter<AnyBackend> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-    let conn: RedisConnection =
-        ConnectionManager::new_lazy_with_config(client, ConnectionManagerConfig::new())
-            .unwrap()
-            .into();
+    let conn = lazy(port);
     let backend = if fixed {
         AnyBackend::RedisFixed(RedisFixed::new(conn, "", call_timeout, policy, 1_000).unwrap())
     } else {

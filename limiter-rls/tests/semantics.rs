@@ -1,6 +1,6 @@
 //! The decision of `ShouldRateLimit` on the in-memory backends under a
 //! manual clock: `duration_until_reset` (GCRA: the time until the bucket is
-//! full again, in whole emission intervals; fixed window: until the window
+//! full again, `tat − now` to the nanosecond; fixed window: until the window
 //! ends), `unlimited`, the global `SHADOW_MODE` and `QUOTA_MODE`,
 //! per-descriptor `hits_addend` (a set 0 checks without spending, a set
 //! value overrides the request's), and a property test of the whole
@@ -127,6 +127,29 @@ fn gcra_reset_is_the_time_until_the_bucket_is_full() {
     let r = ask(&s, vec![d("m", "u", None)], 0);
     assert_eq!(r.statuses[0].limit_remaining, 57);
     assert_eq!(reset(&r.statuses[0]), Duration::from_secs(3));
+    // Between emissions: exactly the time left, not whole intervals. A
+    // check (a set 0) charges nothing; 1.5 s after, 1.5 s of the 3 s debt
+    // remain and one whole permit came back.
+    clock.advance(Duration::from_millis(1_500));
+    let r = ask(&s, vec![d("m", "u", Some(0))], 0);
+    assert_eq!(r.statuses[0].limit_remaining, 58);
+    assert_eq!(reset(&r.statuses[0]), Duration::from_millis(1_500));
+    // To the nanosecond: 1 ns later, 1 ns less.
+    clock.advance(Duration::from_nanos(1));
+    let r = ask(&s, vec![d("m", "u", Some(0))], 0);
+    assert_eq!(reset(&r.statuses[0]), Duration::from_nanos(1_499_999_999));
+    // Refused requests report it too: 2 per second (t = 500 ms), both
+    // spent 100 ms apart (full at 1 s), refused 50 ms later: 850 ms away.
+    let r = ask(&s, vec![d("a", "u", None)], 0);
+    assert_eq!(reset(&r.statuses[0]), Duration::from_millis(500));
+    clock.advance(Duration::from_millis(100));
+    let r = ask(&s, vec![d("a", "u", None)], 0);
+    assert_eq!(r.statuses[0].limit_remaining, 0);
+    assert_eq!(reset(&r.statuses[0]), Duration::from_millis(900));
+    clock.advance(Duration::from_millis(50));
+    let r = ask(&s, vec![d("a", "u", None)], 0);
+    assert_eq!(code(r.overall_code), Code::OverLimit);
+    assert_eq!(reset(&r.statuses[0]), Duration::from_millis(850));
     // A fresh key of another limit is full at once after a check-only call.
     let r = ask(&s, vec![d("b", "u", Some(0))], 0);
     assert_eq!(r.statuses[0].limit_remaining, 5);
@@ -287,10 +310,11 @@ impl Model {
         }
     }
 
-    /// The reset time of a counter with `remaining` left.
-    fn reset(&self, n: u64, remaining: u64, now: u64) -> Duration {
+    /// The reset time of a counter: GCRA, until it is full (`tat − now`).
+    fn reset(&self, counter: &str, now: u64) -> Duration {
         if self.gcra {
-            Duration::from_nanos(NANOS / n * (n - remaining))
+            let tat = self.tat.get(counter).copied().unwrap_or(0);
+            Duration::from_nanos(tat.saturating_sub(now))
         } else {
             Duration::from_nanos(NANOS - now % NANOS)
         }
@@ -332,7 +356,7 @@ impl Model {
                     Code::Ok
                 },
                 u32::try_from(remaining).unwrap(),
-                self.reset(n, left, now),
+                self.reset(&counter, now),
             ));
         }
         (if overall { Code::OverLimit } else { Code::Ok }, out)

@@ -4,6 +4,11 @@
 //! A file is checked completely before anything is built, and every problem
 //! found becomes one [`ConfigError`]; [`ConfigErrors`] holds them all, in
 //! file order. [`Problem`] is the part a caller can match on.
+//!
+//! The located error and its text are generic over the problem
+//! ([`Fixable`]): another config format's checker (`limiter-rls`, for the
+//! Envoy rate limit service's YAML) brings its own problem enum and gets the
+//! same `file:line:column: …; fix: …` lines.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -156,6 +161,20 @@ impl Problem {
     }
 }
 
+/// A problem a person can fix: the Display text says what is wrong,
+/// [`Fixable::fix`] what to change. [`ConfigError`] writes the two after the
+/// position.
+pub trait Fixable: fmt::Display {
+    /// What to change to fix it.
+    fn fix(&self) -> String;
+}
+
+impl Fixable for Problem {
+    fn fix(&self) -> String {
+        Problem::fix(self)
+    }
+}
+
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -190,9 +209,10 @@ impl fmt::Display for Problem {
     }
 }
 
-/// One problem of a rule file, with where it is.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConfigError {
+/// One problem of a rule file, with where it is (`P` is the problem type:
+/// this crate's [`Problem`] unless another format's checker brings its own).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError<P = Problem> {
     /// The file.
     pub file: PathBuf,
     /// The line and column of the value (or of the key, for an unknown or
@@ -203,10 +223,10 @@ pub struct ConfigError {
     /// The field, as a dotted path within the rule (`redis.url`), if any.
     pub field: Option<String>,
     /// What is wrong.
-    pub problem: Problem,
+    pub problem: P,
 }
 
-impl fmt::Display for ConfigError {
+impl<P: Fixable> fmt::Display for ConfigError<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}: ", self.file.display(), self.pos)?;
         match (&self.rule, &self.field) {
@@ -219,20 +239,20 @@ impl fmt::Display for ConfigError {
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl<P: Fixable + fmt::Debug> std::error::Error for ConfigError<P> {}
 
 /// Every problem of a file, in file order (at least one).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConfigErrors(pub Vec<ConfigError>);
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors<P = Problem>(pub Vec<ConfigError<P>>);
 
-impl ConfigErrors {
+impl<P> ConfigErrors<P> {
     /// The problems.
-    pub fn errors(&self) -> &[ConfigError] {
+    pub fn errors(&self) -> &[ConfigError<P>] {
         &self.0
     }
 }
 
-impl fmt::Display for ConfigErrors {
+impl<P: Fixable> fmt::Display for ConfigErrors<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, e) in self.0.iter().enumerate() {
             if i > 0 {
@@ -244,4 +264,4 @@ impl fmt::Display for ConfigErrors {
     }
 }
 
-impl std::error::Error for ConfigErrors {}
+impl<P: Fixable + fmt::Debug> std::error::Error for ConfigErrors<P> {}

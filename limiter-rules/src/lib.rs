@@ -80,7 +80,7 @@ mod validate;
 use std::path::Path;
 
 pub use algorithm::{ALGORITHMS, AdaptivePolicySpec, Algorithm, EstimatorSpec, QueueSpec};
-pub use error::{ConfigError, ConfigErrors, Problem};
+pub use error::{ConfigError, ConfigErrors, Fixable, Problem};
 pub use limiter_calendar::{CalendarQuota, Period};
 pub use limiter_concurrency::{Bounds, QueueOrder};
 pub use route_table::RouteTable;
@@ -90,7 +90,7 @@ pub use schema::{
     KeyOverride, KeyPart, KeySpec, MAX_OVERRIDES, MAX_PENALTY_AFTER, MatchSpec, Mode, PathMatch,
     PenaltySpec, RedisSpec, RuleSpec, Shape,
 };
-pub use source::{Format, Pos};
+pub use source::{Format, Node, Pos, SyntaxError, Value, parse as parse_tree};
 pub use units::{Rate, parse_duration};
 
 /// Reads and checks `path`: the rules as understood, or every problem.

@@ -11,6 +11,11 @@
 //! file order), and a duplicate key is a syntax error of the format, never a
 //! silent overwrite. Nothing here knows the rule schema: that is
 //! `validate`'s job, which walks the tree and reports every problem at once.
+//!
+//! The tree is public ([`parse_tree`](crate::parse_tree), [`Node`],
+//! [`Value`], [`SyntaxError`]) so that another file format's checker (the
+//! Envoy rate limit service's YAML in `limiter-rls`) reports its problems
+//! at the same positions, computed the same way.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -66,14 +71,20 @@ impl Format {
     }
 }
 
-/// A scalar or container of the file, without positions.
+/// A scalar or container of the file; its children carry their positions.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Value {
+pub enum Value {
+    /// An empty value (`~`, `null`, or nothing after the key).
     Null,
+    /// `true` or `false`.
     Bool(bool),
+    /// A whole number, as written (range checks are the schema's).
     Int(i128),
+    /// A number with a fraction or an exponent.
     Float(f64),
+    /// A string.
     Str(String),
+    /// A list.
     Seq(Vec<Node>),
     /// Keys with their positions, in file order.
     Map(Vec<(String, Pos, Node)>),
@@ -81,7 +92,7 @@ pub(crate) enum Value {
 
 impl Value {
     /// What kind of value this is, for "expected X, found Y" messages.
-    pub(crate) fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> &'static str {
         match self {
             Value::Null => "nothing (null)",
             Value::Bool(_) => "a boolean",
@@ -96,20 +107,41 @@ impl Value {
 
 /// A value and the position of its node.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Node {
-    pub(crate) value: Value,
-    pub(crate) pos: Pos,
+pub struct Node {
+    /// The value.
+    pub value: Value,
+    /// Where the value starts (1:1 for an empty document).
+    pub pos: Pos,
 }
 
 /// A syntax error of the format: where, and the parser's message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SyntaxError {
-    pub(crate) pos: Pos,
-    pub(crate) message: String,
+pub struct SyntaxError {
+    /// Where the parser stopped.
+    pub pos: Pos,
+    /// The first line of the parser's message.
+    pub message: String,
 }
 
-/// Parses `text` in `format` into a tree.
-pub(crate) fn parse(text: &str, format: Format) -> Result<Node, SyntaxError> {
+/// Parses `text` in `format` into a tree (an empty YAML document is
+/// [`Value::Null`] at 1:1).
+///
+/// # Errors
+///
+/// The format's [`SyntaxError`], duplicate keys included.
+///
+/// # Examples
+///
+/// ```
+/// use limiter_rules::{Format, Pos, Value, parse_tree};
+///
+/// let root = parse_tree("domain: d\n", Format::Yaml)?;
+/// let Value::Map(entries) = &root.value else { unreachable!() };
+/// assert_eq!(entries[0].0, "domain");
+/// assert_eq!(entries[0].2.pos, Pos { line: 1, column: 9 });
+/// # Ok::<(), limiter_rules::SyntaxError>(())
+/// ```
+pub fn parse(text: &str, format: Format) -> Result<Node, SyntaxError> {
     match format {
         Format::Yaml => parse_yaml(text),
         Format::Toml => parse_toml(text),

@@ -25,9 +25,14 @@
 //! held for its slot and a late wake-up is lost rate), beside
 //! `AsyncLimiter::take()` pacing one consumer at the same rates in the same
 //! run; and limiter-config's rule set (one routed `per_ip` token bucket
-//! that never limits, headers on) through `RuleSet::layer`. Every case
-//! checks its statuses (all 200, or all 429 after the
-//! first).
+//! that never limits, headers on) through `RuleSet::layer`, beside the
+//! operator controls on the same rule set: the rule in shadow mode (at one
+//! per hour, so every request after each client's first is a shadow
+//! refusal, counted and let through), the never-limiting rule set with the
+//! top-keys summary on (`RuleSet::record_top_keys`: the admit path with the
+//! summary on), and the shadow rule set with it on (every shadow refusal
+//! recorded by key). Every case checks its statuses (all 200, or all 429
+//! after the first).
 //!
 //! Two measures per case: requests per second (wall clock), and the CPU
 //! time the process spent per request (server and load generator together,
@@ -46,6 +51,11 @@
 //! * `reject_vs_allow`: the 429 path over the admitting one;
 //! * `redis_vs_none` is wall-clock: most of its cost is the redis-server's
 //!   CPU, another process's.
+//!
+//! * `shadow_vs_rules`, `topkeys_vs_rules`, `topkeys_shadow_vs_shadow`
+//!   (printed beside the summary): what shadow refusals cost over the
+//!   plain rule set's admissions, what the top-keys summary costs on the
+//!   admit path, and what recording each refusal in it costs.
 //!
 //! * `delay_1k_vs_async`, `delay_10k_vs_async`: the achieved rate of the
 //!   delay-mode rows (200s over the permits the quota allows in the
@@ -97,10 +107,13 @@ enum Case {
     Delay1k,
     Delay10k,
     Rules,
+    RulesShadow,
+    RulesTopKeys,
+    RulesShadowTopKeys,
 }
 
 impl Case {
-    const ALL: [Case; 13] = [
+    const ALL: [Case; 16] = [
         Case::None,
         Case::Ours,
         Case::OursBare,
@@ -114,6 +127,9 @@ impl Case {
         Case::Delay1k,
         Case::Delay10k,
         Case::Rules,
+        Case::RulesShadow,
+        Case::RulesTopKeys,
+        Case::RulesShadowTopKeys,
     ];
 
     fn name(self) -> &'static str {
@@ -131,6 +147,9 @@ impl Case {
             Case::Delay1k => "ours_delay_1k",
             Case::Delay10k => "ours_delay_10k",
             Case::Rules => "rules_keyed_ip",
+            Case::RulesShadow => "rules_shadow_ip",
+            Case::RulesTopKeys => "rules_topkeys_ip",
+            Case::RulesShadowTopKeys => "rules_shadow_topkeys_ip",
         }
     }
 
@@ -231,21 +250,34 @@ fn app(case: Case, redis: &RedisLimiter) -> Router {
         Case::Delay1k | Case::Delay10k => {
             hello.layer(delayed(case.delay_rate().expect("a delay case")))
         }
-        Case::Rules => hello.layer(rules().layer()),
+        Case::Rules => hello.layer(rules(NEVER_LIMITS).layer()),
+        Case::RulesShadow => hello.layer(rules(SHADOW_REFUSES).layer()),
+        Case::RulesTopKeys => {
+            let rules = rules(NEVER_LIMITS);
+            rules.record_top_keys();
+            hello.layer(rules.layer())
+        }
+        Case::RulesShadowTopKeys => {
+            let rules = rules(SHADOW_REFUSES);
+            rules.record_top_keys();
+            hello.layer(rules.layer())
+        }
     }
 }
 
-/// A rules file of one routed `per_ip` token bucket that never limits (as
-/// [`unlimited`]), loaded as limiter-config's `RuleSet`.
-fn rules() -> limiter_config::RuleSet {
+/// One routed `per_ip` token bucket that never limits (as [`unlimited`]).
+const NEVER_LIMITS: &str = "rate_limits:\n  per_client:\n    algorithm: token_bucket\n    rate: 1000000\n    burst: 1000000\n    per_ip: true\n    match: { route: \"/\" }\n";
+
+/// The same rule at one per hour in shadow mode: every request after each
+/// client's first is refused by the rule, counted, and let through.
+const SHADOW_REFUSES: &str = "rate_limits:\n  per_client:\n    algorithm: token_bucket\n    rate: 1/h\n    burst: 1\n    per_ip: true\n    shadow: true\n    match: { route: \"/\" }\n";
+
+/// The rules file `yaml`, loaded as limiter-config's `RuleSet`.
+fn rules(yaml: &str) -> limiter_config::RuleSet {
     let dir = std::env::temp_dir().join(format!("http-compare-rules-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temporary directory");
     let path = dir.join("rules.yaml");
-    std::fs::write(
-        &path,
-        "rate_limits:\n  per_client:\n    algorithm: token_bucket\n    rate: 1000000\n    burst: 1000000\n    per_ip: true\n    match: { route: \"/\" }\n",
-    )
-    .expect("the rules file is written");
+    std::fs::write(&path, yaml).expect("the rules file is written");
     let rules = limiter_config::RuleSet::load(&path).expect("the rules are valid");
     let _ = std::fs::remove_dir_all(&dir);
     rules
@@ -534,6 +566,15 @@ fn main() {
         "through limiter-config's rule set (one per_ip rule, headers): rules_vs_none={:.3} rules_vs_keyed={:.3}",
         ratio(Case::Rules, Case::None),
         ratio(Case::Rules, Case::Keyed),
+    );
+    println!(
+        "operator controls on the rule set: shadow_vs_rules={:.3} topkeys_vs_rules={:.3} topkeys_shadow_vs_shadow={:.3} (wall clock {:.3} {:.3} {:.3})",
+        ratio(Case::RulesShadow, Case::Rules),
+        ratio(Case::RulesTopKeys, Case::Rules),
+        ratio(Case::RulesShadowTopKeys, Case::RulesShadow),
+        wall(Case::RulesShadow, Case::Rules),
+        wall(Case::RulesTopKeys, Case::Rules),
+        wall(Case::RulesShadowTopKeys, Case::RulesShadow),
     );
     println!(
         "for scale: seed 004's in-memory Gin middlewares 28,000-32,000 QPS and its Redis one 8,500 QPS on 4 cores; here on 2 cores shared with the load generator: ours {:.0}, keyed {:.0}, Redis {:.0} req/s",

@@ -16,9 +16,14 @@
 //!    a time, for GCRA and for the fixed window.
 //! 3. Envoy's added p99: the same GET through Envoy with the `ratelimit`
 //!    filter pointing at limiter-rls (in memory) and through Envoy without
-//!    it, interleaved rounds, one keep-alive connection each. The
-//!    difference is printed signed; a negative one (noise larger than the
-//!    filter's cost) is reported as unresolvable, not as zero.
+//!    it, one keep-alive connection each. The requests alternate between
+//!    the two (which goes first alternates too), in rounds (7, or 3 with
+//!    `--quick`); each round gives its own p99 difference, and the added
+//!    p99 is the median of the rounds' differences (their range printed
+//!    beside it), so one burst of load on a shared machine moves one round,
+//!    not the result. The difference is printed signed; a negative one
+//!    (noise larger than the filter's cost) is reported as unresolvable,
+//!    not as zero.
 //! 4. Accuracy: one key limited to 100/s, offered 200/s open loop through
 //!    Envoy for 10 s (also with `--quick`); admitted counts against the
 //!    exact GCRA bound `burst + rate · seconds` for limiter-rls (GCRA), for
@@ -359,29 +364,46 @@ fn upstream() -> u16 {
     port
 }
 
-/// p99 of sequential GETs through `with` minus through `without`, µs,
-/// over interleaved rounds.
-fn added_p99(with: &Envoy, without: &Envoy, n: usize) -> (u64, u64) {
-    let (mut a, mut b) = (Vec::new(), Vec::new());
+/// The p99 (µs) of sequential GETs through `with` and through `without`
+/// in each of `rounds` rounds of `per_round` requests each; within a round
+/// the two alternate, and which of a pair goes first alternates too, so a
+/// slow moment of the machine falls on both alike.
+fn p99_rounds(with: &Envoy, without: &Envoy, rounds: usize, per_round: usize) -> Vec<(u64, u64)> {
     let (mut ca, mut cb) = (None, None);
-    for i in 0..n {
-        let user = format!("u{}", i % 1000);
+    let get = |conn: &mut Option<BufReader<TcpStream>>, port: u16, user: &str| {
         let t = Instant::now();
-        assert_eq!(
-            http_get(&mut ca, with.1, "/", &[("x-user", &user)]),
-            Some(200)
-        );
-        a.push(t.elapsed().as_micros() as u64);
-        let t = Instant::now();
-        assert_eq!(
-            http_get(&mut cb, without.1, "/", &[("x-user", &user)]),
-            Some(200)
-        );
-        b.push(t.elapsed().as_micros() as u64);
+        assert_eq!(http_get(conn, port, "/", &[("x-user", user)]), Some(200));
+        t.elapsed().as_micros() as u64
+    };
+    (0..rounds)
+        .map(|round| {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for i in 0..per_round {
+                let user = format!("u{}", (round * per_round + i) % 1000);
+                if i % 2 == 0 {
+                    a.push(get(&mut ca, with.1, &user));
+                    b.push(get(&mut cb, without.1, &user));
+                } else {
+                    b.push(get(&mut cb, without.1, &user));
+                    a.push(get(&mut ca, with.1, &user));
+                }
+            }
+            a.sort_unstable();
+            b.sort_unstable();
+            (pct(&a, 0.99), pct(&b, 0.99))
+        })
+        .collect()
+}
+
+/// The median of `xs` (the mean of the middle two for an even count).
+fn median_i64(mut xs: Vec<i64>) -> i64 {
+    xs.sort_unstable();
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2
     }
-    a.sort_unstable();
-    b.sort_unstable();
-    (pct(&a, 0.99), pct(&b, 0.99))
 }
 
 /// Admitted of `rate`/s offered open loop for `secs` on one key.
@@ -571,8 +593,22 @@ fn main() {
     let up = upstream();
     let with = envoy(up, Some(mem_port), false);
     let without = envoy(up, None, false);
-    let (p_with, p_without) = added_p99(&with, &without, if quick { 2_000 } else { 10_000 });
-    let added = i64::try_from(p_with).unwrap_or(i64::MAX) - i64::try_from(p_without).unwrap_or(0);
+    let (rounds, per_round) = if quick { (3, 1_000) } else { (7, 3_000) };
+    let per = p99_rounds(&with, &without, rounds, per_round);
+    let diffs: Vec<i64> = per
+        .iter()
+        .map(|&(w, wo)| i64::try_from(w).unwrap_or(i64::MAX) - i64::try_from(wo).unwrap_or(0))
+        .collect();
+    for (r, ((w, wo), d)) in per.iter().zip(&diffs).enumerate() {
+        println!("round {r}: Envoy GET p99 with the filter {w} µs, without {wo} µs: {d:+} µs");
+    }
+    let p_with = median_i64(per.iter().map(|&(w, _)| w as i64).collect());
+    let p_without = median_i64(per.iter().map(|&(_, wo)| wo as i64).collect());
+    let added = median_i64(diffs.clone());
+    let (lo, hi) = (
+        diffs.iter().min().copied().unwrap_or(0),
+        diffs.iter().max().copied().unwrap_or(0),
+    );
     // A negative difference says the noise exceeds the filter's cost: not
     // resolvable in this run, reported signed and marked, never clamped.
     let added_text = if added < 0 {
@@ -581,7 +617,7 @@ fn main() {
         added.to_string()
     };
     println!(
-        "\nEnvoy GET p99: with the ratelimit filter {p_with} µs, without {p_without} µs: added {added} µs{}",
+        "\nEnvoy GET p99, medians of {rounds} rounds of {per_round} alternating requests: with the ratelimit filter {p_with} µs, without {p_without} µs; added (median of the rounds' differences) {added} µs, range {lo:+} to {hi:+} µs{}",
         if added < 0 {
             " (unresolvable: the noise exceeds the filter's cost)"
         } else {

@@ -1,8 +1,11 @@
 //! A private `redis-server` per test: a free port on 127.0.0.1, no
-//! persistence, killed on drop. Never the system server on 6379.
+//! persistence, killed on drop. Never the system server on 6379. Also the
+//! two servers that fail: a port nobody listens on ([`free_port`]) and a
+//! [`blackhole`] that accepts and never answers, with a [`lazy`] connection
+//! to either.
 //!
-//! Shared by the integration tests and the bench (`#[path]`-included), so not
-//! every item is used by every includer.
+//! Shared by the integration tests and the bench (`#[path]`-included; also by
+//! limiter-rls' Redis tests), so not every item is used by every includer.
 #![allow(dead_code)]
 
 pub(crate) mod cluster;
@@ -12,7 +15,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use limiter_redis::{RedisLimitError, Source};
+use limiter_redis::{RedisConnection, RedisLimitError, Source};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 /// The fields of a [`RedisLimitError::RateLimited`] denial.
@@ -167,9 +170,36 @@ impl Drop for RedisServer {
     }
 }
 
-fn free_port() -> u16 {
+/// A free port on 127.0.0.1 (bound, then released): nobody listens on it,
+/// so a connection to it is refused.
+pub(crate) fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     listener.local_addr().expect("local addr").port()
+}
+
+/// A listener on a free port that accepts connections and never answers;
+/// the sockets stay open until the test's runtime ends.
+pub(crate) async fn blackhole() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind an ephemeral port");
+    let port = listener.local_addr().expect("local addr").port();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    port
+}
+
+/// A connection to `port` that connects on its first command (so it can be
+/// made to a dead or blackholed port), with the redis crate's defaults.
+pub(crate) fn lazy(port: u16) -> RedisConnection {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).expect("valid url");
+    ConnectionManager::new_lazy_with_config(client, ConnectionManagerConfig::new())
+        .expect("a lazy connection manager")
+        .into()
 }
 
 /// Whether the server on `port` answers `PING` and is process `pid` (not

@@ -8,7 +8,8 @@
 //! rounded up). All or nothing is `limiter_core::try_acquire_all` over the
 //! keys' [`KeyLimit`](limiter_keyed::KeyLimit)s: the one composite
 //! mechanism of the workspace (exact when single-threaded, stricter never
-//! looser under a race; see its docs).
+//! looser under a race; see its docs). A key's reset time is the time
+//! until its bucket is full again, `tat − now`, exact to the nanosecond.
 //!
 //! [`MemoryFixed`] keeps one counter per key (the window it counts and its
 //! count) under one mutex: checking every part and then incrementing them
@@ -84,14 +85,41 @@ impl<C: Clock + Clone + 'static> MemoryGcra<C> {
         Ok(l)
     }
 
+    /// What is left of `key` and the exact time until it is full again
+    /// (`tat − now`, in the core's nanoseconds; zero when full).
+    ///
+    /// The core reports the state as a [`Headroom`](limiter_core::Headroom):
+    /// `remaining` whole permits and `refill_in`, the time until one more.
+    /// One more comes at `tat − (burst − remaining − 1)·t`, so the time
+    /// until full is `refill_in + (burst − remaining − 1)·t`, exact to the
+    /// nanosecond. A reservation of 0 permits reads that state and writes
+    /// nothing; it is asked only of a key that is not full, which holds
+    /// state already, so a check never takes a new key's place.
     fn state(limiter: &KeyedLimiter<String, C>, key: &String) -> PartState {
-        let remaining = limiter.available(key);
         let q = limiter.quota_of(key);
-        let missing = u64::from(q.burst().saturating_sub(remaining));
+        let full = PartState {
+            remaining: q.burst(),
+            reset: Duration::ZERO,
+            degraded: false,
+        };
+        if limiter.available(key) >= q.burst() {
+            return full;
+        }
+        // Refused only for a new key when the map is full: the key was
+        // forgotten in between, so it is full again.
+        let Ok((_, left)) = limiter.reserve_n_with_headroom(key, 0, Duration::ZERO) else {
+            return full;
+        };
+        let missing_after_next =
+            u64::from(q.burst().saturating_sub(left.remaining.saturating_add(1)));
+        let rest = Duration::from_nanos(q.period_nanos().saturating_mul(missing_after_next));
         PartState {
-            remaining,
-            // Whole emission intervals: an upper bound within one `t`.
-            reset: Duration::from_nanos(q.period_nanos().saturating_mul(missing)),
+            remaining: left.remaining,
+            reset: if left.remaining >= q.burst() {
+                Duration::ZERO
+            } else {
+                left.refill_in.saturating_add(rest)
+            },
             degraded: false,
         }
     }

@@ -6,7 +6,9 @@
 //! and [`FailurePolicy`]. A peek is the same script with every
 //! `n = 0` (it writes nothing). On a Cluster every key of a domain carries
 //! the hash tag `{domain}` so a request's keys meet in one slot (a domain's
-//! counters then live on one shard).
+//! counters then live on one shard). A reset time is the script's
+//! `tat − now`, exact to the microsecond (the unit the key's `tat` is kept
+//! in), never rounded to emission intervals.
 //!
 //! [`RedisFixed`] keeps envoyproxy/ratelimit's keys and values bit for bit
 //! (`CACHE_KEY_PREFIX + domain_key_value_…_ + window_start`, `INCRBY`,
@@ -69,15 +71,45 @@ impl RedisGcra {
         timeout: Duration,
         policy: FailurePolicy,
     ) -> Result<RedisGcra, BackendError> {
+        RedisGcra::build(conn, prefix, timeout, policy, None::<UnixClock>)
+    }
+
+    /// As [`new`](RedisGcra::new), with `now` read from `clock` on this
+    /// side (whole µs, passed to the script) instead of Redis' `TIME`: for
+    /// exact tests under a manual clock. Every replica sharing the keys
+    /// must share the clock's epoch.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](RedisGcra::new).
+    pub fn with_clock(
+        conn: RedisConnection,
+        prefix: &str,
+        timeout: Duration,
+        policy: FailurePolicy,
+        clock: impl Clock + 'static,
+    ) -> Result<RedisGcra, BackendError> {
+        RedisGcra::build(conn, prefix, timeout, policy, Some(clock))
+    }
+
+    fn build(
+        conn: RedisConnection,
+        prefix: &str,
+        timeout: Duration,
+        policy: FailurePolicy,
+        clock: Option<impl Clock + 'static>,
+    ) -> Result<RedisGcra, BackendError> {
         let cluster = conn.is_cluster();
         let quota = Quota::per_second(1).map_err(|e| BackendError(e.to_string()))?;
-        let limiter = RedisLimiter::builder_with_connection(conn, quota)
+        let mut builder = RedisLimiter::builder_with_connection(conn, quota)
             .key_prefix(if prefix.is_empty() { "rls" } else { prefix })
             .call_timeout(timeout)
             .failure_policy(policy)
-            .deny_cache(false)
-            .build()
-            .map_err(|e| BackendError(e.to_string()))?;
+            .deny_cache(false);
+        if let Some(clock) = clock {
+            builder = builder.client_clock(clock);
+        }
+        let limiter = builder.build().map_err(|e| BackendError(e.to_string()))?;
         Ok(RedisGcra { limiter, cluster })
     }
 

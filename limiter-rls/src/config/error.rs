@@ -1,6 +1,6 @@
 //! The errors of a config directory: each names the file, line and column,
-//! what is wrong and what to change (the style of limiter-config's rule
-//! file errors).
+//! what is wrong and what to change, written by limiter-rules' located
+//! error (the same lines as a rule file's errors).
 //!
 //! A file is checked completely and every problem found becomes one
 //! [`ConfigError`]; [`ConfigErrors`] holds them all, files in name order and
@@ -11,7 +11,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use super::tree::Pos;
+use limiter_rules::Fixable;
 
 /// What is wrong, as a variant a caller (or a test) can match on. The
 /// Display text says what is wrong; [`Problem::fix`] says what to change.
@@ -84,9 +84,8 @@ pub enum Problem {
     },
 }
 
-impl Problem {
-    /// What to change to fix it.
-    pub fn fix(&self) -> String {
+impl Fixable for Problem {
+    fn fix(&self) -> String {
         match self {
             Problem::Io { .. } => "check that the path exists and is readable".into(),
             Problem::Syntax { .. } => "fix the YAML at this position".into(),
@@ -159,53 +158,11 @@ impl fmt::Display for Problem {
     }
 }
 
-/// One problem in one file, with its position.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The file.
-    pub file: PathBuf,
-    /// Where in it.
-    pub pos: Pos,
-    /// What is wrong.
-    pub problem: Problem,
-}
+/// One problem in one file, with its position: limiter-rules' located
+/// error, written `file:line:column: problem; fix: …` (`rule` and `field`
+/// stay `None`; the position says where).
+pub type ConfigError = limiter_rules::ConfigError<Problem>;
 
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}: {}; fix: {}",
-            self.file.display(),
-            self.pos,
-            self.problem,
-            self.problem.fix()
-        )
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-/// Every problem found in a config directory (never empty).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigErrors(pub Vec<ConfigError>);
-
-impl ConfigErrors {
-    /// The problems, files in name order.
-    pub fn iter(&self) -> impl Iterator<Item = &ConfigError> {
-        self.0.iter()
-    }
-}
-
-impl fmt::Display for ConfigErrors {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, e) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str("\n")?;
-            }
-            write!(f, "{e}")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for ConfigErrors {}
+/// Every problem found in a config directory (never empty), files in name
+/// order.
+pub type ConfigErrors = limiter_rules::ConfigErrors<Problem>;

@@ -13,14 +13,13 @@
 
 mod error;
 mod schema;
-pub(crate) mod tree;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use error::{ConfigError, ConfigErrors, Problem};
-pub use tree::Pos;
+pub use limiter_rules::{Fixable, Pos};
 
 use crate::proto::Unit;
 
@@ -132,7 +131,7 @@ impl RuleSet {
             set.files = files;
             Ok(set)
         } else {
-            Err(ConfigErrors(errors))
+            Err(limiter_rules::ConfigErrors(errors))
         }
     }
 
@@ -210,9 +209,11 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 pub(crate) fn read_dir(dir: &Path) -> Result<Vec<(PathBuf, String)>, ConfigErrors> {
     let mut paths = Vec::new();
     collect(dir, &mut paths).map_err(|e| {
-        ConfigErrors(vec![ConfigError {
+        limiter_rules::ConfigErrors(vec![ConfigError {
             file: dir.to_path_buf(),
             pos: Pos { line: 1, column: 1 },
+            rule: None,
+            field: None,
             problem: Problem::Io {
                 message: e.to_string(),
             },
@@ -227,6 +228,8 @@ pub(crate) fn read_dir(dir: &Path) -> Result<Vec<(PathBuf, String)>, ConfigError
             Err(e) => errors.push(ConfigError {
                 file: path,
                 pos: Pos { line: 1, column: 1 },
+                rule: None,
+                field: None,
                 problem: Problem::Io {
                     message: e.to_string(),
                 },
@@ -234,7 +237,7 @@ pub(crate) fn read_dir(dir: &Path) -> Result<Vec<(PathBuf, String)>, ConfigError
         }
     }
     if !errors.is_empty() {
-        return Err(ConfigErrors(errors));
+        return Err(limiter_rules::ConfigErrors(errors));
     }
     Ok(files)
 }

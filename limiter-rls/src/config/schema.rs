@@ -1,4 +1,6 @@
-//! envoyproxy/ratelimit's schema, checked on the position tree: the fields
+//! envoyproxy/ratelimit's schema, checked on limiter-rules' position tree
+//! (the one rule files are read into, so positions are computed one way
+//! everywhere): the fields
 //! they accept (`validKeys` in their `config_impl.go`), the same checks in
 //! the same order per descriptor, every problem reported with its position.
 //!
@@ -12,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::error::{ConfigError, Problem};
-use super::tree::{self, Node, Pos, Value};
+use limiter_rules::{Format, Node, Pos, Value, parse_tree};
+
 use super::{Descriptor, Level, LimitSpec, Rule, Wildcard};
 use crate::proto::Unit;
 
@@ -42,6 +45,8 @@ impl Checker<'_> {
         self.errors.push(ConfigError {
             file: self.file.to_path_buf(),
             pos,
+            rule: None,
+            field: None,
             problem,
         });
     }
@@ -139,6 +144,28 @@ impl Checker<'_> {
     }
 }
 
+/// A value as JSON (for `metadata`, which is returned as it is).
+fn to_json(value: &Value) -> serde_json::Value {
+    match value {
+        Value::Null => serde_json::Value::Null,
+        Value::Bool(b) => serde_json::Value::Bool(*b),
+        // Metadata numbers become protobuf doubles anyway.
+        #[allow(clippy::cast_precision_loss)]
+        Value::Int(i) => serde_json::Number::from_f64(*i as f64)
+            .map_or(serde_json::Value::Null, serde_json::Value::Number),
+        Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map_or(serde_json::Value::Null, serde_json::Value::Number),
+        Value::Str(s) => serde_json::Value::String(s.clone()),
+        Value::Seq(items) => items.iter().map(|n| to_json(&n.value)).collect(),
+        Value::Map(entries) => serde_json::Value::Object(
+            entries
+                .iter()
+                .map(|(k, _, n)| (k.clone(), to_json(&n.value)))
+                .collect(),
+        ),
+    }
+}
+
 fn get<'n>(fields: &[(&str, &'n Node)], name: &str) -> Option<&'n Node> {
     fields.iter().find(|(k, _)| *k == name).map(|(_, v)| *v)
 }
@@ -154,7 +181,7 @@ pub(super) fn load_file(
 ) {
     let before = errors.len();
     let mut c = Checker { file: path, errors };
-    let root = match tree::parse(text) {
+    let root = match parse_tree(text, Format::Yaml) {
         Ok(root) => root,
         Err(e) => {
             c.report(e.pos, Problem::Syntax { message: e.message });
@@ -251,7 +278,7 @@ fn load_level(c: &mut Checker<'_>, parent_key: &str, items: &[Node], level: &mut
                 parts: final_key.split('*').map(str::to_owned).collect(),
             });
         }
-        let metadata = match get(&fields, "metadata").map(|n| (n, n.value.to_json())) {
+        let metadata = match get(&fields, "metadata").map(|n| (n, to_json(&n.value))) {
             Some((_, serde_json::Value::Object(map))) => Some(Arc::new(map)),
             Some((_, serde_json::Value::Null)) | None => None,
             Some((n, _)) => {
