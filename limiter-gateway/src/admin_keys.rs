@@ -33,7 +33,7 @@ use http_body_util::Full;
 use limiter_config::{KeyQuota, OverrideRefusal, RuleSet, check_quota_str};
 use limiter_tower::key_encoding::KeyWriter;
 
-use crate::admin::{json_escape, percent_decode, problem, read_body};
+use crate::admin_http::{json_escape, percent_decode, problem, read_body};
 
 /// The text the rule set's per-key calls take for `key`, the key text as
 /// `/explain` shows it: for a rule whose key has one part, the value that

@@ -49,6 +49,7 @@
 
 mod admin;
 mod admin_auth;
+mod admin_http;
 mod admin_keys;
 mod body;
 mod config;
@@ -70,11 +71,12 @@ mod tls;
 mod upgrade;
 pub mod upstream;
 
-pub use admin::{MAX_ADMIN_BODY, metrics_handle, rules_json};
+pub use admin::{metrics_handle, rules_json};
 pub use admin_auth::{
     AdminToken, AdminTokenError, AuthDenied, CHALLENGE, MIN_TOKEN_LEN, PublicAdminWithoutToken,
     authorize, check_admin_bind, is_read_only,
 };
+pub use admin_http::MAX_ADMIN_BODY;
 pub use body::ClientBody;
 pub use config::{
     GatewayConfig, GatewayConfigError, LogConfig, Timeouts, Upstream, parse_addr,
