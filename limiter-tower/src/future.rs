@@ -34,9 +34,10 @@ use limiter_async::{CancelGrant, SlotWait, WakeUp};
 use limiter_core::{Denial, Grant};
 
 use crate::backend::Backend;
-use crate::charge::{Charging, ResponseHead, Settle};
+use crate::charge::{Charging, Settle};
 use crate::key::KeyExtractor;
 use crate::metrics::Metrics;
+use crate::response_cost::ResponseHead;
 use crate::shared::{HeaderNumbers, HeaderWriter, Shared};
 
 /// The body of a response through the layer: the inner service's, or the

@@ -21,12 +21,12 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::backend::Backend;
-use crate::charge::{ResponseCost, ResponseCostFn, ResponseHead, cost_in_header};
 use crate::future::ResponseFuture;
 use crate::headers::{Draft10, HeaderStyle};
 use crate::key::{KeyExtractor, RequestHead};
 use crate::metrics::Metrics;
 use crate::response::Rejection;
+use crate::response_cost::{ResponseCost, ResponseCostFn, ResponseHead, cost_in_header};
 use crate::service::RateLimitService;
 use crate::shared::{BypassFn, CostFn, HeaderWriter, KeyFn, Mode, RejectionFn, Shared};
 

@@ -129,11 +129,11 @@ pub mod problem;
 #[cfg(feature = "redis")]
 mod redis_backend;
 mod response;
+mod response_cost;
 mod service;
 mod shared;
 
 pub use backend::Backend;
-pub use charge::{ResponseHead, cost_in_header};
 pub use client_ip::ClientIp;
 pub use future::{LimitBody, ResponseFuture};
 pub use headers::{Draft10, HeaderStyle, LegacyHeaders, NoHeaders, RateLimitInfo};
@@ -147,5 +147,6 @@ pub use limiter_core::{Denial, Grant, Policy};
 #[cfg(feature = "redis")]
 pub use redis_backend::RedisBackend;
 pub use response::Rejection;
+pub use response_cost::{ResponseHead, cost_in_header};
 pub use service::RateLimitService;
 pub use shared::Mode;

@@ -87,7 +87,7 @@ pub(crate) struct Shared<B: Backend, E> {
     /// Whether the missing-peer error was logged (it is logged once).
     pub(crate) warned_missing_peer: AtomicBool,
     /// The cost after the response, when the layer charges one.
-    pub(crate) response_cost: Option<crate::charge::ResponseCost>,
+    pub(crate) response_cost: Option<crate::response_cost::ResponseCost>,
 }
 
 /// The rate-limit header syntax and the policy name it writes: what a
