@@ -48,7 +48,7 @@ async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     let rules = RuleSet::load_dir(&settings.config_dir)?;
     let metrics = limiter_rls::exporter::install();
     let recorder = limiter_rls::exporter::recorder(&settings).await?;
-    let backend: AnyBackend = limiter_rls::backend::build(&settings).await?;
+    let backend: AnyBackend = settings.backend().await?;
     let limiter = Arc::new(limiter_rls::RateLimiter::new(
         rules,
         backend,

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use limiter_redis::FailurePolicy;
 
-use crate::backend::Algorithm;
+use crate::backend::{Algorithm, AnyBackend, BackendError, memory, redis};
 
 /// Where the limits are kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,6 +131,56 @@ pub fn parse_go_duration(s: &str) -> Option<Duration> {
 }
 
 impl Settings {
+    /// The backend these settings ask for (connecting to Redis lazily: a Redis
+    /// that is down at start-up is answered by the failure policy, as later).
+    ///
+    /// # Errors
+    ///
+    /// A Redis URL that does not parse.
+    pub async fn backend(&self) -> Result<AnyBackend, BackendError> {
+        let settings = self;
+        let clock = crate::window::UnixClock::new();
+        match (&settings.store, settings.algorithm) {
+            (Store::Memory, Algorithm::Gcra) => Ok(AnyBackend::MemoryGcra(
+                memory::MemoryGcra::new(clock, settings.max_keys),
+            )),
+            (Store::Memory, Algorithm::FixedWindow) => Ok(AnyBackend::MemoryFixed(
+                memory::MemoryFixed::new(clock, settings.max_keys),
+            )),
+            (Store::Redis { urls, cluster }, algorithm) => {
+                let err = |e: ::redis::RedisError| BackendError(format!("REDIS_URL: {e}"));
+                let conn: limiter_redis::RedisConnection = if *cluster {
+                    let client = ::redis::cluster::ClusterClient::new(urls.clone()).map_err(err)?;
+                    client.get_async_connection().await.map_err(err)?.into()
+                } else {
+                    let url = urls.first().cloned().unwrap_or_default();
+                    let client = ::redis::Client::open(url).map_err(err)?;
+                    ::redis::aio::ConnectionManager::new_lazy_with_config(
+                        client,
+                        ::redis::aio::ConnectionManagerConfig::new(),
+                    )
+                    .map_err(err)?
+                    .into()
+                };
+                Ok(match algorithm {
+                    Algorithm::Gcra => AnyBackend::RedisGcra(redis::RedisGcra::new(
+                        conn,
+                        &settings.key_prefix,
+                        settings.redis_timeout,
+                        settings.failure_policy,
+                    )?),
+                    Algorithm::FixedWindow => AnyBackend::RedisFixed(redis::RedisFixed::new(
+                        conn,
+                        &settings.key_prefix,
+                        settings.redis_timeout,
+                        settings.failure_policy,
+                        settings.max_keys,
+                    )?),
+                })
+            }
+        }
+    }
+
     /// Reads the settings through `get` (the process environment in the
     /// binary, a map in tests).
     ///
