@@ -238,6 +238,23 @@ pub struct Report {
     pub timed_out: u64,
 }
 
+impl Report {
+    /// The summary line of docs/benchmarks.md: goodput, p99 against the
+    /// unloaded p99, the slowest convergence, and the oscillation as the
+    /// largest deviation of any steady-state 10 ms sample from the
+    /// converged limit (the target "no oscillation beyond ±10 %" read
+    /// literally: every sample, not a percentile).
+    pub fn summary(&self) -> String {
+        format!(
+            "concurrency summary goodput_pct={:.1} p99_vs_unloaded={:.2} converge_s={:.1} oscillation_pct={:.1}",
+            self.goodput_pct,
+            self.p99_vs_unloaded,
+            self.converge_s.iter().copied().fold(0.0, f64::max),
+            self.max_deviation_pct
+        )
+    }
+}
+
 fn phase_at(t: u64) -> usize {
     SCHEDULE
         .iter()
@@ -444,35 +461,32 @@ mod tests {
         run(&mut Concurrency(limiter), seed)
     }
 
-    /// Seed 1 of the default estimator (the summary line of
+    /// Seeds 1, 2 and 3 of the default estimator (the summary lines of
     /// docs/benchmarks.md): the same numbers on every run (virtual time, a
-    /// seeded generator, estimators that read no clock), and the targets
-    /// met: goodput >= 95 %, steady-state p99 <= 2x the unloaded p99,
-    /// convergence within 5 s of each change, the 95th percentile of the
-    /// oscillation within 10 %.
+    /// seeded generator, estimators that read no clock), and every target
+    /// met on each: goodput >= 95 % of capacity, steady-state p99 <= 2x the
+    /// unloaded p99 of the service time, convergence within 5 s of each of
+    /// the four changes, and every 10 ms sample of the steady-state limit
+    /// within 10 % of the converged limit (the largest deviation, not a
+    /// percentile).
     #[test]
-    fn seed_1_is_deterministic_and_meets_the_targets() {
-        let a = default_estimator(1);
-        let b = default_estimator(1);
-        assert_eq!(a, b);
-        assert!(a.goodput_pct >= 95.0, "{a:?}");
-        assert!(a.p99_vs_unloaded <= 2.0, "{a:?}");
-        assert_eq!(a.converge_s.len(), 4, "{a:?}");
-        assert!(a.converge_s.iter().all(|&c| c <= 5.0), "{a:?}");
-        assert!(a.oscillation_pct <= 10.0, "{a:?}");
-        // The summary line's numbers, as printed (one decimal).
-        let summary = format!(
-            "goodput_pct={:.1} p99_vs_unloaded={:.2} converge_s={:.1} oscillation_pct={:.1}",
-            a.goodput_pct,
-            a.p99_vs_unloaded,
-            a.converge_s.iter().copied().fold(0.0, f64::max),
-            a.oscillation_pct
-        );
-        assert_eq!(
-            summary,
-            "goodput_pct=99.8 p99_vs_unloaded=1.78 converge_s=0.7 oscillation_pct=8.6"
-        );
+    fn seeds_1_to_3_are_deterministic_and_meet_every_target() {
+        let expected = [
+            "concurrency summary goodput_pct=98.9 p99_vs_unloaded=1.31 converge_s=1.4 oscillation_pct=8.3",
+            "concurrency summary goodput_pct=99.1 p99_vs_unloaded=1.30 converge_s=1.3 oscillation_pct=8.3",
+            "concurrency summary goodput_pct=99.1 p99_vs_unloaded=1.26 converge_s=1.3 oscillation_pct=8.9",
+        ];
+        for (seed, expected) in (1..=3).zip(expected) {
+            let a = default_estimator(seed);
+            assert_eq!(a, default_estimator(seed), "seed {seed} is deterministic");
+            assert!(a.goodput_pct >= 95.0, "seed {seed}: {a:?}");
+            assert!(a.p99_vs_unloaded <= 2.0, "seed {seed}: {a:?}");
+            assert_eq!(a.converge_s.len(), 4, "seed {seed}: {a:?}");
+            assert!(a.converge_s.iter().all(|&c| c <= 5.0), "seed {seed}: {a:?}");
+            assert!(a.max_deviation_pct <= 10.0, "seed {seed}: {a:?}");
+            assert_eq!(a.summary(), expected, "seed {seed}");
+        }
         // Another seed gives other numbers (the seed is used).
-        assert_ne!(default_estimator(2), a);
+        assert_ne!(default_estimator(2), default_estimator(1));
     }
 }

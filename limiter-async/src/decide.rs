@@ -16,7 +16,7 @@
 use core::future::Future;
 use core::time::Duration;
 
-use limiter_core::{Decide, Decider, Denial, Grant};
+use limiter_core::{Debt, Decide, Decider, Denial, Grant, Unavailable};
 
 /// A [`Decider`] whose decision is a future.
 ///
@@ -68,6 +68,44 @@ pub trait AsyncDecide: Decider {
         let _ = (key, cost, max_wait);
         None
     }
+
+    /// Charges `key` `permits` more after a grant, as capped debt (the
+    /// async form of [`Decide::charge_after`], whose cap it keeps): the
+    /// next permit of `key` at most `max(cap, t)` later, the rest reported
+    /// dropped.
+    ///
+    /// The default charges nothing and reports every permit dropped (a
+    /// limiter that cannot carry debt). In-memory limiters answer with
+    /// their [`Decide::charge_after`]; a remote store debits the key in
+    /// its own script (`limiter_redis::RedisLimiter`).
+    ///
+    /// # Errors
+    ///
+    /// The store could not be reached; nothing is known to be charged.
+    ///
+    /// # Cancel safety
+    ///
+    /// A dropped future may or may not have charged the store.
+    fn charge_after_async(
+        &self,
+        key: &Self::Key,
+        permits: u64,
+        cap: Duration,
+    ) -> impl Future<Output = Result<Debt, Unavailable>> + Send {
+        let _ = (key, cap);
+        core::future::ready(Ok(Debt {
+            charged: 0,
+            dropped: permits,
+        }))
+    }
+
+    /// The charge, when it can be made without waiting (every in-memory
+    /// limiter can); `None` (the default) sends the caller to
+    /// [`charge_after_async`](AsyncDecide::charge_after_async).
+    fn charge_ready(&self, key: &Self::Key, permits: u64, cap: Duration) -> Option<Debt> {
+        let _ = (key, permits, cap);
+        None
+    }
 }
 
 /// Every in-memory decision is ready at once.
@@ -93,5 +131,19 @@ where
         max_wait: Duration,
     ) -> Option<Result<Grant<D::Ticket>, Denial>> {
         Some(self.decide(key, cost, max_wait))
+    }
+
+    fn charge_after_async(
+        &self,
+        key: &D::Key,
+        permits: u64,
+        cap: Duration,
+    ) -> impl Future<Output = Result<Debt, Unavailable>> + Send {
+        core::future::ready(Ok(self.charge_after(key, permits, cap)))
+    }
+
+    #[inline]
+    fn charge_ready(&self, key: &D::Key, permits: u64, cap: Duration) -> Option<Debt> {
+        Some(self.charge_after(key, permits, cap))
     }
 }

@@ -194,6 +194,20 @@ fn explain(
     if e.shadow {
         println!("shadow: true (let through, counted)");
     }
+    // A cost other than the default one permit, as configured.
+    if let Some(cost) = e
+        .cost
+        .as_ref()
+        .filter(|c| c.request != 1 || c.response_header.is_some())
+    {
+        match &cost.response_header {
+            Some(header) => println!(
+                "cost: {} up front, the rest from response header {header} (debt capped at {:?})",
+                cost.request, cost.max_debt
+            ),
+            None => println!("cost: {}", cost.request),
+        }
+    }
     let decision = match e.verdict {
         Verdict::Admitted { remaining } => format!("admitted, {remaining} permit(s) left"),
         Verdict::Delayed { wait, .. } => format!("delayed by at most {wait:?}"),

@@ -11,46 +11,11 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::error::{AcquireError, ConfigError, NoPermit, check_limit};
-use crate::estimator::{Estimator, Outcome, Sample};
+use crate::estimator::Estimator;
 use crate::permit::{OwnedPermit, Permit};
 use crate::queue::QueueOrder;
-use crate::shared::{Enqueued, Shared};
+use crate::shared::{Enqueued, Inner, Shared};
 use crate::word;
-
-/// What every handle of one limiter shares.
-#[derive(Debug)]
-pub(crate) struct Inner {
-    pub(crate) shared: Shared,
-    estimator: Option<std::sync::Mutex<Box<dyn Estimator>>>,
-}
-
-impl Inner {
-    /// Feeds a finished permit to the estimator and installs the limit it
-    /// recommends. A sample that finds another being taken is skipped (the
-    /// estimators are statistical; the permit path never waits on a lock).
-    pub(crate) fn record(&self, outcome: Outcome, in_flight: u32) {
-        let Some(estimator) = &self.estimator else {
-            return;
-        };
-        let (rtt, dropped) = match outcome {
-            Outcome::Success(rtt) => (rtt, false),
-            Outcome::Dropped(rtt) => (rtt, true),
-            Outcome::Ignore => return,
-        };
-        let Ok(mut e) = estimator.try_lock() else {
-            return;
-        };
-        let limit = e.sample(Sample {
-            rtt,
-            in_flight,
-            dropped,
-        });
-        drop(e);
-        if limit != word::limit(self.shared.load()) {
-            self.shared.set_limit(limit);
-        }
-    }
-}
 
 /// A concurrency limiter: at most `limit` permits held at once.
 ///

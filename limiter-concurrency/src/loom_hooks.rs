@@ -14,6 +14,10 @@ pub enum Broken {
     ReleaseIgnoresQueue,
     /// A raise of the limit does not admit the waiters it frees.
     RaiseWakesNobody,
+    /// A limit change reads the word and stores it back with the new limit
+    /// instead of a CAS: a release, admission or queued flag written in
+    /// between is overwritten.
+    LimitLoadStore,
     /// A release hands its permit to a waiter whenever one is queued,
     /// without checking that the permit is free under the (lowered) limit.
     HandOffIgnoresLimit,

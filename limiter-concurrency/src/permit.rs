@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::estimator::Outcome;
-use crate::limiter::Inner;
+use crate::shared::Inner;
 
 /// A permit of a [`ConcurrencyLimiter`](crate::ConcurrencyLimiter),
 /// borrowed from it.

@@ -1,5 +1,6 @@
 //! The protocol on the state word and the wait queue, shared by every
-//! handle, permit and waiting future of one limiter.
+//! handle, permit and waiting future of one limiter, and `Inner`: that
+//! state with the limiter's estimator, what every handle holds.
 //!
 //! # Implementation notes
 //!
@@ -21,9 +22,13 @@
 //!   what is held (the freed permit is free for nobody), one CAS
 //!   `in_flight → in_flight - 1`.
 //! * **Release, slow path** (under the lock, `Q` set and the permit free):
-//!   the permit is handed to the next waiter without touching `in_flight`,
-//!   after a CAS of the observed word onto itself that proves neither the
-//!   limit nor the count moved since the decision.
+//!   the permit is handed to the next waiter without touching the word: it
+//!   is decided on a load taken under the lock and takes effect there. While
+//!   the lock is held and `Q` set, nothing admits a newcomer, and the only
+//!   writes to the word are limit changes and decrements of permits that
+//!   are free for nobody, which decide the same on the word whether the
+//!   hand-off is placed before them or not (the argument is in
+//!   docs/design.md).
 //! * **Limit change:** one CAS replacing `limit`. Lowering it revokes
 //!   nothing: releases decrement until `in_flight < limit`. Raising it, when
 //!   `Q` is set, takes the lock and hands exactly the permits now free to
@@ -34,6 +39,7 @@
 
 use std::task::Waker;
 
+use crate::estimator::{Estimator, Outcome, Sample};
 use crate::queue::{Queue, QueueOrder};
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, lock};
 use crate::word::{self, Release};
@@ -147,26 +153,28 @@ impl Shared {
         // Acquire: pairs with the Release of the decrements racing with us.
         let mut w = self.state.load(Ordering::Acquire);
         loop {
-            let next = match self.release_decision(w) {
-                Release::Decrement(next) => next,
-                // The observed word onto itself: succeeds only if the limit
-                // and the count are still what the hand-off was decided on.
-                Release::HandOff => w,
-            };
-            // AcqRel: Release for a decrement (as on the fast path), Acquire
-            // so the waiter handed the permit sees the releaser's work (the
-            // waiter then reads it through the lock).
-            match self
-                .state
-                .compare_exchange(w, next, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) if next != w => return,
-                Ok(_) => {
+            match self.release_decision(w) {
+                // The permit changes owner; the word stays as it is, so the
+                // hand-off takes effect at the read of `w` (no CAS needs to
+                // confirm it: see "The hand-off writes nothing" in
+                // docs/design.md). The waiter sees the releaser's work
+                // through the queue lock it takes to collect the permit.
+                Release::HandOff => {
                     q.grant_next(word::in_flight(w));
                     self.clear_flag_if_empty(&q);
                     return;
                 }
-                Err(actual) => w = actual,
+                // Release: as on the fast path; Acquire on failure, as the
+                // load above (the word read may decide a hand-off).
+                Release::Decrement(next) => {
+                    match self
+                        .state
+                        .compare_exchange(w, next, Ordering::Release, Ordering::Acquire)
+                    {
+                        Ok(_) => return,
+                        Err(actual) => w = actual,
+                    }
+                }
             }
         }
     }
@@ -222,6 +230,11 @@ impl Shared {
         let mut w = self.state.load(Ordering::Relaxed);
         loop {
             let next = word::with_limit(w, limit);
+            #[cfg(loom)]
+            if self.broken == crate::loom_hooks::Broken::LimitLoadStore {
+                self.state.store(next, Ordering::SeqCst);
+                break;
+            }
             // AcqRel: a limit change orders like a release and an admission
             // (it can free permits that a waiter then holds).
             match self
@@ -296,5 +309,40 @@ impl Shared {
 
     pub(crate) fn set_queue(&self, capacity: usize, order: QueueOrder) {
         lock(&self.queue).reconfigure(capacity, order);
+    }
+}
+
+/// What every handle of one limiter shares.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) shared: Shared,
+    pub(crate) estimator: Option<std::sync::Mutex<Box<dyn Estimator>>>,
+}
+
+impl Inner {
+    /// Feeds a finished permit to the estimator and installs the limit it
+    /// recommends. A sample that finds another being taken is skipped (the
+    /// estimators are statistical; the permit path never waits on a lock).
+    pub(crate) fn record(&self, outcome: Outcome, in_flight: u32) {
+        let Some(estimator) = &self.estimator else {
+            return;
+        };
+        let (rtt, dropped) = match outcome {
+            Outcome::Success(rtt) => (rtt, false),
+            Outcome::Dropped(rtt) => (rtt, true),
+            Outcome::Ignore => return,
+        };
+        let Ok(mut e) = estimator.try_lock() else {
+            return;
+        };
+        let limit = e.sample(Sample {
+            rtt,
+            in_flight,
+            dropped,
+        });
+        drop(e);
+        if limit != word::limit(self.shared.load()) {
+            self.shared.set_limit(limit);
+        }
     }
 }

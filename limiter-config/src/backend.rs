@@ -25,7 +25,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use limiter_async::AsyncDecide;
-use limiter_core::{Decide, Decider, Denial, Grant, Headroom, Policy, Reservation};
+use limiter_core::{
+    Debt, Decide, Decider, Denial, Grant, Headroom, Policy, Reservation, Unavailable,
+};
 use limiter_keyed::Strike;
 
 use crate::key::{RuleKeyText, encodes};
@@ -147,14 +149,12 @@ impl<C: RuleClock> RuleBackend<C> {
         max_wait: Duration,
     ) -> Option<Result<Grant<RuleTicket>, Denial>> {
         Some(ruled(match &self.0.live.core {
-            Core::Gcra(l) => l.decide(&(), cost, max_wait),
+            Core::Local(l) => l.decide(&(), cost, max_wait),
             Core::Keyed(k) => k.decide(key, cost, max_wait),
-            Core::SlidingWindow(l) => l.decide(&(), cost, max_wait),
-            Core::WarmUp(l) => l.decide(&(), cost, max_wait),
-            Core::AdaptiveEwma(l) => l.decide(&(), cost, max_wait),
-            Core::AdaptivePercentile(l) => l.decide(&(), cost, max_wait),
             Core::Priority(p, _) => p.decide(&self.class_of(key), cost, max_wait),
-            Core::Redis { .. } | Core::Concurrency(_) => return None,
+            #[cfg(feature = "redis")]
+            Core::Redis { .. } => return None,
+            Core::Concurrency(_) => return None,
         }))
     }
 
@@ -183,26 +183,21 @@ impl<C: RuleClock> Decider for RuleBackend<C> {
             return false;
         };
         match &self.0.live.core {
-            Core::Gcra(l) => Decider::cancel(&**l, &(), reservation),
+            Core::Local(l) => Decider::cancel(&**l, &(), reservation),
             Core::Keyed(k) => Decider::cancel(&**k, key, reservation),
-            Core::SlidingWindow(l) => Decider::cancel(&**l, &(), reservation),
-            Core::WarmUp(l) => Decider::cancel(&**l, &(), reservation),
-            Core::AdaptiveEwma(l) => Decider::cancel(&**l, &(), reservation),
-            Core::AdaptivePercentile(l) => Decider::cancel(&**l, &(), reservation),
             Core::Priority(p, _) => Decider::cancel(&**p, &self.class_of(key), reservation),
-            Core::Redis { .. } | Core::Concurrency(_) => false,
+            #[cfg(feature = "redis")]
+            Core::Redis { .. } => false,
+            Core::Concurrency(_) => false,
         }
     }
 
     fn policy(&self, key: &RuleKeyText) -> Policy {
         match &self.0.live.core {
-            Core::Gcra(l) => l.policy(&()),
+            Core::Local(l) => l.policy(&()),
             Core::Keyed(k) => k.policy(key),
-            Core::SlidingWindow(l) => l.policy(&()),
-            Core::WarmUp(l) => l.policy(&()),
-            Core::AdaptiveEwma(l) => l.policy(&()),
-            Core::AdaptivePercentile(l) => l.policy(&()),
             Core::Priority(p, _) => p.policy(&self.class_of(key)),
+            #[cfg(feature = "redis")]
             Core::Redis { limiter, .. } => limiter.quota().into(),
             // Never asked: a concurrency rule is routed to its own layer,
             // never to a RateLimitLayer. Its limit, with no refill.
@@ -224,23 +219,25 @@ impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
         if let Some(decision) = self.decide_now(key, cost, max_wait) {
             return decision;
         }
-        let Core::Redis { limiter, keyed } = &self.0.live.core else {
-            // A concurrency rule is routed to its own layer (`layer`), never
-            // to a RateLimitLayer over this backend.
-            unreachable!("every other core decides synchronously")
-        };
-        // The key is written once, by the one key encoding (`crate::key`),
-        // as the library path writes it: injective, and free of hash tags.
-        let redis_key = if *keyed {
-            key.text()
-        } else {
-            std::borrow::Cow::Borrowed("global")
-        };
-        let decision = limiter
-            .decide_async(&redis_key, cost, max_wait)
-            .await
-            .map(|g| g.map_ticket(|()| RuleTicket { reservation: None }));
-        self.0.settle(key, decision, false)
+        #[cfg(feature = "redis")]
+        if let Core::Redis { limiter, keyed } = &self.0.live.core {
+            // The key is written once, by the one key encoding
+            // (`crate::key`), as the library path writes it: injective, and
+            // free of hash tags.
+            let redis_key = if *keyed {
+                key.text()
+            } else {
+                std::borrow::Cow::Borrowed("global")
+            };
+            let decision = limiter
+                .decide_async(&redis_key, cost, max_wait)
+                .await
+                .map(|g| g.map_ticket(|()| RuleTicket { reservation: None }));
+            return self.0.settle(key, decision, false);
+        }
+        // A concurrency rule is routed to its own layer (`layer`), never to
+        // a RateLimitLayer over this backend.
+        unreachable!("every other core decides synchronously")
     }
 
     fn decide_ready(
@@ -250,6 +247,49 @@ impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
         max_wait: Duration,
     ) -> Option<Result<Grant<RuleTicket>, Denial>> {
         self.decide_now(key, cost, max_wait)
+    }
+
+    /// The cost after the response, charged to the rule's limiter in
+    /// memory; `None` for a Redis rule, which charges by its debt script.
+    /// A shadowed rule charges too: the debt is what enforcement would
+    /// have charged, so its state stays what enforcement would show.
+    fn charge_ready(&self, key: &RuleKeyText, permits: u64, cap: Duration) -> Option<Debt> {
+        Some(match &self.0.live.core {
+            Core::Local(l) => l.charge_after(&(), permits, cap),
+            Core::Keyed(k) => k.charge_after(key, permits, cap),
+            Core::Priority(p, _) => p.charge_after(&self.class_of(key), permits, cap),
+            #[cfg(feature = "redis")]
+            Core::Redis { .. } => return None,
+            Core::Concurrency(_) => Debt {
+                charged: 0,
+                dropped: permits,
+            },
+        })
+    }
+
+    async fn charge_after_async(
+        &self,
+        key: &RuleKeyText,
+        permits: u64,
+        cap: Duration,
+    ) -> Result<Debt, Unavailable> {
+        if let Some(debt) = self.charge_ready(key, permits, cap) {
+            return Ok(debt);
+        }
+        #[cfg(feature = "redis")]
+        if let Core::Redis { limiter, keyed } = &self.0.live.core {
+            // The Redis key of the decisions (see `decide_async`).
+            let redis_key = if *keyed {
+                key.text()
+            } else {
+                std::borrow::Cow::Borrowed("global")
+            };
+            return limiter
+                .charge_after(&redis_key, permits, cap)
+                .await
+                .map_err(|e| Box::new(e) as Unavailable);
+        }
+        unreachable!("every other core charges synchronously")
     }
 }
 
@@ -319,14 +359,13 @@ mod tests {
                     .unwrap()
                     .map(|g| g.headroom)
                     .map_err(|d| d.retry_after());
-                let direct = match &twin.0.live.core {
-                    Core::SlidingWindow(l) => l.decide(&(), 1, Duration::ZERO),
-                    Core::WarmUp(l) => l.decide(&(), 1, Duration::ZERO),
-                    Core::AdaptiveEwma(l) => l.decide(&(), 1, Duration::ZERO),
-                    _ => unreachable!("{body}"),
-                }
-                .map(|g| g.headroom)
-                .map_err(|d| d.retry_after());
+                let Core::Local(direct) = &twin.0.live.core else {
+                    unreachable!("{body}")
+                };
+                let direct = direct
+                    .decide(&(), 1, Duration::ZERO)
+                    .map(|g| g.headroom)
+                    .map_err(|d| d.retry_after());
                 assert_eq!(g, direct, "{body}");
                 assert_eq!(b.policy(&key), twin.policy(&key), "{body}");
                 clock.advance(Duration::from_millis(100));

@@ -5,11 +5,11 @@
 //! Redis connections are made here, lazily, one per URL, kept across
 //! reloads.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use crate::store::{Conns, connection};
 
 use limiter_keyed::{Penalty, PenaltyBox};
 use limiter_rules::{
@@ -31,7 +31,7 @@ pub(crate) fn build<C: RuleClock>(
     clock: &C,
     specs: Vec<RuleSpec>,
     old: Option<&Snapshot<C>>,
-    conns: &mut HashMap<String, ConnectionManager>,
+    conns: &mut Conns,
     generation: u64,
     top_keys: bool,
 ) -> Result<Built<C>, ConfigErrors> {
@@ -68,6 +68,7 @@ pub(crate) fn build<C: RuleClock>(
                         report.unchanged.push(spec.name.clone());
                         Some(Arc::clone(&p.live))
                     }
+                    #[cfg(feature = "redis")]
                     (Core::Redis { .. }, _) => None,
                     (_, Some(q)) if p.live.set_quota(q) => {
                         report.updated.push(spec.name.clone());
@@ -84,8 +85,8 @@ pub(crate) fn build<C: RuleClock>(
                 let conn = match &spec.backend {
                     BackendSpec::Redis(r) => match connection(conns, &r.url) {
                         Ok(c) => Some(c),
-                        Err(message) => {
-                            errors.push(build_error(path, &spec, message));
+                        Err(problem) => {
+                            errors.push(build_error(path, &spec, problem));
                             continue;
                         }
                     },
@@ -104,14 +105,16 @@ pub(crate) fn build<C: RuleClock>(
                         }
                         Arc::new(live)
                     }
-                    Err(e) => {
-                        errors.push(build_error(path, &spec, e.to_string()));
+                    Err(message) => {
+                        // Only a Redis client can fail here.
+                        let problem = Problem::InvalidRedisUrl { message };
+                        errors.push(build_error(path, &spec, problem));
                         continue;
                     }
                 }
             }
         };
-        if let Err(message) = crate::overrides::apply(&live, &spec, previous.map(|p| &*p.live)) {
+        if let Err(message) = live.apply_overrides(&spec, previous.map(|p| &*p.live)) {
             errors.push(ConfigError {
                 file: path.to_path_buf(),
                 pos: spec.overrides.first().map_or(spec.pos, |o| o.pos),
@@ -190,31 +193,12 @@ fn penalty_box<C: RuleClock>(
     PenaltyBox::with_clock(penalty, max_keys, clock)
 }
 
-fn build_error(path: &Path, spec: &RuleSpec, message: String) -> ConfigError {
+fn build_error(path: &Path, spec: &RuleSpec, problem: Problem) -> ConfigError {
     ConfigError {
         file: path.to_path_buf(),
         pos: spec.pos,
         rule: Some(spec.name.clone()),
         field: Some("redis".into()),
-        problem: Problem::InvalidRedisUrl { message },
+        problem,
     }
-}
-
-/// A lazy connection manager per URL, kept across reloads (it connects on
-/// first use and reconnects by itself).
-fn connection(
-    conns: &mut HashMap<String, ConnectionManager>,
-    url: &str,
-) -> Result<ConnectionManager, String> {
-    if let Some(c) = conns.get(url) {
-        return Ok(c.clone());
-    }
-    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(std::time::Duration::from_secs(1)))
-        .set_number_of_retries(2);
-    let conn =
-        ConnectionManager::new_lazy_with_config(client, config).map_err(|e| e.to_string())?;
-    conns.insert(url.to_owned(), conn.clone());
-    Ok(conn)
 }

@@ -32,7 +32,7 @@ use crate::backend::RuleBackend;
 use crate::key::RuleKeyText;
 use crate::live::Core;
 use crate::ruleset::RuleSet;
-use limiter_rules::Mode;
+use limiter_rules::{CostSpec, Mode};
 
 /// A request to explain: what the rules read of a request.
 #[derive(Debug, Clone)]
@@ -62,6 +62,11 @@ pub struct Explanation {
     /// Whether the rule is in shadow mode (it would let the request through
     /// whatever [`verdict`](Explanation::verdict) says, counting it).
     pub shadow: bool,
+    /// The rule's configured cost: the permits a request takes up front
+    /// (what [`verdict`](Explanation::verdict) is decided on) and, when the
+    /// rule charges after the response, the header and the debt cap.
+    /// `None` when no rule matches.
+    pub cost: Option<CostSpec>,
     /// The decision.
     pub verdict: Verdict,
 }
@@ -122,7 +127,8 @@ pub enum Verdict {
 }
 
 impl<C: RuleClock> RuleSet<C> {
-    /// What the rules in force would do with `request` now (cost 1),
+    /// What the rules in force would do with `request` now (at the rule's
+    /// up-front cost; a cost after the response is not known before it),
     /// consuming nothing: see the module documentation for what is exact.
     ///
     /// # Examples
@@ -153,6 +159,7 @@ impl<C: RuleClock> RuleSet<C> {
                 limit: None,
                 key: None,
                 shadow: false,
+                cost: None,
                 verdict: Verdict::Unlimited,
             };
         };
@@ -163,6 +170,7 @@ impl<C: RuleClock> RuleSet<C> {
             limit: Some(spec.algorithm.to_string()),
             key: None,
             shadow: spec.shadow,
+            cost: Some(spec.cost.clone()),
             verdict: Verdict::NoKey,
         };
         if let Some(limiter) = rule.concurrency() {
@@ -195,7 +203,8 @@ impl<C: RuleClock> RuleSet<C> {
             return explanation;
         };
         explanation.key = Some(key.text().into_owned());
-        explanation.verdict = verdict(&RuleBackend(std::sync::Arc::clone(rule)), &key, 1);
+        let cost = spec.cost.request;
+        explanation.verdict = verdict(&RuleBackend(std::sync::Arc::clone(rule)), &key, cost);
         explanation
     }
 }
@@ -215,17 +224,15 @@ fn verdict<C: RuleClock>(backend: &RuleBackend<C>, key: &RuleKeyText, cost: u32)
         return Verdict::Penalized { retry_after: left };
     }
     let available = match &rule.live.core {
-        Core::Gcra(l) => l.available(),
+        Core::Local(l) => match l.available() {
+            Some(available) => available,
+            None => return Verdict::NotRead,
+        },
         Core::Keyed(k) => k.available(key),
-        Core::SlidingWindow(l) => l.available(),
-        Core::WarmUp(l) => l.available(),
         Core::Priority(p, _) => p.available(backend.class_of(key)).unwrap_or(0),
-        Core::AdaptiveEwma(_)
-        | Core::AdaptivePercentile(_)
-        | Core::Redis { .. }
-        | Core::Concurrency(_) => {
-            return Verdict::NotRead;
-        }
+        #[cfg(feature = "redis")]
+        Core::Redis { .. } => return Verdict::NotRead,
+        Core::Concurrency(_) => return Verdict::NotRead,
     };
     let policy = backend.policy(key);
     if cost > policy.burst {

@@ -1,7 +1,7 @@
 //! A rule's HTTP layer, built once per snapshot around the rule's live
 //! limiter: for a rate rule, `limiter-tower`'s layer with its backend
-//! ([`RuleBackend`]), key ([`RuleKey`]), name, mode, allowlist and header
-//! syntax; for a concurrency rule, `limiter-concurrency`'s layer, which
+//! ([`RuleBackend`]), key ([`RuleKey`]), name, mode, allowlist, header
+//! syntax and cost (up front, and after the response as capped debt); for a concurrency rule, `limiter-concurrency`'s layer, which
 //! holds a permit while the inner service works.
 //!
 //! A concurrency rule does not go through limiter-core's `Decide` seam: a
@@ -57,6 +57,18 @@ pub(crate) fn rule_layer<C: RuleClock>(rule: &Arc<RuleLimiter<C>>) -> RuleLayer<
             Mode::Delay { max_delay } => limiter_tower::Mode::Delay { max_delay },
         })
         .allow_ips(spec.allowlist.iter().copied());
+    // The up-front cost, and the rest from the response head as capped
+    // debt (validation allows a response header on GCRA rules only).
+    let builder = match spec.cost.request {
+        1 => builder,
+        request => builder.cost(move |_| request),
+    };
+    let builder = match &spec.cost.response_header {
+        Some(name) => builder
+            .cost_from_response_header(name.clone())
+            .max_debt(spec.cost.max_debt),
+        None => builder,
+    };
     let builder = match spec.headers {
         // A shadowed rule is invisible to clients unless asked otherwise.
         _ if spec.shadow && !spec.shadow_headers => builder.without_headers(),
@@ -64,10 +76,11 @@ pub(crate) fn rule_layer<C: RuleClock>(rule: &Arc<RuleLimiter<C>>) -> RuleLayer<
         HeaderSpec::Legacy => builder.headers(LegacyHeaders),
         HeaderSpec::None => builder.without_headers(),
     };
-    // The name was checked by validation (1 to 64 header-safe characters).
+    // The name was checked by validation (1 to 64 header-safe characters),
+    // and so was the debt cap (from the rule's t to a day).
     builder
         .build()
-        .unwrap_or_else(|_| unreachable!("rule names are validated"))
+        .unwrap_or_else(|_| unreachable!("rule names and debt caps are validated"))
 }
 
 /// The key extractor of `spec` (the layer's, and `explain`'s).

@@ -80,13 +80,16 @@ mod build;
 mod explain;
 mod http;
 mod key;
+mod key_quotas;
 mod latency;
 mod layer;
 mod limiter;
 mod live;
+mod local;
 mod overrides;
 mod ruleset;
 mod snapshot;
+mod store;
 mod watch;
 
 /// The error types under the path the watcher names them by.
@@ -99,7 +102,7 @@ pub use http::{RulesLayer, RulesService};
 pub use key::RuleKeyText;
 pub use limiter::{PENALIZED, RuleError, RuleLimiter, SHADOW_DELAYED, SHADOW_REJECTED};
 pub use limiter_rules::{
-    ALGORITHMS, AdaptivePolicySpec, Algorithm, BackendSpec, ConfigError, ConfigErrors,
+    ALGORITHMS, AdaptivePolicySpec, Algorithm, BackendSpec, ConfigError, ConfigErrors, CostSpec,
     DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, Format, HeaderSpec, KeyOverride, KeyPart,
     KeySpec, MAX_OVERRIDES, MAX_PENALTY_AFTER, MatchSpec, Matcher, Mode, PathMatch, PenaltySpec,
     Pos, Problem, Rate, RedisSpec, RouteTable, RuleSpec, Shape, check_file, check_quota_str,

@@ -22,10 +22,12 @@ use limiter_core::{
     AcquireError, AdaptiveLimiter, EwmaAimd, Outcome, PercentileWindow, PriorityClass, RateLimiter,
 };
 use limiter_keyed::{KeyedError, KeyedLimiter, PenaltyBox, TopKey};
+#[cfg(feature = "redis")]
 use limiter_redis::{RedisLimitError, RedisLimiter};
 
 use crate::key::{RuleKeyText, library_key};
 use crate::live::{Core, Live};
+use crate::local::downcast;
 use limiter_rules::{Algorithm, RuleSpec};
 
 /// Why a rule's limiter did not grant.
@@ -43,6 +45,7 @@ pub enum RuleError {
     },
     /// The Redis limiter's answer (a denial, or Redis unavailable under
     /// `failure_policy: error`).
+    #[cfg(feature = "redis")]
     Redis(RedisLimitError),
     /// A keyed rule was asked without a key: use the `_key` methods.
     NeedsKey {
@@ -64,6 +67,7 @@ impl RuleError {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             RuleError::Limited(e) => e.retry_after(),
+            #[cfg(feature = "redis")]
             RuleError::Redis(e) => e.retry_after(),
             _ => None,
         }
@@ -78,6 +82,7 @@ impl fmt::Display for RuleError {
                 f,
                 "the rule holds its maximum of {max_keys} keys; raise `max_keys`"
             ),
+            #[cfg(feature = "redis")]
             RuleError::Redis(e) => e.fmt(f),
             RuleError::NeedsKey { rule } => write!(
                 f,
@@ -267,7 +272,7 @@ impl<C: RuleClock> RuleLimiter<C> {
     /// `quota`).
     pub fn gcra(&self) -> Option<&RateLimiter<C>> {
         match &self.live.core {
-            Core::Gcra(l) => Some(l),
+            Core::Local(l) => downcast(&**l),
             _ => None,
         }
     }
@@ -291,6 +296,7 @@ impl<C: RuleClock> RuleLimiter<C> {
     }
 
     /// The Redis limiter of a `backend: redis` rule.
+    #[cfg(feature = "redis")]
     pub fn redis(&self) -> Option<&RedisLimiter> {
         match &self.live.core {
             Core::Redis { limiter, .. } => Some(limiter),
@@ -313,7 +319,7 @@ impl<C: RuleClock> RuleLimiter<C> {
     /// to [`record`](AdaptiveLimiter::record) latencies into.
     pub fn adaptive_ewma(&self) -> Option<&AdaptiveLimiter<EwmaAimd, C>> {
         match &self.live.core {
-            Core::AdaptiveEwma(l) => Some(l),
+            Core::Local(l) => downcast(&**l),
             _ => None,
         }
     }
@@ -321,7 +327,7 @@ impl<C: RuleClock> RuleLimiter<C> {
     /// The adaptive limiter of an `adaptive` rule with `policy: percentile`.
     pub fn adaptive_percentile(&self) -> Option<&AdaptiveLimiter<PercentileWindow, C>> {
         match &self.live.core {
-            Core::AdaptivePercentile(l) => Some(l),
+            Core::Local(l) => downcast(&**l),
             _ => None,
         }
     }
@@ -329,20 +335,15 @@ impl<C: RuleClock> RuleLimiter<C> {
     /// Whether this is an `adaptive` rule (whose rate follows the latencies
     /// given to [`record`](RuleLimiter::record)).
     pub fn is_adaptive(&self) -> bool {
-        matches!(
-            self.live.core,
-            Core::AdaptiveEwma(_) | Core::AdaptivePercentile(_)
-        )
+        matches!(self.spec.algorithm, Algorithm::Adaptive { .. })
     }
 
     /// Records a downstream latency and what became of the request into an
     /// `adaptive` rule's policy (the HTTP layer does this for routed
     /// rules); does nothing for other rules.
     pub fn record(&self, latency: Duration, outcome: Outcome) {
-        match &self.live.core {
-            Core::AdaptiveEwma(l) => l.record_outcome(latency, outcome),
-            Core::AdaptivePercentile(l) => l.record_outcome(latency, outcome),
-            _ => {}
+        if let Core::Local(l) = &self.live.core {
+            l.record(latency, outcome);
         }
     }
 
@@ -375,7 +376,7 @@ impl<C: RuleClock> RuleLimiter<C> {
     /// As [`try_acquire`](RuleLimiter::try_acquire).
     pub async fn try_acquire_n(&self, n: u32) -> Result<(), RuleError> {
         match &self.live.core {
-            Core::Keyed(_) | Core::Redis { keyed: true, .. } => Err(self.needs_key()),
+            core if core.is_keyed() => Err(self.needs_key()),
             _ => self.try_acquire_key_n("global", n).await,
         }
     }
@@ -391,6 +392,7 @@ impl<C: RuleClock> RuleLimiter<C> {
     pub async fn try_acquire_key_n(&self, key: &str, n: u32) -> Result<(), RuleError> {
         match &self.live.core {
             Core::Keyed(k) => Ok(k.try_acquire_n(&library_key(key), n)?),
+            #[cfg(feature = "redis")]
             Core::Redis { limiter, .. } => limiter
                 .try_acquire_n(&library_key(key).text(), n)
                 .await
@@ -428,7 +430,7 @@ impl<C: RuleClock> RuleLimiter<C> {
     /// `timeout`; otherwise as [`take`](RuleLimiter::take).
     pub async fn take_n_timeout(&self, n: u32, timeout: Duration) -> Result<(), RuleError> {
         match &self.live.core {
-            Core::Keyed(_) | Core::Redis { keyed: true, .. } => Err(self.needs_key()),
+            core if core.is_keyed() => Err(self.needs_key()),
             _ => self.take_key_n_timeout("global", n, timeout).await,
         }
     }
@@ -469,6 +471,7 @@ impl<C: RuleClock> RuleLimiter<C> {
                 let _kept = SlotWait::after(wait, WakeUp::Precise, window, refund).await;
                 Ok(())
             }
+            #[cfg(feature = "redis")]
             Core::Redis { limiter, .. } => limiter
                 .take_n_timeout(&library_key(key).text(), n, timeout)
                 .await

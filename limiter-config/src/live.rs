@@ -7,36 +7,36 @@
 //! that have one (GCRA, keyed GCRA, priority) and keeps their state.
 
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
+use crate::store::Conn;
+#[cfg(feature = "redis")]
+use crate::store::redis_limiter;
 use limiter_async::AsyncLimiter;
 use limiter_core::{
     AdaptiveLimiter, EwmaAimd, Limiter, PercentileWindow, PriorityClass, PriorityLimiter, Quota,
-    RateLimiter, SlidingWindow, WarmUpBuilder, WarmUpLimiter,
+    RateLimiter, SlidingWindow, WarmUpBuilder,
 };
-use limiter_redis::{RedisLimitError, RedisLimiter};
-use redis::aio::ConnectionManager;
+#[cfg(feature = "redis")]
+use limiter_redis::RedisLimiter;
 
 use crate::RuleClock;
 use crate::key::RuleKeyText;
+use crate::local::LocalRule;
 use limiter_concurrency::ConcurrencyLimiter;
 use limiter_keyed::{KeyedBuilder, KeyedLimiter, TopKeys, WhenFull};
-use limiter_rules::{
-    AdaptivePolicySpec, Algorithm, BackendSpec, FailurePolicy, QueueSpec, RedisSpec, RuleSpec,
-};
+use limiter_rules::{AdaptivePolicySpec, Algorithm, BackendSpec, QueueSpec, RuleSpec};
 
 /// The state of one rule's limiter, shared across reloads that keep its
 /// shape.
 pub(crate) enum Core<C: RuleClock> {
-    Gcra(Arc<RateLimiter<C>>),
+    /// One in-process limiter for the whole rule: GCRA, sliding window,
+    /// warm-up or adaptive (what differs between them is `LocalRule`'s).
+    Local(Arc<dyn LocalRule>),
     /// A keyed GCRA rule: `KeyedLimiter` by encoded key, evicting the
     /// least recently used key when full (a new key is always served).
     Keyed(Box<KeyedLimiter<RuleKeyText, C>>),
-    SlidingWindow(Arc<SlidingWindow<C>>),
-    WarmUp(Arc<WarmUpLimiter<C>>),
-    AdaptiveEwma(Arc<AdaptiveLimiter<EwmaAimd, C>>),
-    AdaptivePercentile(Arc<AdaptiveLimiter<PercentileWindow, C>>),
-    /// The limiter and the view of its lowest class (what unclassed
+    /// A priority rule, decided per class (the class a request names):
+    /// the limiter and the view of its lowest class (what unclassed
     /// requests use).
     Priority(Arc<PriorityLimiter<C>>, PriorityClass<C>),
     /// A `concurrency` or `adaptive_concurrency` rule: permits held while
@@ -46,10 +46,8 @@ pub(crate) enum Core<C: RuleClock> {
     /// The limiter for library calls and the HTTP layer alike, asked
     /// about encoded keys (`crate::key`): both write a client's key once,
     /// the same way, so both name the same Redis key.
-    Redis {
-        limiter: RedisLimiter,
-        keyed: bool,
-    },
+    #[cfg(feature = "redis")]
+    Redis { limiter: RedisLimiter, keyed: bool },
 }
 
 pub(crate) struct Live<C: RuleClock> {
@@ -69,7 +67,37 @@ const TOP_SHARDS: usize = 8;
 /// Counters per shard.
 const TOP_PER_SHARD: usize = 16;
 
+impl<C: RuleClock> Core<C> {
+    /// Whether the rule decides per client key (so its library calls need
+    /// one).
+    pub(crate) fn is_keyed(&self) -> bool {
+        match self {
+            Core::Keyed(_) => true,
+            #[cfg(feature = "redis")]
+            Core::Redis { keyed, .. } => *keyed,
+            _ => false,
+        }
+    }
+}
+
 impl<C: RuleClock> Live<C> {
+    /// Puts `spec`'s file overrides in force on a keyed rule's table,
+    /// carrying the admin API's over from `previous` when this limiter
+    /// replaces it (`crate::overrides::apply`); nothing for other rules.
+    pub(crate) fn apply_overrides(
+        &self,
+        spec: &RuleSpec,
+        previous: Option<&Live<C>>,
+    ) -> Result<(), String> {
+        let Core::Keyed(keyed) = &self.core else {
+            return Ok(());
+        };
+        let replaced = previous
+            .filter(|p| !std::ptr::eq(*p, self))
+            .map(|p| &p.overrides);
+        crate::overrides::apply(keyed, &self.overrides, spec, replaced)
+    }
+
     /// Starts recording refusals per key (idempotent).
     pub(crate) fn record_top_keys(&self) {
         self.top
@@ -78,25 +106,26 @@ impl<C: RuleClock> Live<C> {
 }
 
 impl<C: RuleClock> Live<C> {
-    /// The limiter of `spec` (already validated, so only Redis can fail).
-    pub(crate) fn build(
-        spec: &RuleSpec,
-        clock: &C,
-        conn: Option<ConnectionManager>,
-    ) -> Result<Live<C>, RedisLimitError> {
+    /// The limiter of `spec` (already validated, so only Redis can fail),
+    /// on `conn` for a Redis rule; the error is the message of the rule's
+    /// build error.
+    pub(crate) fn build(spec: &RuleSpec, clock: &C, conn: Option<Conn>) -> Result<Live<C>, String> {
         let clock = clock.clone();
         let keyed = !spec.key.is_global();
         let core = match (&spec.backend, &spec.algorithm) {
+            #[cfg(feature = "redis")]
             (BackendSpec::Redis(r), a) => {
-                let quota = a.quota().ok_or(RedisLimitError::UnsupportedQuota {
-                    period: Duration::ZERO,
-                })?;
-                let conn = conn.ok_or(RedisLimitError::UnsupportedQuota {
-                    period: Duration::ZERO,
-                })?;
-                let limiter = redis_limiter(conn, quota, r)?;
+                // Validation accepts only GCRA quotas on Redis.
+                let quota = a.quota().ok_or("a Redis rule needs a GCRA quota")?;
+                let conn = conn.ok_or("a Redis rule needs a connection")?;
+                let limiter = redis_limiter(conn, quota, r).map_err(|e| e.to_string())?;
                 Core::Redis { limiter, keyed }
             }
+            #[cfg(not(feature = "redis"))]
+            (BackendSpec::Redis(_), _) => match conn {
+                Some(conn) => match conn {},
+                None => return Err(crate::store::no_redis().to_string()),
+            },
             (BackendSpec::Local, Algorithm::TokenBucket { quota, .. })
             | (BackendSpec::Local, Algorithm::LeakyBucket { quota, .. }) => {
                 if keyed {
@@ -109,14 +138,12 @@ impl<C: RuleClock> Live<C> {
                             .map_err(invalid)?,
                     ))
                 } else {
-                    Core::Gcra(Arc::new(RateLimiter::with_clock(*quota, clock)))
+                    Core::Local(Arc::new(RateLimiter::with_clock(*quota, clock)))
                 }
             }
-            (BackendSpec::Local, Algorithm::SlidingWindow { limit, window }) => {
-                Core::SlidingWindow(Arc::new(
-                    SlidingWindow::with_clock(*limit, *window, clock).map_err(invalid)?,
-                ))
-            }
+            (BackendSpec::Local, Algorithm::SlidingWindow { limit, window }) => Core::Local(
+                Arc::new(SlidingWindow::with_clock(*limit, *window, clock).map_err(invalid)?),
+            ),
             (
                 BackendSpec::Local,
                 Algorithm::WarmUp {
@@ -125,7 +152,7 @@ impl<C: RuleClock> Live<C> {
                     cold_factor,
                     ..
                 },
-            ) => Core::WarmUp(Arc::new(
+            ) => Core::Local(Arc::new(
                 WarmUpBuilder::with_clock(*quota, *warm_up, clock)
                     .cold_factor(*cold_factor)
                     .build()
@@ -140,7 +167,7 @@ impl<C: RuleClock> Live<C> {
                     burst,
                 },
             ) => match *policy {
-                AdaptivePolicySpec::EwmaAimd { target } => Core::AdaptiveEwma(Arc::new(
+                AdaptivePolicySpec::EwmaAimd { target } => Core::Local(Arc::new(
                     AdaptiveLimiter::builder(EwmaAimd::new(target))
                         .clock(clock)
                         .min_rate(*min_rate)
@@ -149,7 +176,7 @@ impl<C: RuleClock> Live<C> {
                         .build()
                         .map_err(invalid)?,
                 )),
-                AdaptivePolicySpec::Percentile { target } => Core::AdaptivePercentile(Arc::new(
+                AdaptivePolicySpec::Percentile { target } => Core::Local(Arc::new(
                     AdaptiveLimiter::builder(PercentileWindow::with_threshold(target))
                         .clock(clock)
                         .min_rate(*min_rate)
@@ -206,41 +233,15 @@ fn queue_capacity(queue: &QueueSpec) -> usize {
     usize::try_from(queue.capacity).unwrap_or(usize::MAX)
 }
 
-fn unrepresentable(_: limiter_concurrency::ConfigError) -> RedisLimitError {
+fn unrepresentable(e: limiter_concurrency::ConfigError) -> String {
     // Unreachable for validated specs: validation built the same limiter
     // and estimator.
-    RedisLimitError::InvalidParameter {
-        name: "limit",
-        requirement: "numbers limiter-concurrency accepts",
-    }
+    e.to_string()
 }
 
-fn invalid(e: limiter_core::QuotaError) -> RedisLimitError {
+fn invalid(e: limiter_core::QuotaError) -> String {
     // Unreachable for validated specs: validation built the same limiter.
-    RedisLimitError::InvalidParameter {
-        name: "quota",
-        requirement: match e {
-            limiter_core::QuotaError::InvalidParameter { requirement, .. } => requirement,
-            _ => "a representable quota",
-        },
-    }
-}
-
-pub(crate) fn redis_limiter(
-    conn: ConnectionManager,
-    quota: Quota,
-    spec: &RedisSpec,
-) -> Result<RedisLimiter, RedisLimitError> {
-    RedisLimiter::builder(conn, quota)
-        .key_prefix(spec.key_prefix.clone())
-        .failure_policy(match spec.failure_policy {
-            FailurePolicy::Open => limiter_redis::FailurePolicy::Open,
-            FailurePolicy::Closed => limiter_redis::FailurePolicy::Closed,
-            FailurePolicy::Local { share } => limiter_redis::FailurePolicy::Local { share },
-            FailurePolicy::Error => limiter_redis::FailurePolicy::Error,
-        })
-        .call_timeout(spec.timeout)
-        .build()
+    e.to_string()
 }
 
 impl<C: RuleClock> Live<C> {
@@ -248,12 +249,14 @@ impl<C: RuleClock> Live<C> {
     /// this limiter cannot (then the caller replaces it).
     pub(crate) fn set_quota(&self, quota: Quota) -> bool {
         match &self.core {
-            Core::Gcra(l) => l.set_quota(quota),
-            Core::Keyed(k) => k.set_quota(quota),
-            Core::Priority(p, _) => return p.set_quota(quota).is_ok(),
-            _ => return false,
+            Core::Local(l) => l.set_quota(quota),
+            Core::Keyed(k) => {
+                k.set_quota(quota);
+                true
+            }
+            Core::Priority(p, _) => p.set_quota(quota).is_ok(),
+            _ => false,
         }
-        true
     }
 
     /// Moves a concurrency rule's live limiter to `new`'s numbers (limit,
@@ -303,13 +306,9 @@ impl<C: RuleClock> Live<C> {
     /// The unkeyed local limiter as a core [`Limiter`].
     pub(crate) fn local(&self) -> Option<Arc<dyn Limiter>> {
         Some(match &self.core {
-            Core::Gcra(l) => Arc::clone(l) as Arc<dyn Limiter>,
-            Core::SlidingWindow(l) => Arc::clone(l) as Arc<dyn Limiter>,
-            Core::WarmUp(l) => Arc::clone(l) as Arc<dyn Limiter>,
-            Core::AdaptiveEwma(l) => Arc::clone(l) as Arc<dyn Limiter>,
-            Core::AdaptivePercentile(l) => Arc::clone(l) as Arc<dyn Limiter>,
+            Core::Local(l) => Arc::clone(l) as Arc<dyn Limiter>,
             Core::Priority(_, lowest) => Arc::new(lowest.clone()) as Arc<dyn Limiter>,
-            Core::Keyed(_) | Core::Redis { .. } | Core::Concurrency(_) => return None,
+            _ => return None,
         })
     }
 }

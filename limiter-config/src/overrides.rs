@@ -1,5 +1,6 @@
 //! Per-key quotas of a keyed local GCRA rule, from two sources: the rules
-//! file (`overrides:`) and the admin API ([`RuleSet::set_key_quota`]). Both
+//! file (`overrides:`) and the admin API ([`RuleSet::set_key_quota`], in
+//! `key_quotas`). Both
 //! live in the rule's `KeyedLimiter` (`set_quota_for`, which keeps the
 //! key's fill level in permits); this module remembers which source each
 //! came from, so that a reload re-applies the file's and keeps the admin
@@ -23,7 +24,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::PoisonError;
+use std::sync::{Mutex, PoisonError};
 
 use limiter_core::Quota;
 use limiter_keyed::{KeyedLimiter, OverrideError};
@@ -31,8 +32,6 @@ use limiter_rules::{KeySpec, MAX_OVERRIDES, RuleSpec};
 
 use crate::RuleClock;
 use crate::key::{RuleKeyText, library_key};
-use crate::live::{Core, Live};
-use crate::ruleset::RuleSet;
 
 /// Where a key's quota comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,6 +134,42 @@ pub(crate) struct Sources {
     admin: HashMap<RuleKeyText, Quota>,
 }
 
+impl Sources {
+    /// Gives `k` the admin API's own `quota` in `keyed` (it wins over the
+    /// file's until removed).
+    pub(crate) fn set_admin<C: RuleClock>(
+        &mut self,
+        keyed: &KeyedLimiter<RuleKeyText, C>,
+        k: &RuleKeyText,
+        quota: Quota,
+    ) -> Result<(), OverrideRefusal> {
+        keyed.set_quota_for(k, quota)?;
+        self.admin.insert(k.clone(), quota);
+        Ok(())
+    }
+
+    /// Removes the admin API's quota of `k`: the key goes back to the
+    /// file's override, else to the rule's quota.
+    pub(crate) fn remove_admin<C: RuleClock>(
+        &mut self,
+        keyed: &KeyedLimiter<RuleKeyText, C>,
+        k: &RuleKeyText,
+    ) -> Result<(), OverrideRefusal> {
+        if self.admin.remove(k).is_none() {
+            return Err(OverrideRefusal::NoOverride);
+        }
+        match self.file.get(k) {
+            Some(q) => {
+                keyed.set_quota_for(k, *q)?;
+            }
+            None => {
+                keyed.remove_quota_for(k);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The table key of an override's text under `key`: a one-part key's value
 /// is written as the HTTP layer writes it; a key of several parts is the
 /// encoded key itself.
@@ -146,28 +181,20 @@ pub(crate) fn table_key(key: &KeySpec, text: &str) -> RuleKeyText {
     }
 }
 
-/// Puts `spec`'s file overrides in force on `live` (kept across the reload
-/// or new), carrying the admin API's from `previous` when `live` is new.
-/// An error is the cap, exceeded by the file and the admin API together.
+/// Puts `spec`'s file overrides in force on `keyed` (the rule's table,
+/// kept across the reload or new, with its `sources`), carrying the admin
+/// API's from `previous` (the sources of the limiter it replaces) when
+/// there is one. An error is the cap, exceeded by the file and the admin
+/// API together.
 pub(crate) fn apply<C: RuleClock>(
-    live: &Live<C>,
+    keyed: &KeyedLimiter<RuleKeyText, C>,
+    sources: &Mutex<Sources>,
     spec: &RuleSpec,
-    previous: Option<&Live<C>>,
+    previous: Option<&Mutex<Sources>>,
 ) -> Result<(), String> {
-    let Core::Keyed(keyed) = &live.core else {
-        return Ok(());
-    };
-    let mut sources = live
-        .overrides
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    if let Some(previous) = previous
-        && !std::ptr::eq(previous, live)
-    {
-        let old = previous
-            .overrides
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+    let mut sources = sources.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(previous) = previous {
+        let old = previous.lock().unwrap_or_else(PoisonError::into_inner);
         sources.admin = old.admin.clone();
         for (k, q) in &sources.admin {
             keyed.set_quota_for(k, *q).map_err(|e| e.to_string())?;
@@ -194,112 +221,7 @@ pub(crate) fn apply<C: RuleClock>(
     Ok(())
 }
 
-impl<C: RuleClock> RuleSet<C> {
-    /// Gives `key` of rule `rule` its own `quota` now, as the admin API's
-    /// `PUT /rules/{rule}/keys/{key}` does: kept across reloads of the file
-    /// (it wins over the file's override for the key) until
-    /// [`remove_key_quota`](RuleSet::remove_key_quota). The key keeps its
-    /// fill level in permits. `key` is the key's text as in the file's
-    /// `overrides:`. Returns the key's quota now.
-    ///
-    /// # Errors
-    ///
-    /// [`OverrideRefusal`]: no such rule, a rule without per-key quotas, or
-    /// the cap.
-    pub fn set_key_quota(
-        &self,
-        rule: &str,
-        key: &str,
-        quota: Quota,
-    ) -> Result<KeyQuota, OverrideRefusal> {
-        self.with_keyed(rule, |live, keyed, spec| {
-            let k = table_key(&spec.key, key);
-            let mut sources = live
-                .overrides
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            keyed.set_quota_for(&k, quota)?;
-            sources.admin.insert(k.clone(), quota);
-            Ok(key_quota(keyed, &sources, &k))
-        })
-    }
-
-    /// Removes the admin-set quota of `key` of rule `rule` (the admin API's
-    /// `DELETE /rules/{rule}/keys/{key}`): the key goes back to the file's
-    /// override, if any, else to the rule's quota, keeping its fill level
-    /// in permits. Returns the key's quota now.
-    ///
-    /// # Errors
-    ///
-    /// [`OverrideRefusal`]: no such rule, a rule without per-key quotas,
-    /// or [`NoOverride`](OverrideRefusal::NoOverride) when the admin API
-    /// had set none for the key.
-    pub fn remove_key_quota(&self, rule: &str, key: &str) -> Result<KeyQuota, OverrideRefusal> {
-        self.with_keyed(rule, |live, keyed, spec| {
-            let k = table_key(&spec.key, key);
-            let mut sources = live
-                .overrides
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if sources.admin.remove(&k).is_none() {
-                return Err(OverrideRefusal::NoOverride);
-            }
-            match sources.file.get(&k) {
-                Some(q) => {
-                    keyed.set_quota_for(&k, *q)?;
-                }
-                None => {
-                    keyed.remove_quota_for(&k);
-                }
-            }
-            Ok(key_quota(keyed, &sources, &k))
-        })
-    }
-
-    /// The quota `key` of rule `rule` is decided under, where it comes
-    /// from, and the permits it could take now (the admin API's
-    /// `GET /rules/{rule}/keys/{key}`). Consumes nothing.
-    ///
-    /// # Errors
-    ///
-    /// [`OverrideRefusal`]: no such rule, or a rule without per-key quotas.
-    pub fn key_quota(&self, rule: &str, key: &str) -> Result<KeyQuota, OverrideRefusal> {
-        let found = self.get(rule).ok_or_else(|| OverrideRefusal::UnknownRule {
-            rule: rule.to_owned(),
-        })?;
-        let Core::Keyed(keyed) = &found.live.core else {
-            return Err(OverrideRefusal::NotKeyed {
-                rule: rule.to_owned(),
-            });
-        };
-        let k = table_key(&found.spec.key, key);
-        let sources = found
-            .live
-            .overrides
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        Ok(key_quota(keyed, &sources, &k))
-    }
-
-    fn with_keyed<T>(
-        &self,
-        rule: &str,
-        f: impl FnOnce(&Live<C>, &KeyedLimiter<RuleKeyText, C>, &RuleSpec) -> Result<T, OverrideRefusal>,
-    ) -> Result<T, OverrideRefusal> {
-        let _reload = self.reload_lock();
-        let found = self.get(rule).ok_or_else(|| OverrideRefusal::UnknownRule {
-            rule: rule.to_owned(),
-        })?;
-        let Core::Keyed(keyed) = &found.live.core else {
-            return Err(OverrideRefusal::NotKeyed {
-                rule: rule.to_owned(),
-            });
-        };
-        f(&found.live, keyed, &found.spec)
-    }
-}
-
-fn key_quota<C: RuleClock>(
+pub(crate) fn key_quota<C: RuleClock>(
     keyed: &KeyedLimiter<RuleKeyText, C>,
     sources: &Sources,
     k: &RuleKeyText,

@@ -27,9 +27,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::store::Conns;
 use arc_swap::ArcSwap;
 use limiter_core::DefaultClock;
-use redis::aio::ConnectionManager;
 use tokio::sync::watch;
 
 use crate::build::build;
@@ -48,7 +48,7 @@ struct Shared<C: RuleClock> {
     path: PathBuf,
     clock: C,
     current: ArcSwap<Snapshot<C>>,
-    reload: Mutex<HashMap<String, ConnectionManager>>,
+    reload: Mutex<Conns>,
     generation: watch::Sender<u64>,
     /// Whether rules record their refusals per key (`record_top_keys`).
     top_keys: AtomicBool,
@@ -233,9 +233,7 @@ impl<C: RuleClock> RuleSet<C> {
 
     /// The reload lock (held by a reload, and by an admin call that
     /// changes a live limiter so it never lands on one being replaced).
-    pub(crate) fn reload_lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, ConnectionManager>> {
+    pub(crate) fn reload_lock(&self) -> std::sync::MutexGuard<'_, Conns> {
         self.shared
             .reload
             .lock()

@@ -177,3 +177,54 @@ async fn library_and_http_name_one_redis_key_per_client() {
         ]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_rule_charges_the_cost_after_the_response_on_redis() {
+    let server = RedisServer::start();
+    let dir = TempDir::new();
+    // 60 an hour (t = 1 min), burst 10: per-hour numbers, so the whole
+    // seconds of Retry-After do not move with the machine's speed.
+    let yaml = format!(
+        r#"rate_limits:
+  tokens:
+    algorithm: token_bucket
+    rate: "60/h"
+    burst: 10
+    key: header:x-user
+    backend: redis
+    redis: {{ url: "{}", key_prefix: "cost", failure_policy: error, timeout: "2s" }}
+    cost: {{ response_header: x-tokens-used, max_debt: 1h }}
+    match: {{ prefix: "/t" }}
+"#,
+        server.url()
+    );
+    let rules = RuleSet::load(dir.write("rules.yaml", &yaml)).unwrap();
+    let app = axum::Router::new()
+        .route(
+            "/t/{used}",
+            axum::routing::get(
+                |axum::extract::Path(used): axum::extract::Path<String>| async move {
+                    ([("x-tokens-used", used)], "t")
+                },
+            ),
+        )
+        .layer(rules.layer());
+    let addr = support::serve_app(app).await;
+    let get = |path: &'static str| async move {
+        let client: Client<_, Empty<bytes::Bytes>> =
+            Client::builder(TokioExecutor::new()).build(HttpConnector::new());
+        let request = Request::get(format!("http://{addr}{path}"))
+            .header("x-user", "ann")
+            .body(Empty::new())
+            .unwrap();
+        client.request(request).await.unwrap()
+    };
+    assert_eq!(get("/t/25").await.status(), StatusCode::OK);
+    // 24 more on Redis before the response came back: tat = 25 min, the
+    // next permit 16 min away.
+    let refused = get("/t/1").await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.headers()["retry-after"], "960");
+    let pttl: i64 = server.cmd(&["PTTL", "{cost:ann}"]).await;
+    assert!(pttl > 1_499_000 && pttl <= 1_500_000, "pttl {pttl}");
+}

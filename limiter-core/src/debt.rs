@@ -37,6 +37,15 @@ use crate::error::AcquireError;
 use crate::limiter::RateLimiter;
 use crate::quota::{Quota, saturating_nanos};
 
+/// The cap on debt a front end uses when it is not told one (a rules
+/// file's `max_debt`, the HTTP layer's): one minute.
+pub const DEFAULT_MAX_DEBT: Duration = Duration::from_secs(60);
+
+/// The largest cap on debt a front end accepts: one day. A larger cap
+/// would let one response lock a subject out for longer than an operator
+/// can be expected to notice and undo.
+pub const MAX_DEBT_LIMIT: Duration = Duration::from_secs(86_400);
+
 /// The most refused attempts one charge makes, beyond the chunks it needs,
 /// before it reports what is left as dropped (each refusal below the cap is
 /// another thread's progress; a charge is not a spin loop).

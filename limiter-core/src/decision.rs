@@ -36,6 +36,7 @@ use alloc::boxed::Box;
 use core::fmt;
 use core::time::Duration;
 
+use crate::debt::Debt;
 use crate::error::AcquireError;
 use crate::quota::Quota;
 use crate::reservation::Headroom;
@@ -248,6 +249,42 @@ pub trait Decide: Decider {
     fn decide_now(&self, key: &Self::Key, cost: u32) -> Result<Grant<Self::Ticket>, Denial> {
         self.decide(key, cost, Duration::ZERO)
     }
+
+    /// Charges `key` `permits` more after a grant, as capped GCRA debt:
+    /// its next permit comes at most `max(cap, t)` later, and the part
+    /// above the cap is reported as [`Debt::dropped`] (see
+    /// [`ChargeAfter`](crate::ChargeAfter) for the cap and the cost).
+    ///
+    /// The default charges nothing and reports every permit dropped: a
+    /// limiter that cannot carry debt (sliding window, warm-up, adaptive,
+    /// priority, calendar) keeps it. [`RateLimiter`](crate::RateLimiter),
+    /// limiter-keyed's `KeyedLimiter`, [`Metered`](crate::Metered) of
+    /// those, pointers to them and the pair `(A, B)` carry debt.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{Debt, Decide, ManualClock, Quota, RateLimiter, SlidingWindow};
+    ///
+    /// let gcra = RateLimiter::with_clock(Quota::per_second(10)?, ManualClock::new());
+    /// gcra.decide_now(&(), 1)?;
+    /// let debt = Decide::charge_after(&gcra, &(), 3, Duration::from_secs(1));
+    /// assert_eq!(debt, Debt { charged: 3, dropped: 0 });
+    /// assert_eq!(gcra.decide_now(&(), 1).unwrap_err().retry_after(), Some(Duration::from_millis(400)));
+    ///
+    /// let window = SlidingWindow::with_clock(10, Duration::from_secs(1), ManualClock::new())?;
+    /// let debt = Decide::charge_after(&window, &(), 3, Duration::from_secs(1));
+    /// assert_eq!(debt, Debt { charged: 0, dropped: 3 }); // cannot carry debt
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn charge_after(&self, key: &Self::Key, permits: u64, cap: Duration) -> Debt {
+        let _ = (key, cap);
+        Debt {
+            charged: 0,
+            dropped: permits,
+        }
+    }
 }
 
 /// A pointer to a decider is that decider: `&D`, `Arc<D>`.
@@ -272,6 +309,10 @@ macro_rules! forward_decide {
                 max_wait: Duration,
             ) -> Result<Grant<D::Ticket>, Denial> {
                 (**self).decide(key, cost, max_wait)
+            }
+            #[inline]
+            fn charge_after(&self, key: &D::Key, permits: u64, cap: Duration) -> Debt {
+                (**self).charge_after(key, permits, cap)
             }
         }
     )*};
@@ -340,5 +381,17 @@ where
             ticket: (a.ticket, b.ticket),
             headroom,
         })
+    }
+
+    /// Charges both parts; the debt reported is the smaller charge (what
+    /// both carry), the rest counted as dropped.
+    fn charge_after(&self, key: &A::Key, permits: u64, cap: Duration) -> Debt {
+        let a = self.0.charge_after(key, permits, cap);
+        let b = self.1.charge_after(&(), permits, cap);
+        let charged = a.charged.min(b.charged);
+        Debt {
+            charged,
+            dropped: permits - charged,
+        }
     }
 }

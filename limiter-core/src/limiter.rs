@@ -1003,6 +1003,11 @@ impl<C: Clock> Decide for RateLimiter<C> {
             })
             .map_err(Denial::from)
     }
+
+    /// [`ChargeAfter::charge_after`](crate::ChargeAfter::charge_after).
+    fn charge_after(&self, _key: &(), permits: u64, cap: Duration) -> crate::Debt {
+        crate::ChargeAfter::charge_after(self, permits, cap)
+    }
 }
 
 /// The `tat` a quota change installs: the fill level kept in permits

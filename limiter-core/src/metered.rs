@@ -340,6 +340,10 @@ impl<L: Limiter + Decide> Decide for Metered<L> {
         }
         outcome
     }
+
+    fn charge_after(&self, key: &L::Key, permits: u64, cap: Duration) -> crate::Debt {
+        self.inner.charge_after(key, permits, cap)
+    }
 }
 
 /// The stripe indices held by live threads: bit `i` is set while a thread

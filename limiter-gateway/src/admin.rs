@@ -412,7 +412,8 @@ pub(crate) fn explain_request(query: &str) -> Result<ExplainRequest, String> {
 }
 
 /// An explanation as JSON: `rule`, `limit`, `key` (null when none),
-/// `shadow`, `decision` (`unlimited`, `allowlisted`, `no_key`, `admitted`,
+/// `shadow`, `cost` (null when no rule matches, else `request`,
+/// `response_header` (null when none) and `max_debt_ms`), `decision` (`unlimited`, `allowlisted`, `no_key`, `admitted`,
 /// `delayed`, `refused`, `penalized`, `over_burst`, `concurrency`,
 /// `not_read`) and its numbers: `remaining`, `wait_ms`, `retry_after_ms`,
 /// `burst`, `in_flight`, `limit_now`.
@@ -452,8 +453,17 @@ pub(crate) fn explanation_json(e: &Explanation) -> String {
         }
         _ => "\"decision\":\"not_read\"".to_owned(),
     };
+    let cost = match &e.cost {
+        None => "null".to_owned(),
+        Some(c) => format!(
+            "{{\"request\":{},\"response_header\":{},\"max_debt_ms\":{}}}",
+            c.request,
+            string(c.response_header.as_ref().map(|h| h.as_str())),
+            c.max_debt.as_millis()
+        ),
+    };
     format!(
-        "{{\"rule\":{},\"limit\":{},\"key\":{},\"shadow\":{},{decision}}}",
+        "{{\"rule\":{},\"limit\":{},\"key\":{},\"shadow\":{},\"cost\":{cost},{decision}}}",
         string(e.rule.as_deref()),
         string(e.limit.as_deref()),
         string(e.key.as_deref()),
@@ -472,6 +482,7 @@ mod tests {
             limit: Some("concurrency 2".into()),
             key: None,
             shadow: false,
+            cost: None,
             verdict: Verdict::Concurrency {
                 in_flight: 1,
                 limit: 2,
@@ -479,7 +490,7 @@ mod tests {
         };
         assert_eq!(
             explanation_json(&e),
-            "{\"rule\":\"db\",\"limit\":\"concurrency 2\",\"key\":null,\"shadow\":false,\"decision\":\"concurrency\",\"in_flight\":1,\"limit_now\":2}"
+            "{\"rule\":\"db\",\"limit\":\"concurrency 2\",\"key\":null,\"shadow\":false,\"cost\":null,\"decision\":\"concurrency\",\"in_flight\":1,\"limit_now\":2}"
         );
     }
 }

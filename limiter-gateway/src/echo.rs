@@ -6,6 +6,7 @@
 //! | `/slow` | nothing, ever (an upstream timeout) |
 //! | `/hold/MS` | `held` after `MS` milliseconds |
 //! | `/headers` (or any path ending in it) | the request's headers, one `name: value` line each; the response carries hop-by-hop headers of its own (`Connection: x-up`, `X-Up`, `Keep-Alive`) |
+//! | `/tokens/VALUE` | `tokens` with `x-tokens-used: VALUE` (the path segment as it is: a cost after the response, well-formed or not) |
 //! | `/gen/LEN` | `LEN` bytes of [`pattern`] with `Content-Length`, or chunked with `?chunked` |
 //! | anything else | the request body streamed back as it arrives, with `x-req-length` (its `Content-Length` or `none`), `x-req-te` (its `Transfer-Encoding` or `none`) and `x-id` (its `x-id`) |
 //!
@@ -198,6 +199,13 @@ async fn answer(request: Request<Incoming>) -> Result<Response<EchoBody>, Infall
         h.insert("x-up", HeaderValue::from_static("1"));
         h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
         h.insert("x-end-to-end", HeaderValue::from_static("1"));
+        return Ok(response);
+    }
+    if let Some(value) = path.strip_prefix("/tokens/") {
+        let mut response = Response::new(full("tokens".into()));
+        if let Ok(value) = HeaderValue::from_str(value) {
+            response.headers_mut().insert("x-tokens-used", value);
+        }
         return Ok(response);
     }
     if let Some(len) = path.strip_prefix("/gen/").and_then(|s| s.parse().ok()) {

@@ -16,7 +16,7 @@ use http::uri::PathAndQuery;
 use http::{HeaderValue, Request, Response, StatusCode, Uri, Version};
 
 use crate::paths::{PathMode, normalize};
-use crate::proxy::{ProxyBody, problem};
+use crate::reply::{ProxyBody, problem};
 
 /// A client error, by what the client got wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

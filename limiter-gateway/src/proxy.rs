@@ -38,34 +38,20 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
-use bytes::Bytes;
 use http::uri::PathAndQuery;
 use http::{Request, Response, StatusCode, Uri};
-use http_body_util::{Either, Full};
+use http_body_util::Either;
 use hyper::body::Incoming;
 use limiter_tower::PeerAddr;
-use limiter_tower::problem::Problem;
 use tower_service::Service;
 
 use crate::body::ClientBody;
 use crate::config::{GatewayConfig, GatewayConfigError, Upstream};
 use crate::forward::{add_forwarding, strip_hop_by_hop};
 use crate::front::ForwardPath;
+pub use crate::reply::{ProxyBody, problem};
 use crate::upstream::{Balancer, Protocol};
 use limiter_config::RouteTable;
-
-/// The body of a proxied response: the upstream's stream, or the gateway's
-/// own problem document.
-pub type ProxyBody = Either<Incoming, Full<Bytes>>;
-
-/// A problem document response (the workspace's one writer,
-/// `limiter_tower::problem`).
-pub fn problem(status: StatusCode, detail: &str) -> Response<ProxyBody> {
-    Problem::new(status)
-        .detail(detail)
-        .into_response()
-        .map(Either::Right)
-}
 
 /// The metric handles of one upstream, registered once (a per-request
 /// `counter!` with labels would hash them on every request).
@@ -371,29 +357,5 @@ mod tests {
             upstream_uri(&up, &incoming, None).unwrap(),
             "http://10.0.0.1:3000/base/x/y?q=1"
         );
-    }
-
-    #[test]
-    fn problems_are_json() {
-        let r = problem(StatusCode::BAD_GATEWAY, "a \"quoted\"\nline");
-        assert_eq!(r.status(), 502);
-        assert_eq!(r.headers()["content-type"], "application/problem+json");
-        let Either::Right(body) = r.into_body() else {
-            unreachable!("a problem has its own body")
-        };
-        let bytes = futures_lite_collect(body);
-        assert_eq!(
-            bytes,
-            "{\"type\":\"about:blank\",\"title\":\"Bad Gateway\",\"status\":502,\"detail\":\"a \\\"quoted\\\"\\u000aline\"}"
-        );
-    }
-
-    fn futures_lite_collect(body: Full<Bytes>) -> String {
-        use http_body_util::BodyExt;
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let bytes = rt.block_on(body.collect()).unwrap().to_bytes();
-        String::from_utf8(bytes.to_vec()).unwrap()
     }
 }

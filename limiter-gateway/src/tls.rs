@@ -33,7 +33,7 @@ use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::config::GatewayConfigError;
+use crate::settings::GatewayConfigError;
 
 /// The `[tls]` section: TLS listeners and their certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,7 +64,7 @@ impl FileTls {
             .listen
             .iter()
             .enumerate()
-            .map(|(i, s)| crate::config::parse_addr(&format!("tls.listen[{i}]"), s))
+            .map(|(i, s)| crate::settings::parse_addr(&format!("tls.listen[{i}]"), s))
             .collect::<Result<Vec<_>, _>>()?;
         let handshake_timeout = match self.handshake_timeout.as_deref() {
             None => Duration::from_secs(10),

@@ -81,7 +81,7 @@ async fn shadow_explain_and_the_penalty_box_on_the_real_gateway() {
         assert_eq!(status, StatusCode::OK);
         assert_eq!(
             json,
-            "{\"rule\":\"trial\",\"limit\":\"token_bucket: rate 1/1h (one permit every 1h), burst 2\",\"key\":\"42\",\"shadow\":true,\"decision\":\"admitted\",\"remaining\":1}"
+            "{\"rule\":\"trial\",\"limit\":\"token_bucket: rate 1/1h (one permit every 1h), burst 2\",\"key\":\"42\",\"shadow\":true,\"cost\":{\"request\":1,\"response_header\":null,\"max_debt_ms\":60000},\"decision\":\"admitted\",\"remaining\":1}"
         );
     }
     // Shadow: five requests over a burst of two all pass; three counted.
@@ -121,7 +121,7 @@ async fn shadow_explain_and_the_penalty_box_on_the_real_gateway() {
     )
     .await;
     assert!(
-        json.contains("\"key\":\"127.0.0.1\",\"shadow\":false,\"decision\":\"penalized\""),
+        json.contains("\"key\":\"127.0.0.1\",\"shadow\":false,\"cost\":{\"request\":1,\"response_header\":null,\"max_debt_ms\":60000},\"decision\":\"penalized\""),
         "{json}"
     );
     assert_eq!(

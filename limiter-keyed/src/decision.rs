@@ -72,4 +72,10 @@ where
             headroom,
         })
     }
+
+    /// [`ChargeKeyAfter::charge_key_after`](crate::ChargeKeyAfter::charge_key_after):
+    /// the key's own quota.
+    fn charge_after(&self, key: &K, permits: u64, cap: Duration) -> limiter_core::Debt {
+        crate::ChargeKeyAfter::charge_key_after(self, key, permits, cap)
+    }
 }

@@ -75,6 +75,10 @@ use crate::error::KeyedError;
 /// See [`KeyedLimiter::DEFAULT_MAX_KEYS`].
 const DEFAULT_MAX_KEYS: usize = 100_000;
 
+/// How many keys may have their own quota when the builder is not told:
+/// 10,000 (each about 100 bytes with its key).
+pub const DEFAULT_MAX_OVERRIDES: usize = 10_000;
+
 /// The map is created sized for `min(max_keys, PRESIZED_KEYS)` keys and
 /// never shrinks below that: a `HashIndex` left free to shrink under
 /// insert/remove churn shrank far below its live size and relocated every
@@ -268,7 +272,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedBuilder<K, C> {
             max_keys: DEFAULT_MAX_KEYS,
             when_full: WhenFull::default(),
             overrides: StdHashMap::new(),
-            max_overrides: crate::overrides::DEFAULT_MAX_OVERRIDES,
+            max_overrides: DEFAULT_MAX_OVERRIDES,
         }
     }
 

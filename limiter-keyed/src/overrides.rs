@@ -9,7 +9,7 @@
 //! without a lock by a new key's insertion (which pins its entry to the
 //! override it finds). Writers are serialised by a mutex, which makes the
 //! cap exact: at most [`max_overrides`](KeyedLimiter::max_overrides)
-//! overrides ([`DEFAULT_MAX_OVERRIDES`] unless the builder says otherwise);
+//! overrides ([`DEFAULT_MAX_OVERRIDES`](crate::DEFAULT_MAX_OVERRIDES) unless the builder says otherwise);
 //! one more is [`OverrideError::TooManyOverrides`]. An override outlives
 //! its key's state: an idle or evicted key comes back under it.
 //!
@@ -46,10 +46,6 @@ use scc::hash_index::Entry as MapEntry;
 
 use crate::entry::Entry;
 use crate::limiter::KeyedLimiter;
-
-/// How many keys may have their own quota when the builder is not told:
-/// 10,000 (each about 100 bytes with its key).
-pub const DEFAULT_MAX_OVERRIDES: usize = 10_000;
 
 /// Why a per-key quota was not set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

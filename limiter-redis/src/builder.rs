@@ -483,6 +483,7 @@ impl RedisLimiterBuilder {
             conn: self.conn,
             script: Lua::new(Call::SOURCE),
             script_all: Lua::new(crate::multi::SOURCE),
+            script_debt: Lua::new(crate::debt::SOURCE),
             quota: self.quota,
             script_quota,
             prefix: self.prefix,

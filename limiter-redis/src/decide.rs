@@ -19,7 +19,7 @@
 use core::time::Duration;
 
 use limiter_async::AsyncDecide;
-use limiter_core::{Decider, Denial, Grant, Headroom, Policy};
+use limiter_core::{Debt, Decider, Denial, Grant, Headroom, Policy, Unavailable};
 
 use crate::admission::Admission;
 use crate::error::RedisLimitError;
@@ -95,6 +95,18 @@ impl AsyncDecide for RedisLimiter {
             Ok(admission) => Ok(self.grant(admission)),
             Err(e) => Err(Denial::from(e)),
         }
+    }
+
+    /// [`RedisLimiter::charge_after`]: one call of the debt script.
+    async fn charge_after_async(
+        &self,
+        key: &str,
+        permits: u64,
+        cap: Duration,
+    ) -> Result<Debt, Unavailable> {
+        self.charge_after(key, permits, cap)
+            .await
+            .map_err(|e| Box::new(e) as Unavailable)
     }
 }
 

@@ -68,6 +68,7 @@ mod admission;
 mod builder;
 mod connection;
 mod construct;
+mod debt;
 mod decide;
 mod deny_cache;
 mod error;

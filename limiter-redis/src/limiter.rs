@@ -89,6 +89,8 @@ pub(crate) struct Inner {
     pub(crate) script: Lua,
     /// The multi-key script (`gcra_all.lua`).
     pub(crate) script_all: Lua,
+    /// The debt script (`debt.lua`).
+    pub(crate) script_debt: Lua,
     pub(crate) quota: Quota,
     pub(crate) script_quota: ScriptQuota,
     pub(crate) prefix: String,

@@ -92,6 +92,12 @@ pub enum Problem {
         /// What both match.
         overlap: String,
     },
+    /// A cost after the response on an algorithm that cannot carry GCRA
+    /// debt (only `token_bucket` and `leaky_bucket` can).
+    DebtUnsupported {
+        /// The rule's algorithm.
+        algorithm: &'static str,
+    },
     /// A value outside what the field accepts (an enumeration, a range).
     InvalidValue {
         /// Why.
@@ -144,6 +150,7 @@ impl Problem {
             Problem::AmbiguousMatch { other, .. } => format!(
                 "give the two rules different routes or disjoint methods, or remove `match` from one (`{other}` stays)"
             ),
+            Problem::DebtUnsupported { .. } => "use algorithm token_bucket or leaky_bucket (local, keyed or on Redis), or remove `cost.response_header`".into(),
             Problem::InvalidValue { expected, .. } => format!("use {expected}"),
         }
     }
@@ -174,6 +181,10 @@ impl fmt::Display for Problem {
             Problem::AmbiguousMatch { other, overlap } => {
                 write!(f, "matches {overlap} as rule `{other}` does")
             }
+            Problem::DebtUnsupported { algorithm } => write!(
+                f,
+                "a cost after the response is charged as GCRA debt, which a `{algorithm}` rule cannot carry"
+            ),
             Problem::InvalidValue { reason, .. } => f.write_str(reason),
         }
     }

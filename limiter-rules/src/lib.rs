@@ -85,9 +85,9 @@ pub use limiter_concurrency::{Bounds, QueueOrder};
 pub use route_table::RouteTable;
 pub use routes::Matcher;
 pub use schema::{
-    BackendSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, HeaderSpec, KeyOverride,
-    KeyPart, KeySpec, MAX_OVERRIDES, MAX_PENALTY_AFTER, MatchSpec, Mode, PathMatch, PenaltySpec,
-    RedisSpec, RuleSpec, Shape,
+    BackendSpec, CostSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, HeaderSpec,
+    KeyOverride, KeyPart, KeySpec, MAX_OVERRIDES, MAX_PENALTY_AFTER, MatchSpec, Mode, PathMatch,
+    PenaltySpec, RedisSpec, RuleSpec, Shape,
 };
 pub use source::{Format, Pos};
 pub use units::{Rate, parse_duration};

@@ -70,6 +70,40 @@ pub struct RuleSpec {
     /// Block a key outright after it is refused too often (`penalty`);
     /// keyed rules only.
     pub penalty: Option<PenaltySpec>,
+    /// What a request costs: up front, and after its response (`cost`).
+    /// Not part of the [`shape`](RuleSpec::shape): a reload applies it to
+    /// the next requests, keeping the limiter's state.
+    pub cost: CostSpec,
+}
+
+/// What a request of a rule costs (`cost: 3`, or `cost: { request: 1,
+/// response_header: x-tokens-used, max_debt: 1m }`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CostSpec {
+    /// The permits a request takes when it is admitted: 1 to the rule's
+    /// burst (default 1).
+    pub request: u32,
+    /// The response header that states the request's total cost; the rest
+    /// (total − `request`) is charged to the key as debt when the response
+    /// head arrives. GCRA rules only (`token_bucket`, `leaky_bucket`;
+    /// local, keyed or Redis).
+    pub response_header: Option<HeaderName>,
+    /// The cap on that debt: right after a charge the key's next permit is
+    /// at most `max(max_debt, t)` away. From the rule's `t` to
+    /// [`MAX_DEBT_LIMIT`](limiter_core::MAX_DEBT_LIMIT) (one day);
+    /// default [`DEFAULT_MAX_DEBT`](limiter_core::DEFAULT_MAX_DEBT) (one
+    /// minute).
+    pub max_debt: Duration,
+}
+
+impl Default for CostSpec {
+    fn default() -> CostSpec {
+        CostSpec {
+            request: 1,
+            response_header: None,
+            max_debt: limiter_core::DEFAULT_MAX_DEBT,
+        }
+    }
 }
 
 /// The most keys of one rule with a quota of their own, from the file and

@@ -248,7 +248,7 @@ fn every_error_class_with_line_and_column() {
     // The message names the file, the position, the rule, the field and the fix.
     let text = errors.errors()[7].to_string();
     assert!(text.ends_with(
-        "bad.yaml:29:5: rule `typo`, field `brust`: unknown field `brust`; fix: remove it or use one of: algorithm, key, per_ip, match, mode, max_delay, backend, redis, allowlist, trusted_proxies, headers, max_keys, overrides, shadow, shadow_headers, penalty, rate, burst"
+        "bad.yaml:29:5: rule `typo`, field `brust`: unknown field `brust`; fix: remove it or use one of: algorithm, key, per_ip, match, mode, max_delay, backend, redis, allowlist, trusted_proxies, headers, max_keys, overrides, shadow, shadow_headers, penalty, cost, rate, burst"
     ), "{text}");
 }
 

@@ -6,6 +6,8 @@
 //! | pass-through | bypassed, allowlisted, or failed open | nothing |
 //! | answered | the layer's own response (429, 413, 503, no key) | nothing (the response exists already) |
 //! | with headers | granted at once: the inner future, then the grant's headers | nothing |
+//! | charging | granted at once by a layer with a cost after the response: as with headers, then the charge | one box for the key until the head |
+//! | settling | the charge of a backend that decides asynchronously (Redis), awaited before the response is handed on | one box for the charge |
 //! | waiting | a grant whose slot is later, or a backend that decides asynchronously | one box for the wait and the call after it |
 //!
 //! # Cancel safety
@@ -32,6 +34,7 @@ use limiter_async::{CancelGrant, SlotWait, WakeUp};
 use limiter_core::{Denial, Grant};
 
 use crate::backend::Backend;
+use crate::charge::{Charging, ResponseHead, Settle};
 use crate::key::KeyExtractor;
 use crate::metrics::Metrics;
 use crate::shared::{HeaderNumbers, HeaderWriter, Shared};
@@ -75,6 +78,17 @@ pin_project! {
         Waiting {
             future: Waiting<B, E>,
         },
+        Charging {
+            #[pin]
+            future: F,
+            writer: Option<Arc<HeaderWriter>>,
+            numbers: Option<HeaderNumbers>,
+            owed: Option<Box<dyn Settle>>,
+        },
+        Settling {
+            charge: Charging,
+            response: Option<Response<LimitBody<B>>>,
+        },
     }
 }
 
@@ -111,6 +125,24 @@ impl<F, B, E> ResponseFuture<F, B, E> {
         }
     }
 
+    /// `future`, then the headers of `numbers`, then the charge `owed`
+    /// from its response head.
+    pub(crate) fn charging(
+        future: F,
+        writer: Option<&Arc<HeaderWriter>>,
+        numbers: Option<HeaderNumbers>,
+        owed: Box<dyn Settle>,
+    ) -> Self {
+        ResponseFuture {
+            state: State::Charging {
+                future,
+                writer: writer.cloned(),
+                numbers,
+                owed: Some(owed),
+            },
+        }
+    }
+
     pub(crate) fn waiting(future: Waiting<B, E>) -> Self {
         ResponseFuture {
             state: State::Waiting { future },
@@ -125,6 +157,8 @@ impl<F, B, E> fmt::Debug for ResponseFuture<F, B, E> {
             State::Answered { .. } => "answered",
             State::WithHeaders { .. } => "with_headers",
             State::Waiting { .. } => "waiting",
+            State::Charging { .. } => "charging",
+            State::Settling { .. } => "settling",
         };
         f.debug_struct("ResponseFuture")
             .field("state", &state)
@@ -139,7 +173,8 @@ where
     type Output = Result<Response<LimitBody<B>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
+        let mut state = self.project().state;
+        match state.as_mut().project() {
             StateProj::Pass { future } => {
                 Poll::Ready(ready!(future.poll(cx)).map(|r| r.map(Either::Left)))
             }
@@ -157,6 +192,35 @@ where
                 Poll::Ready(Ok(response))
             }
             StateProj::Waiting { future } => future.as_mut().poll(cx),
+            StateProj::Charging {
+                future,
+                writer,
+                numbers,
+                owed,
+            } => {
+                let mut response = ready!(future.poll(cx))?.map(Either::Left);
+                if let (Some(writer), Some(numbers)) = (writer.as_ref(), *numbers) {
+                    writer.write(numbers, response.headers_mut());
+                }
+                let head = ResponseHead::of(&response);
+                let Some(mut charge) = owed.take().and_then(|owed| owed.settle(&head)) else {
+                    return Poll::Ready(Ok(response));
+                };
+                if charge.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Ok(response));
+                }
+                state.set(State::Settling {
+                    charge,
+                    response: Some(response),
+                });
+                Poll::Pending
+            }
+            StateProj::Settling { charge, response } => {
+                ready!(charge.as_mut().poll(cx));
+                Poll::Ready(Ok(response
+                    .take()
+                    .expect("ResponseFuture polled after it completed")))
+            }
         }
     }
 }
@@ -212,13 +276,16 @@ where
     };
     let numbers = shared.numbers(&key, &grant);
     if !grant.wait.is_zero() {
-        delay(&shared, key, grant, decided_at, metrics).await;
+        delay(&shared, &key, grant, decided_at, metrics).await;
     }
     metrics.allowed.increment(1);
     let mut response = inner.call(request).await?.map(Either::Left);
     if let (Some(writer), Some(numbers)) = (&shared.headers, numbers) {
         writer.write(numbers, response.headers_mut());
     }
+    shared
+        .charge_response(&key, &ResponseHead::of(&response), cost, metrics)
+        .await;
     Ok(response)
 }
 
@@ -228,7 +295,7 @@ where
 /// wake-up, and a refund of the grant if the future is dropped first.
 async fn delay<B: Backend, E>(
     shared: &Shared<B, E>,
-    key: B::Key,
+    key: &B::Key,
     grant: Grant<B::Ticket>,
     decided_at: Instant,
     metrics: &Metrics,
@@ -244,10 +311,10 @@ async fn delay<B: Backend, E>(
     metrics.queue_size.increment(1.0);
     metrics.wait_seconds.record(grant.wait.as_secs_f64());
     let _queued = Queued(metrics);
-    let window = shared.backend.policy(&key).window();
+    let window = shared.backend.policy(key).window();
     let refund = CancelGrant {
         decider: &shared.backend,
-        key: &key,
+        key,
         ticket: grant.ticket,
     };
     // At its slot the grant is used: the returned refund is dropped unused.

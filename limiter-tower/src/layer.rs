@@ -9,15 +9,19 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use bytes::Bytes;
+use http::header::HeaderName;
 use http::{Request, Response};
 use http_body_util::Full;
 use ipnet::IpNet;
+use limiter_core::{DEFAULT_MAX_DEBT, MAX_DEBT_LIMIT};
 use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::backend::Backend;
+use crate::charge::{ResponseCost, ResponseCostFn, ResponseHead, cost_in_header};
 use crate::future::ResponseFuture;
 use crate::headers::{Draft10, HeaderStyle};
 use crate::key::{KeyExtractor, RequestHead};
@@ -89,6 +93,8 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitLayer<B, E> {
             headers: Some(Box::new(Draft10)),
             on_rejection: None,
             label_routes: false,
+            response_cost: None,
+            max_debt: DEFAULT_MAX_DEBT,
         }
     }
 
@@ -161,6 +167,12 @@ pub enum ConfigError {
         /// The name given.
         name: String,
     },
+    /// The cap on debt after the response must be above zero and at most
+    /// [`MAX_DEBT_LIMIT`] (one day).
+    MaxDebtOutOfRange {
+        /// The cap given.
+        max_debt: Duration,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -169,6 +181,10 @@ impl fmt::Display for ConfigError {
             ConfigError::InvalidName { name } => write!(
                 f,
                 "the limiter name {name:?} cannot go into a header; use 1 to 64 visible ASCII characters other than '\"' and '\\'"
+            ),
+            ConfigError::MaxDebtOutOfRange { max_debt } => write!(
+                f,
+                "a debt cap of {max_debt:?} is out of range; use a cap above zero and at most {MAX_DEBT_LIMIT:?}"
             ),
         }
     }
@@ -213,6 +229,8 @@ pub struct RateLimitBuilder<B: Backend, E> {
     headers: Option<Box<dyn HeaderStyle>>,
     on_rejection: Option<Box<RejectionFn>>,
     label_routes: bool,
+    response_cost: Option<Box<ResponseCostFn>>,
+    max_debt: Duration,
 }
 
 impl<B: Backend, E> fmt::Debug for RateLimitBuilder<B, E> {
@@ -309,13 +327,99 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitBuilder<B, E> {
         self
     }
 
+    /// Charges the rest of a request's cost when its response head arrives,
+    /// as capped debt on the request's key: `read` gives the request's
+    /// **total** cost from the response head (`None`: missing or
+    /// malformed, counted in `rate_limit_cost_invalid_total`, nothing
+    /// charged); the layer charges the total minus the up-front
+    /// [`cost`](RateLimitBuilder::cost) already paid (a total below it
+    /// refunds nothing), never past [`max_debt`](RateLimitBuilder::max_debt).
+    /// The charge goes through the backend's
+    /// [`charge_after`](limiter_core::Decide::charge_after) (async:
+    /// `AsyncDecide::charge_after_async`); a backend that cannot carry
+    /// debt charges nothing and counts it all as dropped. The crate docs'
+    /// "Cost after the response" says why the head and not the body end,
+    /// and lists the metrics.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::Quota;
+    /// use limiter_keyed::KeyedLimiter;
+    /// use limiter_tower::{Header, RateLimitLayer};
+    ///
+    /// // Rows scanned, as the service reports them in an extension.
+    /// #[derive(Clone, Copy)]
+    /// struct RowsScanned(u64);
+    /// let layer = RateLimitLayer::builder(
+    ///     KeyedLimiter::new(Quota::per_second(1_000)?.with_burst(1_000)?),
+    ///     Header::new(http::header::AUTHORIZATION),
+    /// )
+    /// .charge_after(|head| head.extensions().get::<RowsScanned>().map(|r| r.0))
+    /// .max_debt(Duration::from_secs(30))
+    /// .build()?;
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn charge_after(
+        mut self,
+        read: impl Fn(&ResponseHead<'_>) -> Option<u64> + Send + Sync + 'static,
+    ) -> Self {
+        self.response_cost = Some(Box::new(read));
+        self
+    }
+
+    /// [`charge_after`](RateLimitBuilder::charge_after) with the total cost
+    /// in response header `name` ([`cost_in_header`]: one value of ASCII
+    /// digits; anything else is malformed).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use http::header::HeaderName;
+    /// use limiter_core::Quota;
+    /// use limiter_keyed::KeyedLimiter;
+    /// use limiter_tower::{Header, RateLimitLayer};
+    ///
+    /// // 100,000 tokens a minute per API key; the upstream reports the
+    /// // tokens a request used in `x-tokens-used`.
+    /// let tokens = Quota::per_minute(100_000)?.with_burst(20_000)?;
+    /// let layer = RateLimitLayer::builder(KeyedLimiter::new(tokens), Header::new(HeaderName::from_static("x-api-key")))
+    ///     .cost_from_response_header(HeaderName::from_static("x-tokens-used"))
+    ///     .max_debt(Duration::from_secs(60))
+    ///     .build()?;
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cost_from_response_header(self, name: HeaderName) -> Self {
+        self.charge_after(cost_in_header(name))
+    }
+
+    /// The cap on debt after the response (default
+    /// [`DEFAULT_MAX_DEBT`], one minute): right after a charge the key's
+    /// next permit is at most `max(max_debt, t)` away; the permits above
+    /// are dropped and counted in `rate_limit_cost_dropped_total`.
+    pub fn max_debt(mut self, max_debt: Duration) -> Self {
+        self.max_debt = max_debt;
+        self
+    }
+
     /// The layer. Metrics handles are registered now, with the `metrics`
     /// recorder installed at this point.
     ///
     /// # Errors
     ///
-    /// [`ConfigError::InvalidName`] for a name that cannot go into a header.
+    /// [`ConfigError::InvalidName`] for a name that cannot go into a header;
+    /// [`ConfigError::MaxDebtOutOfRange`] for a debt cap of zero or above
+    /// [`MAX_DEBT_LIMIT`].
     pub fn build(self) -> Result<RateLimitLayer<B, E>, ConfigError> {
+        if self.max_debt.is_zero() || self.max_debt > MAX_DEBT_LIMIT {
+            return Err(ConfigError::MaxDebtOutOfRange {
+                max_debt: self.max_debt,
+            });
+        }
         let valid = (1..=64).contains(&self.name.len())
             && self
                 .name
@@ -351,6 +455,10 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitBuilder<B, E> {
                 on_rejection: self.on_rejection,
                 label_routes: self.label_routes,
                 warned_missing_peer: AtomicBool::new(false),
+                response_cost: self.response_cost.map(|read| ResponseCost {
+                    read,
+                    max_debt: self.max_debt,
+                }),
             }),
         }
     }

@@ -14,6 +14,7 @@
 //! | to hold requests briefly instead of rejecting them (nginx `burst`/`delay`) | [`Mode::Delay`] |
 //! | health checks and internal callers unlimited | [`RateLimitBuilder::bypass`], [`RateLimitBuilder::allow_ips`] |
 //! | expensive requests to count more | [`RateLimitBuilder::cost`] |
+//! | a cost known only from the response (tokens, rows) charged as debt | [`RateLimitBuilder::cost_from_response_header`], [`RateLimitBuilder::charge_after`] |
 //! | one quota per key shared by every instance of the service | `RedisBackend` (feature `redis`) |
 //! | any algorithm of limiter-core (sliding window, warm-up, priority, adaptive, composites) | pass it: every `Decide` is a [`Backend`] |
 //! | a limiter of your own (a remote store) | implement `Decider` and `Decide`, or limiter-async's `AsyncDecide` |
@@ -45,6 +46,60 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Cost after the response
+//!
+//! A request is admitted on its up-front cost
+//! ([`RateLimitBuilder::cost`](crate::RateLimitBuilder::cost), default 1);
+//! when the inner service's **response head** arrives, the layer reads the
+//! request's total cost from it
+//! ([`RateLimitBuilder::cost_from_response_header`] or
+//! [`RateLimitBuilder::charge_after`]) and charges the key the rest as
+//! capped GCRA debt ([`Decide::charge_after`](limiter_core::Decide::charge_after)
+//! through the backend seam), so its later requests wait until it is paid.
+//!
+//! [`RateLimitBuilder::cost_from_response_header`]: crate::RateLimitBuilder::cost_from_response_header
+//! [`RateLimitBuilder::charge_after`]: crate::RateLimitBuilder::charge_after
+//!
+//! ## What is charged
+//!
+//! The response states the request's **total** cost; the layer charges
+//! `total − up-front` (the up-front cost was paid at admission). A total
+//! below the up-front cost refunds nothing. The charge is capped by
+//! [`max_debt`](crate::RateLimitBuilder::max_debt): right after it, the
+//! key's next permit is at most `max(max_debt, t)` away, whatever the
+//! response said; the permits above the cap are dropped and counted.
+//!
+//! ## Head, not body end
+//!
+//! The charge is made when the response head arrives, before its body is
+//! sent: a cost in a header is known then, the charge is in place before
+//! the client can send its next request (so that request sees the debt),
+//! and a client that stops reading the body cannot skip it. A cost known
+//! only at the end of the body (HTTP trailers, a streamed count) is not
+//! supported: put it in a header, or charge it yourself with the backend's
+//! `charge_after` when the stream ends.
+//!
+//! ## Metrics
+//!
+//! | name | meaning |
+//! |---|---|
+//! | `rate_limit_cost_invalid_total` | responses whose cost was missing or malformed: nothing charged |
+//! | `rate_limit_cost_charged_total` | permits charged as debt after responses |
+//! | `rate_limit_cost_dropped_total` | permits above the cap (or on a backend that cannot carry debt), not charged |
+//!
+//! A charge the backend could not make (Redis unreachable) is counted in
+//! `rate_limit_backend_errors_total` and logged; the response goes through.
+//!
+//! ## Backends
+//!
+//! In memory (`RateLimiter`, `KeyedLimiter`) the charge is made in the
+//! response future's poll that sees the head, without allocating beyond
+//! the one box that keeps the key until then. On Redis it is one script
+//! call, awaited before the response is handed on (one round trip, under
+//! the limiter's call timeout). A backend that cannot carry debt (sliding
+//! window, warm-up, ...) charges nothing: the whole charge is counted as
+//! dropped.
+//!
 //! # Problem documents
 //!
 //! [`problem`] is the RFC 9457 writer every response of the layer (and of
@@ -61,6 +116,7 @@
 //!   service shares one quota per key.
 
 mod backend;
+mod charge;
 mod client_ip;
 mod future;
 mod headers;
@@ -77,6 +133,7 @@ mod service;
 mod shared;
 
 pub use backend::Backend;
+pub use charge::{ResponseHead, cost_in_header};
 pub use client_ip::ClientIp;
 pub use future::{LimitBody, ResponseFuture};
 pub use headers::{Draft10, HeaderStyle, LegacyHeaders, NoHeaders, RateLimitInfo};

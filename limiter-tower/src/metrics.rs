@@ -9,6 +9,9 @@
 //! | `rate_limit_backend_errors_total` | counter | decisions the backend could not make (passed or 503 by `fail_open`) |
 //! | `rate_limit_queue_size` | gauge | requests waiting for their slot right now |
 //! | `rate_limit_wait_seconds` | histogram | the wait of each delayed request |
+//! | `rate_limit_cost_invalid_total` | counter | responses whose cost after the response was missing or malformed (nothing charged) |
+//! | `rate_limit_cost_charged_total` | counter | permits charged as debt after responses |
+//! | `rate_limit_cost_dropped_total` | counter | permits of costs after the response above the debt cap, not charged |
 //!
 //! Every series has the label `limiter` (the layer's name) and, when the
 //! layer labels routes, `route` (the route template, which is bounded);
@@ -47,6 +50,18 @@ fn describe() {
             "rate_limit_backend_errors_total",
             "Decisions the backend could not make (passed or 503 by fail_open)."
         );
+        describe_counter!(
+            "rate_limit_cost_invalid_total",
+            "Responses whose cost was missing or malformed (nothing charged)."
+        );
+        describe_counter!(
+            "rate_limit_cost_charged_total",
+            "Permits charged as debt after responses."
+        );
+        describe_counter!(
+            "rate_limit_cost_dropped_total",
+            "Permits of costs after the response above the debt cap, not charged."
+        );
         describe_gauge!(
             "rate_limit_queue_size",
             "Requests waiting for their slot right now."
@@ -69,6 +84,9 @@ pub(crate) struct Metrics {
     pub(crate) backend_errors: Counter,
     pub(crate) queue_size: Gauge,
     pub(crate) wait_seconds: Histogram,
+    pub(crate) cost_invalid: Counter,
+    pub(crate) cost_charged: Counter,
+    pub(crate) cost_dropped: Counter,
 }
 
 impl Metrics {
@@ -82,6 +100,9 @@ impl Metrics {
             bypassed: counter!("rate_limit_bypassed_total", "limiter" => label.clone()),
             backend_errors: counter!("rate_limit_backend_errors_total", "limiter" => label.clone()),
             queue_size: gauge!("rate_limit_queue_size", "limiter" => label.clone()),
+            cost_invalid: counter!("rate_limit_cost_invalid_total", "limiter" => label.clone()),
+            cost_charged: counter!("rate_limit_cost_charged_total", "limiter" => label.clone()),
+            cost_dropped: counter!("rate_limit_cost_dropped_total", "limiter" => label.clone()),
             wait_seconds: histogram!("rate_limit_wait_seconds", "limiter" => label),
         }
     }
@@ -97,6 +118,9 @@ impl Metrics {
             backend_errors: counter!("rate_limit_backend_errors_total", &labels),
             queue_size: gauge!("rate_limit_queue_size", &labels),
             wait_seconds: histogram!("rate_limit_wait_seconds", &labels),
+            cost_invalid: counter!("rate_limit_cost_invalid_total", &labels),
+            cost_charged: counter!("rate_limit_cost_charged_total", &labels),
+            cost_dropped: counter!("rate_limit_cost_dropped_total", &labels),
         }
     }
 }

@@ -29,7 +29,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use limiter_async::AsyncDecide;
-use limiter_core::{Decider, Denial, Grant, Policy};
+use limiter_core::{Debt, Decider, Denial, Grant, Policy, Unavailable};
 use limiter_redis::RedisLimiter;
 
 use crate::key_encoding::{EncodeKey, encode_key};
@@ -124,5 +124,22 @@ impl<K: EncodeKey> AsyncDecide for RedisBackend<K> {
     ) -> impl Future<Output = Result<Grant<()>, Denial>> + Send {
         let key = Self::key_string(key);
         async move { self.limiter.decide_async(&key, cost, max_wait).await }
+    }
+
+    /// One call of the debt script on the encoded key
+    /// ([`RedisLimiter::charge_after`]).
+    fn charge_after_async(
+        &self,
+        key: &K,
+        permits: u64,
+        cap: Duration,
+    ) -> impl Future<Output = Result<Debt, Unavailable>> + Send {
+        let key = Self::key_string(key);
+        async move {
+            self.limiter
+                .charge_after(&key, permits, cap)
+                .await
+                .map_err(|e| Box::new(e) as Unavailable)
+        }
     }
 }

@@ -13,7 +13,10 @@
 //! 4. a grant whose slot is later than now: sleep until it inside the
 //!    response future, the reservation owned by a guard that gives it back
 //!    if the future is dropped (the client disconnected);
-//! 5. call the inner service and add the rate-limit headers of the grant.
+//! 5. call the inner service and add the rate-limit headers of the grant;
+//! 6. when the layer charges a cost after the response, read it from the
+//!    response head and charge the rest to the key as capped debt (see
+//!    [`RateLimitBuilder::charge_after`](crate::RateLimitBuilder::charge_after)).
 //!
 //! Steps 1 to 3 run in `call` itself, and so does step 5 when the backend
 //! decides at once ([`AsyncDecide::decide_ready`]) and the grant needs no wait:
@@ -33,6 +36,7 @@ use tokio::time::Instant;
 use tower_service::Service;
 
 use crate::backend::Backend;
+use crate::charge::Owed;
 use crate::future::{Decided, LimitBody, ResponseFuture, decide_and_wait};
 use crate::key::{KeyExtractor, RequestHead};
 use crate::shared::{Prepared, Shared};
@@ -135,7 +139,18 @@ where
             let numbers = shared.numbers(&key, &grant);
             metrics.allowed.increment(1);
             let future = inner.call(request);
-            return ResponseFuture::with_headers(future, shared.headers.as_ref(), numbers);
+            if shared.response_cost.is_none() {
+                return ResponseFuture::with_headers(future, shared.headers.as_ref(), numbers);
+            }
+            // A cost after the response: the key and the layer are kept
+            // (one box) until the head arrives.
+            let owed = Box::new(Owed {
+                shared: Arc::clone(shared_arc),
+                key,
+                paid: cost,
+                route,
+            });
+            return ResponseFuture::charging(future, shared.headers.as_ref(), numbers, owed);
         }
         Some(Err(denial)) => {
             return match shared.denied(&key, denial, metrics) {

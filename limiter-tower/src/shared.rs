@@ -86,6 +86,8 @@ pub(crate) struct Shared<B: Backend, E> {
     pub(crate) label_routes: bool,
     /// Whether the missing-peer error was logged (it is logged once).
     pub(crate) warned_missing_peer: AtomicBool,
+    /// The cost after the response, when the layer charges one.
+    pub(crate) response_cost: Option<crate::charge::ResponseCost>,
 }
 
 /// The rate-limit header syntax and the policy name it writes: what a

@@ -260,3 +260,23 @@ fn admitted_and_rejected_requests_allocate_only_their_response() {
         }
     }
 }
+
+#[test]
+fn a_cost_after_the_response_allocates_one_box_per_admitted_request() {
+    let quota = Quota::per_second(1000).unwrap().with_burst(1000).unwrap();
+    let clock = ManualClock::new();
+    let layer = RateLimitLayer::builder(RateLimiter::with_clock(quota, clock), Global)
+        .without_headers()
+        .cost_from_response_header(header::HeaderName::from_static("x-tokens-used"))
+        .build()
+        .unwrap();
+    let mut service = layer.layer(Hello);
+    one(&mut service, Request::new(Body::default()));
+    for _ in 0..3 {
+        // The response has no cost header: read, counted invalid, nothing
+        // charged; the key and the layer were kept in one box until then.
+        let (n, response) = one(&mut service, Request::new(Body::default()));
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(n, 1, "one box keeps the key until the response head");
+    }
+}

@@ -194,3 +194,35 @@ async fn a_killed_redis_is_answered_by_the_declared_policy_and_counted() {
     assert_eq!(counter(&snapshot, "rate_limit_allowed_total", "open"), 1);
     assert_eq!(counter(&snapshot, "rate_limit_allowed_total", "local"), 3);
 }
+
+#[tokio::test]
+async fn a_cost_after_the_response_is_charged_on_redis() {
+    let server = RedisServer::start();
+    // The upstream reports 4 tokens for every request.
+    let tokens = |backend| {
+        let layer = RateLimitLayer::builder(backend, PeerIp::new())
+            .cost_from_response_header(http::header::HeaderName::from_static("x-tokens-used"))
+            .max_debt(Duration::from_secs(3_600))
+            .build()
+            .unwrap();
+        axum::Router::new()
+            .route(
+                "/",
+                axum::routing::get(|| async { ([("x-tokens-used", "4")], "hi") }),
+            )
+            .layer(layer)
+    };
+    let a = instance(&server, "tok", FailurePolicy::Error, tokens).await;
+    let b = instance(&server, "tok", FailurePolicy::Error, tokens).await;
+    let client = client_from("127.0.0.1");
+    // 3 an hour, burst 3 (t = 1,200 s): 1 up front, 3 after the response,
+    // 2 of them from the burst and 1 of debt, charged on Redis before the
+    // response came back: the other instance sees it at once.
+    assert_eq!(get_from(&client, a, "/", &[]).await.status, StatusCode::OK);
+    let refused = get_from(&client, b, "/", &[]).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.headers["retry-after"], "2400");
+    // The key lives until its debt is paid: 4 permits, 4,800 s.
+    let pttl: i64 = server.cmd(&["PTTL", "{tok:127.0.0.1}"]).await;
+    assert!(pttl > 4_799_000 && pttl <= 4_800_000, "pttl {pttl}");
+}

@@ -3,10 +3,10 @@
 //! loses nothing, a cut of the limit racing a release and a waiter loses
 //! nothing, a release under a cut hands nothing off until the limit has
 //! room, a raise of the limit admits the waiter it frees. Each beside the
-//! broken variant loom catches: a release that skips the hand-off and a
-//! raise that admits nobody deadlock; a cancel that forgets a granted
-//! permit leaks it; a hand-off that ignores the lowered limit admits above
-//! it.
+//! broken variant loom catches: a release that skips the hand-off, a limit
+//! change by load and store, and a raise that admits nobody deadlock; a
+//! cancel that forgets a granted permit leaks it; a hand-off that ignores
+//! the lowered limit admits above it.
 #![cfg(loom)]
 
 use std::future::Future;
@@ -122,40 +122,57 @@ fn a_cancel_that_forgets_a_granted_permit_is_caught() {
 /// Limit 2 held by A and B; a waiter queues while the limit is cut to 1
 /// and A is released, all at once. However they interleave, nothing is
 /// revoked or lost: the waiter is admitted (by A's release if it came
-/// before the cut, by B's otherwise), and every count returns to 0.
+/// before the cut, by B's otherwise), and every count returns to 0. This is
+/// also the race of a limit change with a hand-off (A's release handing its
+/// permit to the waiter while the cut lands), which the hand-off does not
+/// confirm by CAS.
+fn cut_vs_release_vs_waiter(broken: Broken) -> String {
+    let limiter = ConcurrencyLimiter::__loom_broken(2, 4, broken);
+    let a = limiter.try_acquire_owned().unwrap();
+    let b = limiter.try_acquire_owned().unwrap();
+    let waiter = {
+        let l = limiter.clone();
+        thread::spawn(move || block_on(l.acquire_owned()).unwrap())
+    };
+    let cutter = {
+        let l = limiter.clone();
+        thread::spawn(move || l.set_limit(1).unwrap())
+    };
+    drop(a);
+    assert_eq!(cutter.join().unwrap(), 2);
+    // A's permit went to the waiter or back to the count; B's is
+    // still held. Never more than A's and B's two.
+    assert!(limiter.in_flight() <= 2);
+    drop(b);
+    let w = waiter.join().unwrap();
+    assert_eq!(
+        (limiter.limit(), limiter.in_flight(), limiter.waiting()),
+        (1, 1, 0),
+        "the cut or a release was lost"
+    );
+    drop(w);
+    assert_eq!(limiter.in_flight(), 0);
+    "admitted".into()
+}
+
 #[test]
 fn a_cut_racing_a_release_and_a_waiter_loses_nothing() {
     check(
         "concurrency: set_limit(1) vs release vs acquire().await, limit 2",
         &["admitted"],
-        || {
-            let limiter = ConcurrencyLimiter::__loom_broken(2, 4, Broken::None);
-            let a = limiter.try_acquire_owned().unwrap();
-            let b = limiter.try_acquire_owned().unwrap();
-            let waiter = {
-                let l = limiter.clone();
-                thread::spawn(move || block_on(l.acquire_owned()).unwrap())
-            };
-            let cutter = {
-                let l = limiter.clone();
-                thread::spawn(move || l.set_limit(1).unwrap())
-            };
-            drop(a);
-            assert_eq!(cutter.join().unwrap(), 2);
-            // A's permit went to the waiter or back to the count; B's is
-            // still held. Never more than A's and B's two.
-            assert!(limiter.in_flight() <= 2);
-            drop(b);
-            let w = waiter.join().unwrap();
-            assert_eq!(
-                (limiter.limit(), limiter.in_flight(), limiter.waiting()),
-                (1, 1, 0)
-            );
-            drop(w);
-            assert_eq!(limiter.in_flight(), 0);
-            "admitted".into()
-        },
+        || cut_vs_release_vs_waiter(Broken::None),
     );
+}
+
+/// BROKEN: the limit change loads the word and stores it back with the new
+/// limit; a write landing in between (a release's count, the waiter's
+/// queued flag) is overwritten, or overwrites the cut.
+#[test]
+#[should_panic(expected = "the cut or a release was lost")]
+fn a_limit_change_by_load_and_store_is_caught() {
+    check("BROKEN limit change by load and store", &[], || {
+        cut_vs_release_vs_waiter(Broken::LimitLoadStore)
+    });
 }
 
 /// Limit 2 held by A and B, cut to 1; a waiter queues while A is

@@ -6,8 +6,8 @@
 //! cargo run --release -p limiter-benches --bin concurrency_sim [seed]
 //! ```
 //!
-//! Prints a markdown table and the summary line of the default estimator
-//! (Gradient2). `concurrency_sim <seed> trace` prints its limit over time.
+//! Prints what the columns compare, a markdown table and the summary line
+//! of the default estimator (Gradient2). `concurrency_sim <seed> trace` prints its limit over time.
 
 use std::time::Duration;
 
@@ -73,6 +73,12 @@ fn main() {
     }
     println!("schedule: {SCHEDULE:?}");
     println!(
+        "unloaded p99 = the p99 of the service time alone (no queue), 2.80 x its mean; p50 and p99 = steady-state latency, arrival to completion, over it, worst phase"
+    );
+    println!(
+        "oscillation = deviation of the 10 ms samples of the limit from the converged limit (the steady state's median), 95th percentile / largest, worst phase; the summary line gives the largest"
+    );
+    println!(
         "| subject | goodput % of capacity | p50 / unloaded p99 | p99 / unloaded p99 | converge s (per change) | oscillation % p95 / max | settled (per phase) | rejected | timed out |"
     );
     println!("|---|---:|---:|---:|---|---:|---|---:|---:|");
@@ -104,13 +110,7 @@ fn main() {
         }
     }
     let r: Report = default.expect("the default estimator ran");
-    println!(
-        "concurrency summary goodput_pct={:.1} p99_vs_unloaded={:.2} converge_s={:.1} oscillation_pct={:.1}",
-        r.goodput_pct,
-        r.p99_vs_unloaded,
-        r.converge_s.iter().copied().fold(0.0, f64::max),
-        r.oscillation_pct
-    );
+    println!("{}", r.summary());
 }
 
 fn list(v: &[f64], decimals: usize) -> String {

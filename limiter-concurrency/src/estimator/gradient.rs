@@ -6,14 +6,27 @@
 //!
 //! ```text
 //! gradient = clamp(tolerance · long / short, 0.5, 1)
-//! target   = limit · gradient + headroom          (headroom = √limit, raises only)
+//! headroom = √limit · clamp((gradient − 0.7) / 0.3, 0, 1)    (busy windows only)
+//! target   = limit · gradient + headroom
 //! limit    = (1 − smoothing) · limit + smoothing · target
 //! ```
 //!
 //! `gradient < 1` (the RTT rose more than `tolerance` allows over the
 //! long-term one) cuts; `gradient = 1` in a busy window
-//! (`2 · max in_flight >= limit`) raises by the headroom. A window with a dropped sample cuts as
-//! a gradient of 0.5 would.
+//! (`2 · max in_flight >= limit`) raises by the headroom. The headroom
+//! fades out linearly as the gradient falls from 1 to 0.7 instead of
+//! switching off below 1: the target is a continuous function of the RTT,
+//! so near its settling point the limit moves in proportion to what the
+//! RTT says, not in a sawtooth of whole raises and cuts. A window with a
+//! dropped sample cuts as a gradient of 0.5 would.
+//!
+//! **The installed limit.** The computed limit is a real number; the limit
+//! installed (and returned) is an integer that follows it with a dead band:
+//! it moves to `⌊limit⌋` only when the computed limit leaves
+//! `[installed − 0.25, installed + 1.25]`. A computed limit hovering at a
+//! whole number therefore does not flip the installed one back and forth
+//! with every window's noise, which at small limits (8 servers, a limit of
+//! 12) is a tenth of the limit per step.
 //!
 //! **Why it does not creep.** Netflix's Gradient2 moves `long` as an
 //! exponential average of every window: under modest overload, `short` sits
@@ -28,10 +41,15 @@
 //! * a window at low occupancy (`2 · max in_flight < limit`): so little of
 //!   the limit in use cannot have queued anything (the passive no-load RTT
 //!   of low-occupancy samples; no probe): `long` moves halfway to it;
-//! * over the last 8 busy windows the limit moved by at least 10 % and the
-//!   RTT did not move with it (its elasticity in the limit, the
-//!   least-squares slope scaled by the means, below 0.3): queueing grows with
-//!   the limit, a slower downstream does not.
+//! * over the last 8 busy windows the in-flight count moved by at least
+//!   25 % and the RTT did not move with it (its elasticity in the in-flight
+//!   count, the least-squares slope scaled by the means, below 0.3):
+//!   queueing grows with the in-flight count, a slower downstream does not.
+//!   A window whose RTT is more than twice the mean of those kept starts the
+//!   history afresh: the windows before such a step are of another
+//!   downstream (fewer servers, a slower one), and pairing them with the
+//!   windows after it would read the step itself as "the RTT rose while the
+//!   in-flight count did not" and learn the new queue as the baseline.
 //!
 //! Queueing that the estimator itself caused is therefore never learned as
 //! the baseline, and a genuine slowdown is learned within about 8 windows
@@ -63,8 +81,10 @@ pub struct Gradient2 {
     long: f64,
     tolerance: f64,
     smoothing: f64,
+    /// The limit installed: `limit` with a dead band (see the module doc).
+    installed: u32,
     window: Window,
-    /// The last busy windows' (limit, short RTT).
+    /// The last busy windows' (mean in-flight, short RTT).
     history: VecDeque<(f64, f64)>,
 }
 
@@ -74,9 +94,24 @@ const HISTORY: usize = super::HISTORY;
 /// How far one window moves the long-term RTT when it moves.
 const LONG_WEIGHT: f64 = 0.2;
 
+/// The gradient below which no headroom is added (it grows linearly to
+/// `√limit` at a gradient of 1).
+const HEADROOM_FROM: f64 = 0.7;
+
+/// A window whose RTT is this many times the mean of the kept history is a
+/// step of the downstream: the history starts afresh.
+const STEP: f64 = 2.0;
+
+/// How far below the installed limit, and above it plus one, the computed
+/// limit must go before the installed limit moves.
+const DEAD_BAND: f64 = 0.25;
+
+/// Samples a window holds at least (more when `2 · limit` is more).
+const MIN_WINDOW: u32 = 60;
+
 impl Gradient2 {
     /// Gradient2 within `bounds`: tolerance 1.25, smoothing 0.2, windows
-    /// of at least 30 samples.
+    /// of `max(60, 2 · limit)` samples.
     pub fn new(bounds: Bounds) -> Gradient2 {
         Gradient2 {
             bounds,
@@ -84,7 +119,8 @@ impl Gradient2 {
             long: 0.0,
             tolerance: 1.25,
             smoothing: 0.2,
-            window: Window::new(30),
+            installed: bounds.initial,
+            window: Window::new(MIN_WINDOW),
             history: VecDeque::new(),
         }
     }
@@ -111,6 +147,13 @@ impl Gradient2 {
     }
 }
 
+impl Gradient2 {
+    /// Installs the computed limit (within the bounds, so `⌊limit⌋` is too).
+    fn install(&mut self) {
+        self.installed = self.limit as u32;
+    }
+}
+
 impl Estimator for Gradient2 {
     fn sample(&mut self, s: Sample) -> u32 {
         let Some(w) = self.window.add(s, 2 * self.limit()) else {
@@ -118,6 +161,7 @@ impl Estimator for Gradient2 {
         };
         if w.dropped || w.mean_rtt == 0.0 {
             self.limit = self.bounds.clamp(self.limit * (1.0 - self.smoothing * 0.5));
+            self.install();
             return self.limit();
         }
         let short = w.mean_rtt;
@@ -132,6 +176,13 @@ impl Estimator for Gradient2 {
             };
             self.history.clear();
         } else {
+            if !self.history.is_empty() {
+                let mean =
+                    self.history.iter().map(|&(_, r)| r).sum::<f64>() / self.history.len() as f64;
+                if short > STEP * mean {
+                    self.history.clear();
+                }
+            }
             if self.history.len() == HISTORY {
                 self.history.pop_front();
             }
@@ -144,8 +195,8 @@ impl Estimator for Gradient2 {
             }
         }
         let gradient = (self.tolerance * self.long / short).clamp(0.5, 1.0);
-        let headroom = if gradient >= 1.0 && busy {
-            self.limit.sqrt()
+        let headroom = if busy {
+            self.limit.sqrt() * ((gradient - HEADROOM_FROM) / (1.0 - HEADROOM_FROM)).clamp(0.0, 1.0)
         } else {
             0.0
         };
@@ -153,15 +204,20 @@ impl Estimator for Gradient2 {
         self.limit = self
             .bounds
             .clamp((1.0 - self.smoothing) * self.limit + self.smoothing * target);
+        let installed = f64::from(self.installed);
+        if self.limit < installed - DEAD_BAND || self.limit > installed + 1.0 + DEAD_BAND {
+            self.install();
+        }
         self.limit()
     }
 
     fn limit(&self) -> u32 {
-        self.limit as u32
+        self.installed
     }
 
     fn override_limit(&mut self, limit: u32) {
         self.limit = self.bounds.clamp(f64::from(limit));
+        self.install();
         self.history.clear();
     }
 
@@ -176,7 +232,7 @@ mod tests {
 
     /// One window of `limit` samples of `rtt` at in-flight `in_flight`.
     fn window(g: &mut Gradient2, rtt: Duration, in_flight: u32) -> u32 {
-        let n = (2 * g.limit()).max(30);
+        let n = (2 * g.limit()).max(MIN_WINDOW);
         let mut limit = 0;
         for _ in 0..n {
             limit = g.sample(Sample {
@@ -191,8 +247,10 @@ mod tests {
     #[test]
     fn modest_overload_does_not_creep() {
         // A downstream with 16 servers of 10 ms: past 16 in flight, the RTT
-        // grows in proportion (a closed queue). The limit must settle near
-        // 16 · tolerance (1.25) and stay there, not grow window after window.
+        // grows in proportion (a closed queue), so the gradient at a limit
+        // L is 1.25 · 16 / L. The limit must settle where the cut equals
+        // the headroom, L · (1 − g) = √L · (g − 0.7) / 0.3, between 23 and
+        // 24, and stay there, not grow window after window.
         let mut g = Gradient2::new(Bounds::new(8, 1, 10_000).unwrap());
         let mut limits = Vec::new();
         for _ in 0..400 {
@@ -207,9 +265,10 @@ mod tests {
         let tail = &limits[300..];
         let (lo, hi) = (tail.iter().min().unwrap(), tail.iter().max().unwrap());
         assert!(
-            *hi <= 22,
-            "settled at or below 16 · 1.25 plus one raise: {lo}..={hi}"
+            *hi <= 24,
+            "settled where the cut meets the headroom: {lo}..={hi}"
         );
+        assert!(hi - lo <= 1, "held within one permit: {lo}..={hi}");
         assert!(*lo >= 14, "kept the downstream busy: {lo}..={hi}");
     }
 

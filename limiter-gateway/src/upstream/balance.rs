@@ -21,9 +21,10 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::{Client, Error};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
+use super::Upstream;
 use super::connect::{Connector, TlsTarget};
 use super::{Balance, MAX_ATTEMPTS, PoolConfig, Protocol};
-use crate::config::{Timeouts, Upstream};
+use crate::settings::Timeouts;
 
 /// The body sent upstream: the client's, or none (a request whose body is
 /// empty is sent with `Empty`, which makes it replayable).

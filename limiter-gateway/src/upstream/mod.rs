@@ -27,7 +27,24 @@ use serde::Deserialize;
 
 pub(crate) use balance::Balancer;
 
-use crate::config::GatewayConfigError;
+use crate::settings::GatewayConfigError;
+
+/// Where requests go: an upstream and the path prefix it serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    /// The name in metrics and logs.
+    pub name: String,
+    /// `http://host:port` with an optional base path prepended to every
+    /// request's path.
+    pub url: http::Uri,
+    /// The path prefix routed here (matched at segment boundaries, the
+    /// longest wins); `/` for everything.
+    pub prefix: String,
+    /// Send the upstream's own authority as `Host` instead of the client's.
+    pub rewrite_host: bool,
+    /// Its addresses, balancing, protocol and health (module `upstream`).
+    pub pool: PoolConfig,
+}
 
 /// The most addresses one request is tried on.
 pub const MAX_ATTEMPTS: usize = 3;

@@ -66,8 +66,13 @@ pub(crate) const ADAPTIVE_CONCURRENCY: Definition = Definition {
 /// The common fields a concurrency rule does not take: it sends no
 /// `RateLimit` headers (it has no quota), holds no keys and counts every
 /// request it routes.
-pub(crate) const NOT_FOR_CONCURRENCY: &[&str] =
-    &["headers", "max_keys", "allowlist", "trusted_proxies"];
+pub(crate) const NOT_FOR_CONCURRENCY: &[&str] = &[
+    "headers",
+    "max_keys",
+    "allowlist",
+    "trusted_proxies",
+    "cost",
+];
 
 /// The wait queue of a concurrency rule (used in `mode: delay`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -28,6 +28,7 @@ use crate::schema::{
 use crate::source::{Node, Pos, Value};
 use crate::units::{Rate, parse_duration};
 
+mod cost;
 mod fields;
 mod overrides;
 mod redis;
@@ -53,6 +54,7 @@ const COMMON: &[&str] = &[
     "shadow",
     "shadow_headers",
     "penalty",
+    "cost",
 ];
 
 /// The settings at the top of a file, beside `rate_limits`.
@@ -310,6 +312,7 @@ fn rule(
     }
     let shadow = own_shadow.map(|own| own.unwrap_or(shadow_all));
     let penalty = f.penalty(key.as_ref());
+    let cost = f.cost(algorithm.as_ref());
     if f.check.errors.len() > before {
         return None;
     }
@@ -329,6 +332,7 @@ fn rule(
         shadow: shadow?,
         shadow_headers: shadow_headers?.unwrap_or(false),
         penalty: penalty?,
+        cost: cost?,
     };
     Some((spec, match_pos))
 }
