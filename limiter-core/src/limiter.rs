@@ -565,10 +565,12 @@ impl<C: Clock> RateLimiter<C> {
         usable: &impl Fn(Params) -> u32,
     ) -> Result<(Reservation, Option<Decided>), AcquireError> {
         #[cfg(feature = "std")]
-        if let AcquireError::RateLimited { wait } = error {
-            if CANCELLABLE && usable(read.params) == read.params.burst && self.pending.any() {
-                return self.refund_instead(now, n, max_wait, wait);
-            }
+        if let AcquireError::RateLimited { wait } = error
+            && CANCELLABLE
+            && usable(read.params) == read.params.burst
+            && self.pending.any()
+        {
+            return self.refund_instead(now, n, max_wait, wait);
         }
         Err(error)
     }
