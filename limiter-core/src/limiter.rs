@@ -411,12 +411,24 @@ impl<C: Clock> RateLimiter<C> {
             Ok((None, granted)) => {
                 return Attempt::Done(Ok((granted.reservation, Some(granted.decided))));
             }
+            // A grant's read must be whole before its CAS writes anything:
+            // a copy torn by a change that began after our first load would
+            // otherwise cost a CAS whose permits could not be granted. Not
+            // whole: decide again from a fresh load (nothing written).
+            Ok((Some(_), granted)) if !self.quotas.in_force_unchanged_since(granted.read) => None,
             Ok((Some(next), granted)) => match self.state.compare_exchange_weak(first, next) {
-                Ok(()) if self.quotas.in_force_unchanged_since(granted.read) => {
+                // Stands if no change has begun since the read, or if the
+                // entry the word names still holds the version read (a
+                // change that began after the CAS rewrote the copy, not that
+                // entry): `quota_versions`, "The fast read".
+                Ok(())
+                    if self.quotas.in_force_unchanged_since(granted.read)
+                        || self.quotas.unchanged_since(granted.read) =>
+                {
                     return Attempt::Done(self.granted::<CANCELLABLE>(granted, now, max_wait));
                 }
-                // Void: a change rewrote the copy meanwhile (`quota_versions`,
-                // "The fast read"). Decide again from a fresh load.
+                // Void: a change rewrote the entry the word names meanwhile
+                // (its 16th successor): decide again from a fresh load.
                 Ok(()) => None,
                 // Lost (or spuriously failed): decide again on the word the
                 // CAS returned.
@@ -553,10 +565,12 @@ impl<C: Clock> RateLimiter<C> {
         usable: &impl Fn(Params) -> u32,
     ) -> Result<(Reservation, Option<Decided>), AcquireError> {
         #[cfg(feature = "std")]
-        if let AcquireError::RateLimited { wait } = error {
-            if CANCELLABLE && usable(read.params) == read.params.burst && self.pending.any() {
-                return self.refund_instead(now, n, max_wait, wait);
-            }
+        if let AcquireError::RateLimited { wait } = error
+            && CANCELLABLE
+            && usable(read.params) == read.params.burst
+            && self.pending.any()
+        {
+            return self.refund_instead(now, n, max_wait, wait);
         }
         Err(error)
     }

@@ -160,10 +160,10 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         // SeqCst, then the same on `next_idle_at` below: see `end_pass`.
         lower(&self.inserted_min, now);
         // Relaxed: a counter read as a hint.
-        if self.count.load(Ordering::Relaxed) > self.max_keys / 2 {
-            if let Ok(mut cursor) = self.cursor.try_lock() {
-                self.step(&mut cursor, now, STEP, false, false);
-            }
+        if self.count.load(Ordering::Relaxed) > self.max_keys / 2
+            && let Ok(mut cursor) = self.cursor.try_lock()
+        {
+            self.step(&mut cursor, now, STEP, false, false);
         }
         // SeqCst: inserted_min first, then this (see `end_pass`): a lower
         // bound, only lowered here.

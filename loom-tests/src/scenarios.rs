@@ -204,10 +204,9 @@ pub fn try_in_the_change_window() -> String {
         .expect("a probe within range")
         .wait()
         .as_nanos();
-    let label = match (admitted, debt) {
+    match (admitted, debt) {
         (false, 30) => "refused, debt 30".to_string(),
         (true, 90) => "admitted, debt 90".to_string(),
         other => panic!("decided on a mixed quota: {other:?}"),
-    };
-    label
+    }
 }
