@@ -158,46 +158,30 @@ pub(crate) fn reserve_in_span(
     if n > usable.max(1) {
         return Err(Refusal::Insufficient);
     }
-    if n == 0 {
-        return if now > limit {
-            Err(Refusal::OutOfRange)
-        } else {
-            Ok(Grant { tat, wait: 0 })
-        };
+    if now > limit {
+        return Err(Refusal::OutOfRange);
     }
-    // n ≤ usable, so for a valid quota cost ≤ span ≤ MAX_SPAN. On a torn
-    // read the product saturates and is bounded (a few instructions, which a
-    // one-permit request skips: its cost is `t`, at most MAX_SPAN whatever
-    // entry it came from).
+    if n == 0 {
+        return Ok(Grant { tat, wait: 0 });
+    }
+    // n ≤ usable, so for a valid quota cost ≤ span ≤ MAX_SPAN and every sum
+    // stays < 2^62. On a torn read the product saturates and is bounded (a
+    // few instructions, which a one-permit request skips: its cost is `t`,
+    // at most MAX_SPAN whatever entry it came from).
     let cost = if n == 1 {
         t
     } else {
         u64::from(n).saturating_mul(t).min(1 << 62)
     };
-    // One test for the grant: `now ≤ limit` (checked first in the order of
-    // the module docs) is implied by `new_tat ≤ limit`, since `new_tat > now`.
-    // For `now ≤ limit` nothing below overflows (every term < 2^62); a `now`
-    // past the limit may overflow the sum, which the flag refuses, or wrap
-    // `now + span`, which only lowers the bound below `now`.
-    let (new_tat, overflow) = tat.max(now).overflowing_add(cost);
-    let conform = now.wrapping_add(span);
-    if !overflow && new_tat <= conform.saturating_add(max_wait).min(limit) {
-        return Ok(Grant {
-            tat: new_tat,
-            wait: new_tat.saturating_sub(conform),
-        });
+    let new_tat = tat.max(now) + cost;
+    let wait = new_tat.saturating_sub(now + span);
+    if wait > max_wait {
+        return Err(Refusal::Wait(wait));
     }
-    // Refused: which error, in the order of the module docs. Here the sums
-    // are in range again (`now ≤ limit`).
-    if now > limit {
+    if new_tat > limit {
         return Err(Refusal::OutOfRange);
     }
-    let wait = new_tat.saturating_sub(conform);
-    if wait > max_wait {
-        Err(Refusal::Wait(wait))
-    } else {
-        Err(Refusal::OutOfRange)
-    }
+    Ok(Grant { tat: new_tat, wait })
 }
 
 /// How many permits a plain try could take at `now`: exactly the largest

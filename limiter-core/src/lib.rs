@@ -155,13 +155,6 @@ pub mod __loom {
     pub static BROKEN_MOVE: std::sync::atomic::AtomicBool =
         std::sync::atomic::AtomicBool::new(false);
 
-    /// Makes a decision's fast read skip its generation check (the broken
-    /// variant of the fast-read model, `gcra_fast_read_broken.rs`), so it
-    /// may decide on the copy of a change whose word is not installed yet.
-    /// Set before a model runs.
-    pub static BROKEN_FAST_READ: std::sync::atomic::AtomicBool =
-        std::sync::atomic::AtomicBool::new(false);
-
     /// The `tat` that [`RateLimiter::set_quota`](crate::RateLimiter::set_quota)
     /// installs when the quota changes from `old` to `new` at `now`.
     pub fn rescale(tat: u64, now: u64, old: Quota, new: Quota) -> u64 {

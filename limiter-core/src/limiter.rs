@@ -16,7 +16,7 @@ use crate::error::AcquireError;
 use crate::gcra::{self, Params, Refusal};
 use crate::identity::Owner;
 use crate::quota::{Quota, saturating_nanos};
-use crate::quota_versions::{QuotaRead, QuotaVersions, generation, next_generation, pack, tat};
+use crate::quota_versions::{QuotaVersions, generation, next_generation, pack, tat};
 #[cfg(feature = "std")]
 use crate::refunds::{Pending, Refund, WordUndo};
 use crate::reservation::{Headroom, Reservation, Undo};
@@ -77,34 +77,6 @@ struct Decided {
     now: u64,
     params: Params,
     usable: u32,
-}
-
-/// Where the CAS loop goes on after a first round that could not finish.
-#[derive(Debug, Clone, Copy)]
-struct Resume {
-    /// The word the first round loaded.
-    first: u64,
-    /// The word its CAS found instead (`None`: its outcome was void or
-    /// torn; load afresh).
-    lost_to: Option<u64>,
-}
-
-/// The first round of a decision: finished, or to go on from.
-#[derive(Debug)]
-enum Attempt {
-    Done(Result<(Reservation, Option<Decided>), AcquireError>),
-    Again(Resume),
-}
-
-/// A grant as decided, before its CAS: the reservation to hand out, the
-/// quota read it was decided on (to check after the CAS), whether the
-/// caller may use the whole burst, and what it wrote.
-#[derive(Debug)]
-struct Granted {
-    reservation: Reservation,
-    read: QuotaRead,
-    full: bool,
-    decided: Decided,
 }
 
 #[cfg(feature = "std")]
@@ -177,7 +149,7 @@ impl<C: Clock> RateLimiter<C> {
     /// assert_eq!(denied.retry_after(), Some(Duration::from_millis(100)));
     /// # Ok::<(), limiter_core::QuotaError>(())
     /// ```
-    #[inline(always)]
+    #[inline]
     pub fn try_acquire(&self) -> Result<(), AcquireError> {
         self.try_acquire_n(1)
     }
@@ -209,23 +181,10 @@ impl<C: Clock> RateLimiter<C> {
     /// );
     /// # Ok::<(), limiter_core::QuotaError>(())
     /// ```
-    #[inline(always)]
+    #[inline]
     pub fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
         let now = self.clock.now();
-        match self.attempt::<false>(now, n, 0, &|p: Params| p.burst) {
-            Attempt::Done(decided) => decided.map(|_| ()),
-            Attempt::Again(resume) => self.try_again(now, n, resume),
-        }
-    }
-
-    /// [`try_acquire_n`](RateLimiter::try_acquire_n) after an attempt that
-    /// could not finish (see [`decide_again`](Self::decide_again)): out of
-    /// line, with a small result, so a plain try inlines into its caller.
-    #[cold]
-    #[inline(never)]
-    fn try_again(&self, clock_now: u64, n: u32, resume: Resume) -> Result<(), AcquireError> {
-        self.decide_again::<false, false>(clock_now, n, 0, &|p: Params| p.burst, resume)
-            .map(|_| ())
+        self.reserve_at::<false>(now, n, 0, |p| p.burst).map(|_| ())
     }
 
     /// Claims the earliest slot for `n` permits and says how long to wait for
@@ -350,16 +309,9 @@ impl<C: Clock> RateLimiter<C> {
     /// [`reserve_at`](RateLimiter::reserve_at), with what the decision wrote
     /// (`None` for a grant made of a refund, which writes no word).
     /// `REREAD`: this is the decision again on a fresh clock reading, after
-    /// a refusal on a stale one (see [`decide_again`](Self::decide_again));
-    /// it is not repeated.
-    ///
-    /// The common case inline: one load, one decision, and for a grant one
-    /// CAS and the version check; for a refusal the version check. Anything
-    /// else (a lost CAS, a decision void or torn because a quota change
-    /// raced it, a refund to look for) goes on out of line in
-    /// [`decide_again`](Self::decide_again), which continues the same CAS
-    /// loop from where this attempt left it: the atomic operations are those
-    /// of one loop (design.md §6), only the code is split.
+    /// a refusal on a stale one (see the refusal arms); it is not repeated.
+    /// Always inlined: out of line it cost the deny path a quarter more
+    /// instructions (callgrind).
     #[inline(always)]
     fn decide_at<const CANCELLABLE: bool, const REREAD: bool>(
         &self,
@@ -368,284 +320,82 @@ impl<C: Clock> RateLimiter<C> {
         max_wait: u64,
         usable: impl Fn(Params) -> u32,
     ) -> Result<(Reservation, Option<Decided>), AcquireError> {
-        match self.attempt::<CANCELLABLE>(clock_now, n, max_wait, &usable) {
-            Attempt::Done(decided) => decided,
-            Attempt::Again(resume) => {
-                self.decide_again::<CANCELLABLE, REREAD>(clock_now, n, max_wait, &usable, resume)
-            }
-        }
-    }
-
-    /// The first round of the CAS loop, inline: one load, one decision, and
-    /// for a grant one CAS and the version check; for a refusal the version
-    /// check. `Again` when it cannot finish: a lost CAS, or an outcome void
-    /// or torn because a quota change raced it.
-    #[inline(always)]
-    fn attempt<const CANCELLABLE: bool>(
-        &self,
-        clock_now: u64,
-        n: u32,
-        max_wait: u64,
-        usable: &impl Fn(Params) -> u32,
-    ) -> Attempt {
-        let now = self.epoch.elapsed(clock_now);
-        let limit = self.epoch.limit();
-        let first = self.state.load();
-        let changes = self.changes_if::<CANCELLABLE>();
-        // The quota in force from its fixed place, loaded beside the word
-        // rather than indexed by it (`quota_versions`, "The fast read").
-        let read = self.quotas.read_in_force();
-        if !read.names(first) {
-            // A change in progress, or the word and the copy of different
-            // changes: the versioned entries, from a fresh load.
-            return Attempt::Again(Resume {
-                first,
-                lost_to: None,
-            });
-        }
-        let decided = self.decide_on::<CANCELLABLE>(
-            first, read, changes, now, n, max_wait, clock_now, limit, usable,
-        );
-        let lost_to = match decided {
-            // A zero-permit grant writes nothing: nothing to check.
-            Ok((None, granted)) => {
-                return Attempt::Done(Ok((granted.reservation, Some(granted.decided))));
-            }
-            // A grant's read must be whole before its CAS writes anything:
-            // a copy torn by a change that began after our first load would
-            // otherwise cost a CAS whose permits could not be granted. Not
-            // whole: decide again from a fresh load (nothing written).
-            Ok((Some(_), granted)) if !self.quotas.in_force_unchanged_since(granted.read) => None,
-            Ok((Some(next), granted)) => match self.state.compare_exchange_weak(first, next) {
-                // Stands if no change has begun since the read, or if the
-                // entry the word names still holds the version read (a
-                // change that began after the CAS rewrote the copy, not that
-                // entry): `quota_versions`, "The fast read".
-                Ok(())
-                    if self.quotas.in_force_unchanged_since(granted.read)
-                        || self.quotas.unchanged_since(granted.read) =>
-                {
-                    return Attempt::Done(self.granted::<CANCELLABLE>(granted, now, max_wait));
-                }
-                // Void: a change rewrote the entry the word names meanwhile
-                // (its 16th successor): decide again from a fresh load.
-                Ok(()) => None,
-                // Lost (or spuriously failed): decide again on the word the
-                // CAS returned.
-                Err(actual) => Some(actual),
-            },
-            // Decided on a whole read of the quota the word names (checked
-            // unmarked above).
-            Err((error, read)) if self.quotas.in_force_unchanged_since(read) => {
-                return Attempt::Done(
-                    self.refused::<CANCELLABLE>(error, read, now, n, max_wait, usable),
-                );
-            }
-            // Torn: decide again from a fresh load. A refusal writes nothing.
-            Err(_) => None,
-        };
-        Attempt::Again(Resume { first, lost_to })
-    }
-
-    /// The change count a `CANCELLABLE` decision records (0 otherwise).
-    /// Read after the word and before the decision: a quota change that
-    /// begins after this read moves the word, so the CAS fails and the
-    /// decision is made again.
-    #[inline(always)]
-    fn changes_if<const CANCELLABLE: bool>(&self) -> u64 {
-        if CANCELLABLE {
-            self.quotas.changes()
-        } else {
-            0
-        }
-    }
-
-    /// The decision on the state word `word` at limiter time `now` under the
-    /// quota `read` (unchecked: its caller checks it after the decision):
-    /// the word to install (`None`: keep it, for `n = 0`) and the grant, or
-    /// the refusal with the quota read it was decided on. Pure. The
-    /// arithmetic saturates, so a torn read cannot overflow it.
-    #[inline(always)]
-    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
-    fn decide_on<const CANCELLABLE: bool>(
-        &self,
-        word: u64,
-        read: QuotaRead,
-        changes: u64,
-        now: u64,
-        n: u32,
-        max_wait: u64,
-        clock_now: u64,
-        limit: u64,
-        usable: &impl Fn(Params) -> u32,
-    ) -> Result<(Option<u64>, Granted), (AcquireError, QuotaRead)> {
-        let usable = usable(read.params);
-        // The whole burst's span from the entry (no product); a priority
-        // tier's share multiplied, bounded for a torn read.
-        let span = if usable == read.params.burst {
-            read.span
-        } else {
-            u64::from(usable).saturating_mul(read.params.t).min(1 << 62)
-        };
-        let t = read.params.t;
-        match gcra::reserve_in_span(tat(word), now, n, max_wait, t, usable, span, limit) {
-            Ok(grant) => {
-                #[cfg(all(test, not(loom)))]
-                tests::stall_before_cas();
-                // The word with its tat replaced, generation kept.
-                let after = (word ^ tat(word)) | grant.tat;
-                let slot = now + grant.wait;
-                let undo = if CANCELLABLE && n != 0 {
-                    Undo::Word {
-                        before: word,
-                        after,
-                        changes,
-                    }
-                } else {
-                    Undo::Nothing
-                };
-                let granted = Granted {
-                    reservation: self.reservation(n, slot, now, undo),
-                    read,
-                    full: usable == read.params.burst,
-                    decided: Decided {
-                        tat: grant.tat,
-                        now,
-                        params: read.params,
-                        usable,
-                    },
-                };
-                // n ≥ 1 always moves tat (t ≥ 1); n = 0 writes nothing.
-                Ok(((n != 0).then_some(after), granted))
-            }
-            Err(refusal) => Err((acquire_error(refusal, n, clock_now, usable), read)),
-        }
-    }
-
-    /// A grant whose CAS succeeded on a quota read that still stands: the
-    /// reservation, or (`CANCELLABLE`, with refunds pending) a refund that
-    /// comes sooner.
-    #[inline(always)]
-    #[cfg_attr(not(feature = "std"), allow(unused_variables))]
-    fn granted<const CANCELLABLE: bool>(
-        &self,
-        granted: Granted,
-        now: u64,
-        max_wait: u64,
-    ) -> Result<(Reservation, Option<Decided>), AcquireError> {
-        let Granted {
-            reservation,
-            full,
-            decided,
-            ..
-        } = granted;
-        #[cfg(feature = "std")]
-        if CANCELLABLE && full && reservation.wait != 0 && self.pending.any() {
-            let fresh = reservation.undo;
-            let chosen = self.prefer_refund(reservation, now, max_wait);
-            let decided = (chosen.undo == fresh).then_some(decided);
-            return Ok((chosen, decided));
-        }
-        let _ = full;
-        Ok((reservation, Some(decided)))
-    }
-
-    /// A refusal decided on a whole quota read, on the clock reading the
-    /// decision began with: the error, or (`CANCELLABLE`, with refunds
-    /// pending, for a wait past `max_wait`) a refund that comes sooner.
-    #[inline(always)]
-    #[cfg_attr(not(feature = "std"), allow(unused_variables))]
-    fn refused<const CANCELLABLE: bool>(
-        &self,
-        error: AcquireError,
-        read: QuotaRead,
-        now: u64,
-        n: u32,
-        max_wait: u64,
-        usable: &impl Fn(Params) -> u32,
-    ) -> Result<(Reservation, Option<Decided>), AcquireError> {
-        #[cfg(feature = "std")]
-        if let AcquireError::RateLimited { wait } = error
-            && CANCELLABLE
-            && usable(read.params) == read.params.burst
-            && self.pending.any()
-        {
-            return self.refund_instead(now, n, max_wait, wait);
-        }
-        Err(error)
-    }
-
-    /// A refusal for `max_wait` while refunds are pending: a refund may come
-    /// sooner than the fresh slot, `wait` away.
-    #[cfg(feature = "std")]
-    #[cold]
-    fn refund_instead(
-        &self,
-        now: u64,
-        n: u32,
-        max_wait: u64,
-        wait: Duration,
-    ) -> Result<(Reservation, Option<Decided>), AcquireError> {
-        let fresh_slot = now.saturating_add(saturating_nanos(wait));
-        let mut guard = self.lock.lock();
-        let changes = self.quotas.changes();
-        match guard.refunds().take(
-            self.owner.get(),
-            now,
-            n,
-            max_wait,
-            fresh_slot,
-            &self.pending,
-        ) {
-            Some(refund) => Ok((self.refunded(refund, now, changes), None)),
-            None => Err(AcquireError::RateLimited { wait }),
-        }
-    }
-
-    /// The CAS loop of design.md §6 after a first round
-    /// ([`attempt`](Self::attempt)) that could not finish: on the word its
-    /// lost CAS returned, or from a fresh load if its outcome was void or
-    /// torn. Out of line (and `usable` behind `dyn`), so the common path
-    /// stays small.
-    #[cold]
-    #[inline(never)]
-    fn decide_again<const CANCELLABLE: bool, const REREAD: bool>(
-        &self,
-        clock_now: u64,
-        n: u32,
-        max_wait: u64,
-        usable: &dyn Fn(Params) -> u32,
-        resume: Resume,
-    ) -> Result<(Reservation, Option<Decided>), AcquireError> {
-        let Resume { first, mut lost_to } = resume;
         let now = self.epoch.elapsed(clock_now);
         let limit = self.epoch.limit();
         loop {
-            let decide = |word| {
-                let changes = self.changes_if::<CANCELLABLE>();
+            let decided = self.state.update_retried(|word| {
+                // Read before the decision: a quota change that begins after
+                // this read moves the word, so our CAS fails and we read it
+                // again.
+                let changes = if CANCELLABLE {
+                    self.quotas.changes()
+                } else {
+                    0
+                };
                 // Unchecked: the pair may be torn by a setter rewriting the
-                // entry (a word 16 changes stale); the checks below discard
-                // such an outcome.
+                // entry (a word 16 changes stale); the arithmetic saturates
+                // and the checks below discard such an outcome.
                 let read = self.quotas.read_unchecked(word);
-                self.decide_on::<CANCELLABLE>(
-                    word, read, changes, now, n, max_wait, clock_now, limit, &usable,
-                )
-            };
-            let decided = match lost_to.take() {
-                Some(current) => self.state.update_retried_from(first, current, decide),
-                None => self.state.update_retried(decide),
-            };
+                let usable = usable(read.params);
+                // The whole burst's span from the entry (no product); a
+                // priority tier's share multiplied, bounded for a torn read.
+                let span = if usable == read.params.burst {
+                    read.span
+                } else {
+                    u64::from(usable).saturating_mul(read.params.t).min(1 << 62)
+                };
+                let t = read.params.t;
+                match gcra::reserve_in_span(tat(word), now, n, max_wait, t, usable, span, limit) {
+                    Ok(grant) => {
+                        #[cfg(all(test, not(loom)))]
+                        tests::stall_before_cas();
+                        // The word with its tat replaced, generation kept.
+                        let after = (word ^ tat(word)) | grant.tat;
+                        let slot = now + grant.wait;
+                        let undo = if CANCELLABLE && n != 0 {
+                            Undo::Word {
+                                before: word,
+                                after,
+                                changes,
+                            }
+                        } else {
+                            Undo::Nothing
+                        };
+                        let full = usable == read.params.burst;
+                        let decided = Decided {
+                            tat: grant.tat,
+                            now,
+                            params: read.params,
+                            usable,
+                        };
+                        // n ≥ 1 always moves tat (t ≥ 1); n = 0 writes nothing.
+                        Ok((
+                            (n != 0).then_some(after),
+                            (self.reservation(n, slot, now, undo), read, full, decided),
+                        ))
+                    }
+                    Err(refusal) => Err((acquire_error(refusal, n, clock_now, usable), read)),
+                }
+            });
             match decided {
-                Ok(granted) => {
-                    if n != 0 && !self.quotas.unchanged_since(granted.read) {
+                // A zero-permit grant writes nothing: nothing to check.
+                Ok((reservation, read, full, decided)) => {
+                    if n != 0 && !self.quotas.unchanged_since(read) {
                         // The slot was rewritten while we decided: the CAS
                         // may have matched a word that now names another
-                        // quota (`quota_versions`, rule 2). Void: grant
-                        // nothing on it, keep its permits counted, decide
-                        // again.
+                        // quota (`quota_versions`, rule 2). Void: grant nothing
+                        // on it, keep its permits counted, decide again.
                         continue;
                     }
-                    return self.granted::<CANCELLABLE>(granted, now, max_wait);
+                    #[cfg(feature = "std")]
+                    if CANCELLABLE && full && reservation.wait != 0 && self.pending.any() {
+                        let fresh = reservation.undo;
+                        let chosen = self.prefer_refund(reservation, now, max_wait);
+                        let decided = (chosen.undo == fresh).then_some(decided);
+                        return Ok((chosen, decided));
+                    }
+                    let _ = full;
+                    return Ok((reservation, Some(decided)));
                 }
                 // A refusal decided on parameters a quota change was
                 // rewriting (`quota_versions`, "Torn reads"): decide again
@@ -653,15 +403,35 @@ impl<C: Clock> RateLimiter<C> {
                 Err(((_, read), _)) if !self.quotas.whole_since(read) => continue,
                 // A refusal decided again after a lost CAS used the reading
                 // taken before the winner's (later) decision: the winner
-                // may have moved the word past what that reading allows.
-                // Read the clock once more and decide afresh, so contention
-                // alone does not refuse a request that conforms now.
+                // may have moved the word past what that reading allows. Read
+                // the clock once more and decide afresh, so contention alone
+                // does not refuse a request that conforms now.
                 Err(((AcquireError::RateLimited { .. }, _), true)) if !REREAD => {
-                    return self.decide_on_a_fresh_reading::<CANCELLABLE>(n, max_wait, usable);
+                    return self.decide_on_a_fresh_reading::<CANCELLABLE>(n, max_wait, &usable);
                 }
-                Err(((error, read), _)) => {
-                    return self.refused::<CANCELLABLE>(error, read, now, n, max_wait, &usable);
+                #[cfg(feature = "std")]
+                Err(((AcquireError::RateLimited { wait }, read), _))
+                    if CANCELLABLE
+                        && usable(read.params) == read.params.burst
+                        && self.pending.any() =>
+                {
+                    // Too far for `max_wait`; a refund may come sooner.
+                    let fresh_slot = now.saturating_add(saturating_nanos(wait));
+                    let mut guard = self.lock.lock();
+                    let changes = self.quotas.changes();
+                    return match guard.refunds().take(
+                        self.owner.get(),
+                        now,
+                        n,
+                        max_wait,
+                        fresh_slot,
+                        &self.pending,
+                    ) {
+                        Some(refund) => Ok((self.refunded(refund, now, changes), None)),
+                        None => Err(AcquireError::RateLimited { wait }),
+                    };
                 }
+                Err(((error, _), _)) => return Err(error),
             }
         }
     }

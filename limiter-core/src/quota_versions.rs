@@ -91,47 +91,6 @@
 //! since its CAS can succeed only on a word that names the entry again,
 //! installed after the setter stored the finished version (rule 3).
 //!
-//! # The fast read
-//!
-//! Beside the 16 entries, [`QuotaVersions`] keeps a copy of the entry in
-//! force at a fixed place, with its generation and its own version
-//! ([`QuotaVersions::read_in_force`]). The entries are indexed by the
-//! generation of the word a decision loaded, so their loads wait for the
-//! word's; the copy's loads do not, and overlap it. A setter writes the
-//! copy the way it writes an entry (mark, fields, finished version, all
-//! release), after the entry and before the word CAS that installs the
-//! generation. The first round of a decision (`RateLimiter`'s inline
-//! path):
-//!
-//! 1. loads the word and the copy; uses the copy only if its version is
-//!    not marked and its generation is the word's
-//!    ([`QuotaRead::names`]), else goes on with the entries, from a fresh
-//!    load;
-//! 2. decides, and for a grant CASes the word;
-//! 3. after a successful CAS, or after a refusal, loads the copy's version
-//!    again ([`QuotaVersions::in_force_unchanged_since`]): unchanged, the
-//!    outcome stands; changed, it is void (a grant: its permits stay
-//!    counted) or torn (a refusal), and the decision goes on with the
-//!    entries from a fresh load.
-//!
-//! Why a grant that passes stands on the quota its word names: let `S` be
-//! the last setter whose word CAS precedes the decision's CAS (the word
-//! the CAS replaced is in `S`'s release sequence). The CAS synchronises
-//! with `S`, whose copy stores came before its CAS, so the second version
-//! load sees `S`'s version or a later one. Equal to the first, unmarked,
-//! both loads read one setter's finished version, and the fields between
-//! them are that setter's ("Torn reads" above). That setter is `S`: a
-//! later one whose copy the first load saw would be the next setter `S'`
-//! (any later one stores after `S'`'s word CAS, which would then happen
-//! before the decision's CAS, against the choice of `S`), and `S'`'s copy
-//! names the next generation, which step 1 refused. Without the
-//! generation check the copy of `S'`, written before its word, would be
-//! used on `S`'s word: the loom model
-//! `a_try_in_the_window_between_a_changes_copy_and_its_word` and its broken
-//! variant (`gcra_fast_read_broken.rs`) pin that. A refusal decided on the
-//! copy is checked as one decided on an entry is: whole (unmarked, version
-//! unchanged), on a word of the generation the copy names.
-//!
 //! Cancellation does not rely on the tag at all: [`QuotaVersions`] counts every
 //! quota change in a full 64-bit counter, a reservation records it, and
 //! `cancel` refuses when it has moved, checking it and undoing the word
@@ -211,26 +170,10 @@ pub(crate) struct QuotaRead {
     version: u64,
 }
 
-/// A copy of the entry in force at a fixed place, with its generation, so
-/// a decision can load it beside the state word instead of after it (module
-/// docs, "The fast read").
-#[derive(Debug)]
-struct InForce {
-    /// The number of the change that wrote the copy, [`WRITING`] while a
-    /// setter writes it.
-    version: AtomicU64,
-    /// The generation the copy is of.
-    generation: AtomicU64,
-    t: AtomicU64,
-    span: AtomicU64,
-    burst: AtomicU32,
-}
-
 /// The parameters of each quota generation and the count of quota changes
 /// so far. Changes are serialised by the [`ChangeLock`] beside it.
 #[derive(Debug)]
 pub(crate) struct QuotaVersions {
-    in_force: InForce,
     entries: [Versioned; GENERATIONS],
     changes: AtomicU64,
 }
@@ -242,20 +185,6 @@ impl QuotaRead {
     pub(crate) fn version(&self) -> u64 {
         self.version
     }
-
-    /// Whether a read of the copy in force
-    /// ([`read_in_force`](QuotaVersions::read_in_force)) is of the
-    /// generation `word` names and was not being written: the decision on
-    /// `word` may use it, to be checked after with
-    /// [`in_force_unchanged_since`](QuotaVersions::in_force_unchanged_since).
-    #[inline]
-    pub(crate) fn names(&self, word: u64) -> bool {
-        #[cfg(loom)]
-        if crate::__loom::BROKEN_FAST_READ.load(std::sync::atomic::Ordering::Relaxed) {
-            return self.version & WRITING == 0;
-        }
-        self.version & WRITING == 0 && self.generation == generation(word)
-    }
 }
 
 impl QuotaVersions {
@@ -263,13 +192,6 @@ impl QuotaVersions {
     pub(crate) fn new(quota: Quota) -> QuotaVersions {
         let p = Params::from(quota);
         QuotaVersions {
-            in_force: InForce {
-                version: AtomicU64::new(0),
-                generation: AtomicU64::new(0),
-                t: AtomicU64::new(p.t),
-                span: AtomicU64::new(p.span()),
-                burst: AtomicU32::new(p.burst),
-            },
             entries: core::array::from_fn(|_| Versioned {
                 t: AtomicU64::new(p.t),
                 burst: AtomicU32::new(p.burst),
@@ -373,47 +295,6 @@ impl QuotaVersions {
         read.version & WRITING == 0 && self.unchanged_since(read)
     }
 
-    /// The copy of the entry in force, unchecked, as
-    /// [`read_unchecked`](QuotaVersions::read_unchecked) reads an entry: the
-    /// fast read of the module docs. Its loads do not depend on the state
-    /// word, so they overlap the word's load.
-    #[inline]
-    pub(crate) fn read_in_force(&self) -> QuotaRead {
-        let copy = &self.in_force;
-        // Acquire: pairs with the setter's release store of the finished
-        // version, made after its stores of the fields below.
-        let version = copy.version.load(Ordering::Acquire);
-        // Acquire, all four: a load that reads a setter's (release) store
-        // of a field sees the setter's mark in the later load of the
-        // version (module docs, "Torn reads"); free on x86.
-        let generation = copy.generation.load(Ordering::Acquire) as usize;
-        let params = Params {
-            t: copy.t.load(Ordering::Acquire),
-            burst: copy.burst.load(Ordering::Acquire),
-        };
-        let span = copy.span.load(Ordering::Acquire);
-        QuotaRead {
-            params,
-            span,
-            generation,
-            version,
-        }
-    }
-
-    /// Whether the copy in force still holds what `read` (from
-    /// [`read_in_force`](QuotaVersions::read_in_force)) read: no change has
-    /// begun rewriting it since. Called after a successful CAS, or after a
-    /// refusal.
-    #[inline]
-    pub(crate) fn in_force_unchanged_since(&self, read: QuotaRead) -> bool {
-        // Acquire: after a successful CAS, a setter whose word that CAS
-        // replaced (or preceded) stored its version before its word CAS, so
-        // this load sees it (module docs, "The fast read"); after the
-        // acquire loads of the fields, a setter whose store they read has
-        // its mark seen here ("Torn reads").
-        self.in_force.version.load(Ordering::Acquire) == read.version
-    }
-
     /// How many quota changes have begun so far.
     #[inline]
     pub(crate) fn changes(&self) -> u64 {
@@ -445,20 +326,6 @@ impl QuotaVersions {
         // and it is sequenced before the release CAS that installs the
         // generation, so a decision whose CAS reads that word sees it too.
         entry.version.store(change, Ordering::Release);
-        // The copy in force, the same way, before the word CAS that
-        // installs the generation (module docs, "The fast read").
-        let copy = &self.in_force;
-        // Release: as the entry's mark above.
-        copy.version.store(change | WRITING, Ordering::Release);
-        // Release, all four: as the entry's fields above.
-        copy.generation.store(generation as u64, Ordering::Release);
-        copy.t.store(params.t, Ordering::Release);
-        copy.burst.store(params.burst, Ordering::Release);
-        copy.span.store(params.span(), Ordering::Release);
-        // Release: a reader that sees this version sees the fields; and it
-        // is sequenced before the word CAS, so a decision whose CAS
-        // succeeds on a word that CAS installed (or later) sees it.
-        copy.version.store(change, Ordering::Release);
     }
 }
 

@@ -157,45 +157,6 @@ impl<A: AtomicWord> AtomicState<A> {
         )
     }
 
-    /// As [`update_retried`](AtomicState::update_retried), continuing a loop
-    /// whose first load read `first` and whose last CAS was lost to the word
-    /// `current` (the value that CAS returned): no new load.
-    #[inline]
-    pub(crate) fn update_retried_from<T, E>(
-        &self,
-        first: A::Value,
-        current: A::Value,
-        decide: impl FnMut(A::Value) -> Result<(Option<A::Value>, T), E>,
-    ) -> Result<T, (E, bool)> {
-        // Orderings as in `update`.
-        cas_loop(
-            &*self.word,
-            first,
-            current,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-            decide,
-        )
-    }
-
-    /// One `compare_exchange_weak` of `current` for `new`: the CAS of one
-    /// round of [`update`](AtomicState::update)'s loop, for a caller that
-    /// runs the first round itself. On failure, the word it found (which
-    /// may equal `current`: a weak CAS may fail spuriously).
-    #[inline]
-    pub(crate) fn compare_exchange_weak(
-        &self,
-        current: A::Value,
-        new: A::Value,
-    ) -> Result<(), A::Value> {
-        // AcqRel on success, Acquire on failure: as in `update` (release
-        // continues the release sequence of a quota generation, acquire
-        // makes the data a returned word names visible).
-        self.word
-            .compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire)
-            .map(|_| ())
-    }
-
     /// Replaces `current` by `new` if the word still equals `current`.
     /// Returns whether it did. Used to undo an exact earlier transition (a
     /// cancelled reservation).
@@ -239,23 +200,10 @@ pub(crate) fn update_word_retried<A: AtomicWord, T, E>(
     load: Ordering,
     success: Ordering,
     failure: Ordering,
-    decide: impl FnMut(A::Value) -> Result<(Option<A::Value>, T), E>,
-) -> Result<T, (E, bool)> {
-    let first = word.load(load);
-    cas_loop(word, first, first, success, failure, decide)
-}
-
-/// The loop of [`update_word_retried`] from the word `current`, the first
-/// load having read `first`.
-#[inline]
-fn cas_loop<A: AtomicWord, T, E>(
-    word: &A,
-    first: A::Value,
-    mut current: A::Value,
-    success: Ordering,
-    failure: Ordering,
     mut decide: impl FnMut(A::Value) -> Result<(Option<A::Value>, T), E>,
 ) -> Result<T, (E, bool)> {
+    let first = word.load(load);
+    let mut current = first;
     loop {
         let (next, out) = match decide(current) {
             Ok(decided) => decided,

@@ -162,12 +162,3 @@ fn a_decision_across_a_whole_generation_cycle_never_uses_the_stale_quota() {
         },
     );
 }
-
-#[test]
-fn a_try_in_the_window_between_a_changes_copy_and_its_word() {
-    check(
-        "try_acquire_n(2) vs set_quota, the copy in force written before the word",
-        &["refused, debt 30", "admitted, debt 90"],
-        scenarios::try_in_the_change_window,
-    );
-}
