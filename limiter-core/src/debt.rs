@@ -32,9 +32,7 @@
 
 use core::time::Duration;
 
-use crate::clock::Clock;
 use crate::error::AcquireError;
-use crate::limiter::RateLimiter;
 use crate::quota::{Quota, saturating_nanos};
 
 /// The cap on debt a front end uses when it is not told one (a rules
@@ -66,36 +64,6 @@ pub trait ChargeAfter {
     /// Charges `permits` more, never pushing the next permit more than
     /// `max(cap, t)` away.
     fn charge_after(&self, permits: u64, cap: Duration) -> Debt;
-}
-
-impl<C: Clock> ChargeAfter for RateLimiter<C> {
-    /// # Examples
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use limiter_core::{ChargeAfter, Debt, ManualClock, Quota, RateLimiter};
-    ///
-    /// // 10 per second, burst 5: t = 100 ms.
-    /// let limiter = RateLimiter::with_clock(Quota::per_second(10)?.with_burst(5)?, ManualClock::new());
-    /// limiter.try_acquire()?; // admitted on its up-front cost of 1
-    /// // The response says it cost 8 more: 4 come out of the burst, 4 are
-    /// // debt, so the next permit is 400 ms + t away.
-    /// let cap = Duration::from_secs(1);
-    /// assert_eq!(limiter.charge_after(8, cap), Debt { charged: 8, dropped: 0 });
-    /// assert_eq!(
-    ///     limiter.try_acquire().unwrap_err().retry_after(),
-    ///     Some(Duration::from_millis(500))
-    /// );
-    /// // A huge cost is held at the cap: the next permit is at most 1 s away.
-    /// assert_eq!(limiter.charge_after(1_000, cap).charged, 5);
-    /// assert_eq!(limiter.try_acquire().unwrap_err().retry_after(), Some(cap));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    fn charge_after(&self, permits: u64, cap: Duration) -> Debt {
-        charge_in_chunks(permits, cap, self.quota(), |n, max_wait| {
-            self.reserve_n(n, max_wait).map(drop)
-        })
-    }
 }
 
 /// Charges `permits` as debt through `reserve(n, max_wait)`, a reservation
@@ -176,7 +144,7 @@ pub fn charge_in_chunks(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ManualClock;
+    use crate::{ManualClock, RateLimiter};
     use proptest::prelude::*;
 
     fn limiter(per_second: u32, burst: u32) -> (RateLimiter<ManualClock>, ManualClock) {

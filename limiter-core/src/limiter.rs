@@ -11,6 +11,7 @@ use core::time::Duration;
 
 use crate::change_lock::ChangeLock;
 use crate::clock::{Clock, DefaultClock, Epoch};
+use crate::debt::{ChargeAfter, Debt, charge_in_chunks};
 use crate::decision::{Decide, Decider, Denial, Grant, Policy};
 use crate::error::AcquireError;
 use crate::gcra::{self, Params, Refusal};
@@ -923,5 +924,37 @@ mod tests {
         let void = Some(Duration::from_millis(400));
         let retried = Some(Duration::from_millis(200));
         assert!(debt == void || debt == retried, "{debt:?}");
+    }
+}
+
+/// The charge after admission of [`crate::debt`]: reservations of this
+/// limiter's own protocol, kept spent.
+impl<C: Clock> ChargeAfter for RateLimiter<C> {
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ChargeAfter, Debt, ManualClock, Quota, RateLimiter};
+    ///
+    /// // 10 per second, burst 5: t = 100 ms.
+    /// let limiter = RateLimiter::with_clock(Quota::per_second(10)?.with_burst(5)?, ManualClock::new());
+    /// limiter.try_acquire()?; // admitted on its up-front cost of 1
+    /// // The response says it cost 8 more: 4 come out of the burst, 4 are
+    /// // debt, so the next permit is 400 ms + t away.
+    /// let cap = Duration::from_secs(1);
+    /// assert_eq!(limiter.charge_after(8, cap), Debt { charged: 8, dropped: 0 });
+    /// assert_eq!(
+    ///     limiter.try_acquire().unwrap_err().retry_after(),
+    ///     Some(Duration::from_millis(500))
+    /// );
+    /// // A huge cost is held at the cap: the next permit is at most 1 s away.
+    /// assert_eq!(limiter.charge_after(1_000, cap).charged, 5);
+    /// assert_eq!(limiter.try_acquire().unwrap_err().retry_after(), Some(cap));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn charge_after(&self, permits: u64, cap: Duration) -> Debt {
+        charge_in_chunks(permits, cap, self.quota(), |n, max_wait| {
+            self.reserve_n(n, max_wait).map(drop)
+        })
     }
 }
