@@ -927,7 +927,7 @@ mod tests {
     }
 }
 
-/// The charge after admission of [`crate::debt`]: reservations of this
+/// The charge after admission (`ChargeAfter`): reservations of this
 /// limiter's own protocol, kept spent.
 impl<C: Clock> ChargeAfter for RateLimiter<C> {
     /// # Examples
