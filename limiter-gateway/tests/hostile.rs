@@ -237,13 +237,17 @@ async fn a_broken_client_body_is_a_client_error_not_an_upstream_one() {
     };
     let before = rig.admin("/metrics").await;
     // An invalid chunk size: 400 (or a closed connection), never a 502.
+    // The echo upstream streams the body back as it arrives, so its head
+    // may be forwarded before the gateway reads the bad chunk: then the
+    // response is cut short (no last chunk), never completed.
     let response = raw(
         rig.addr(),
         "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n",
     )
     .await;
+    let cut_short = status(&response) == "HTTP/1.1 200" && !response.ends_with("0\r\n\r\n");
     assert!(
-        response.is_empty() || status(&response) == "HTTP/1.1 400",
+        response.is_empty() || status(&response) == "HTTP/1.1 400" || cut_short,
         "{response}"
     );
     // An upload cut short: the client goes away mid-body.
