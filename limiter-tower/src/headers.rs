@@ -118,30 +118,21 @@ impl HeaderStyle for Draft10 {
     fn write(&self, info: &RateLimitInfo<'_>, headers: &mut HeaderMap) {
         // Written by hand rather than through `format!`: this runs on every
         // response, and the formatting machinery was most of its cost. The
-        // value is assembled on the stack and copied once into its
-        // `HeaderValue` (one allocation).
-        let item = |key: [u8; 2], a: u64, key_b: [u8; 2], b: u64| {
-            let write = |out: &mut dyn Sink| {
-                out.put(b"\"");
-                out.put(info.name.as_bytes());
-                out.put(b"\";");
-                out.put(&key);
-                push_decimal(out, a);
-                out.put(b";");
-                out.put(&key_b);
-                push_decimal(out, b);
-            };
-            let mut stack = StackValue::new();
-            write(&mut stack);
-            // The name was checked to be a valid sf-string when the layer
-            // was built, so the value is visible ASCII.
-            match stack.bytes() {
-                Some(value) => HeaderValue::from_bytes(value).ok(),
-                None => {
-                    let mut long = Vec::new();
-                    write(&mut long);
-                    HeaderValue::from_bytes(&long).ok()
-                }
+        // value is assembled on the stack (each piece a direct copy, no
+        // dynamic dispatch) and copied once into its `HeaderValue` (one
+        // allocation).
+        let remaining = u64::from(info.remaining);
+        let reset = ceil_secs(info.reset);
+        let mut stack = StackValue::new();
+        write_item(&mut stack, info.name, remaining, reset);
+        // The name was checked to be a valid sf-string when the layer was
+        // built, so the value is visible ASCII.
+        let limit = match stack.bytes() {
+            Some(value) => HeaderValue::from_bytes(value).ok(),
+            None => {
+                let mut long = Vec::new();
+                write_item(&mut long, info.name, remaining, reset);
+                HeaderValue::from_maybe_shared(bytes::Bytes::from(long)).ok()
             }
         };
         // The policy is the same on every response of a limit: each thread
@@ -157,12 +148,21 @@ impl HeaderStyle for Draft10 {
                 Some(value)
             }
         });
-        let limit = item(*b"r=", info.remaining.into(), *b"t=", ceil_secs(info.reset));
         if let (Some(p), Some(l)) = (policy, limit) {
             headers.insert(RATELIMIT_POLICY, p);
             headers.insert(RATELIMIT, l);
         }
     }
+}
+
+/// Writes the `RateLimit` item `"name";r=remaining;t=reset` into `out`.
+fn write_item(out: &mut impl Sink, name: &str, remaining: u64, reset: u64) {
+    out.put(b"\"");
+    out.put(name.as_bytes());
+    out.put(b"\";r=");
+    push_decimal(out, remaining);
+    out.put(b";t=");
+    push_decimal(out, reset);
 }
 
 /// The draft-10 statement of a policy: `q` permits every `w` seconds, at

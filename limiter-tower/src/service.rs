@@ -106,6 +106,9 @@ where
 /// rule decides does it in its backend, not here.
 ///
 /// [`AsyncDecide::decide_ready`]: limiter_async::AsyncDecide::decide_ready
+// Inlined into `call`: the request and the inner future are then moved
+// once, not once more through this frame.
+#[inline]
 pub(crate) fn limit<S, B, E, ReqBody, ResBody>(
     shared_arc: &Arc<Shared<B, E>>,
     inner: &mut S,

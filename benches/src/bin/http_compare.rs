@@ -5,13 +5,15 @@
 //! cargo run --release -p limiter-benches --bin http_compare -- --quick
 //! ```
 //!
-//! An axum hello-world and a load generator share one tokio runtime (two
-//! worker threads, the machine's two cores): `CONNS` keep-alive HTTP/1.1
-//! connections, each from its own loopback address (127.0.0.1 to
-//! 127.0.0.64, so per-IP keys differ), send requests back to back for a fixed
-//! time. Cases run in interleaved rounds (every case once per round, in
-//! reverse order every other round, so a slow moment of the machine or a
-//! drift hits all of them alike) and the medians over rounds are reported.
+//! An axum hello-world on a tokio runtime of two worker threads (the
+//! machine's two cores), and a load generator in a process of its own (this
+//! binary with `--load`, its own 2-thread runtime): `CONNS` keep-alive
+//! HTTP/1.1 connections, each from its own loopback address (127.0.0.1 to
+//! 127.0.0.64, so per-IP keys differ), send requests back to back for a
+//! fixed time. Cases run in interleaved rounds (every case once per round,
+//! in reverse order every other round, so a slow moment of the machine or a
+//! drift hits all of them alike); the medians over rounds are reported, and
+//! each ratio is the median over rounds of that round's ratio.
 //!
 //! Cases: no layer; our layer with a global limiter that never limits (with
 //! and without its rate-limit headers, and on the TSC clock); our layer
@@ -35,14 +37,15 @@
 //! after the first).
 //!
 //! Two measures per case: requests per second (wall clock), and the CPU
-//! time the process spent per request (server and load generator together,
-//! summed over its threads from `/proc/self/task/*/schedstat`, on Linux).
-//! Throughput swings by a third between rounds on a shared 2-core machine,
-//! because other processes take the cores; the CPU time per request moves
-//! far less, since it counts only the time this process ran. So the
-//! summary's ratios are CPU-based, the throughput ratios a saturated
-//! machine of our own would show (the wall-clock ratios are printed beside
-//! them):
+//! time the server's process spent per request (summed over its threads
+//! from `/proc/self/task/*/schedstat`, on Linux; the load generator's
+//! process is not counted: a deployment's clients are elsewhere, and
+//! parsing the answers is not the server's cost). Throughput swings by a
+//! third between rounds on a shared 2-core machine, because other
+//! processes take the cores; the CPU time per request moves far less,
+//! since it counts only the time the server ran. So the summary's ratios
+//! are CPU-based, the throughput ratios a saturated machine of our own
+//! would show (the wall-clock ratios are printed beside them):
 //! * `ours_vs_none`, `keyed_vs_none`: the layer as configured by default,
 //!   rate-limit headers included;
 //! * `ours_vs_tower_governor`: the two keyed layers without headers
@@ -64,9 +67,15 @@
 //!
 //! `--only NAME` runs one case alone and prints its exact request count;
 //! with `--requests N` each connection sends `N / connections` requests
-//! and stops, whatever the time (for callgrind: the instructions of a run
-//! of 2N requests less those of a run of N, over N, are the instructions
-//! per request, setup cancelled, whatever the machine's load).
+//! and stops, whatever the time (`--conns C`: C connections).
+//!
+//! `--instructions [--requests N] [--conns C]` is the deterministic form
+//! (valgrind's callgrind, user space, the server's process only: valgrind
+//! does not follow the load generator's process): for each in-memory case
+//! that answers at once, the instructions of a `--only` run of 2N requests
+//! less those of a run of N, over N (default 4,096), so setup cancels,
+//! whatever the machine's load; it prints them and the same ratios as
+//! `http instructions ours_vs_none=R keyed_vs_none=R ours_vs_tower_governor=R reject_vs_allow=R`.
 //!
 //! The last line is the summary:
 //! `http summary ours_vs_none=R keyed_vs_none=R ours_vs_tower_governor=R reject_vs_allow=R redis_vs_none=R p99_added_us=N delay_1k_vs_async=R delay_10k_vs_async=R`.
@@ -95,6 +104,8 @@ const CONNS: usize = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Case {
     None,
+    NoopLayer,
+    StaticHeaders,
     Ours,
     OursBare,
     OursTsc,
@@ -113,8 +124,10 @@ enum Case {
 }
 
 impl Case {
-    const ALL: [Case; 16] = [
+    const ALL: [Case; 18] = [
         Case::None,
+        Case::NoopLayer,
+        Case::StaticHeaders,
         Case::Ours,
         Case::OursBare,
         Case::OursTsc,
@@ -135,6 +148,8 @@ impl Case {
     fn name(self) -> &'static str {
         match self {
             Case::None => "none",
+            Case::NoopLayer => "noop_layer",
+            Case::StaticHeaders => "static_headers",
             Case::Ours => "ours_global",
             Case::OursBare => "ours_global_nohdr",
             Case::OursTsc => "ours_global_tsc",
@@ -172,6 +187,21 @@ impl Case {
     }
 }
 
+/// Adds `ours_global`'s two rate-limit headers, byte for byte, as static
+/// values.
+fn static_headers(mut response: axum::response::Response) -> axum::response::Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        http::HeaderName::from_static("ratelimit-policy"),
+        http::HeaderValue::from_static("\"default\";q=1000000;w=1"),
+    );
+    headers.insert(
+        http::HeaderName::from_static("ratelimit"),
+        http::HeaderValue::from_static("\"default\";r=999999;t=1"),
+    );
+    response
+}
+
 /// A delay-mode layer at `rate`/s, burst 1: every request held for its slot.
 fn delayed(rate: u32) -> RateLimitLayer<RateLimiter, Global> {
     let quota = Quota::per_second(rate)
@@ -194,10 +224,19 @@ fn unlimited() -> Quota {
         .expect("a valid quota")
 }
 
-fn app(case: Case, redis: &RedisLimiter) -> Router {
+fn app(case: Case, redis: Option<&RedisLimiter>) -> Router {
     let hello = Router::new().route("/", get(|| async { "hello" }));
     match case {
         Case::None => hello,
+        // What axum's `Router::layer` costs whatever the layer: every route
+        // becomes a boxed `Route` around the layer around the old `Route`,
+        // so each request takes one more boxed call and its future, and
+        // the layer's response is turned into axum's body.
+        Case::NoopLayer => hello.layer(tower::layer::util::Identity::new()),
+        // The floor of sending our two rate-limit headers: the same bytes
+        // as `ours_global` sends, as static values (no formatting, no
+        // allocation), inserted by a response map through `Router::layer`.
+        Case::StaticHeaders => hello.layer(tower::util::MapResponseLayer::new(static_headers)),
         Case::Ours => hello.layer(RateLimitLayer::new(
             RateLimiter::with_clock(unlimited(), MonotonicClock::new()),
             Global,
@@ -244,7 +283,7 @@ fn app(case: Case, redis: &RedisLimiter) -> Router {
             hello.layer(RateLimitLayer::new(RateLimiter::new(one_per_hour), Global))
         }
         Case::Redis => hello.layer(RateLimitLayer::new(
-            RedisBackend::<IpAddr>::new(redis.clone()),
+            RedisBackend::<IpAddr>::new(redis.expect("the Redis case has its server").clone()),
             PeerIp::new(),
         )),
         Case::Delay1k | Case::Delay10k => {
@@ -316,7 +355,13 @@ struct Round {
     other: u64,
 }
 
-async fn run(case: Case, redis: RedisLimiter, time: Duration, requests: Option<u64>) -> Round {
+async fn run(
+    case: Case,
+    redis: Option<RedisLimiter>,
+    time: Duration,
+    requests: Option<u64>,
+    conns: usize,
+) -> Round {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind loopback");
@@ -324,16 +369,88 @@ async fn run(case: Case, redis: RedisLimiter, time: Duration, requests: Option<u
     let server = tokio::spawn(async move {
         let _ = axum::serve(
             listener,
-            app(case, &redis).into_make_service_with_connect_info::<SocketAddr>(),
+            app(case, redis.as_ref()).into_make_service_with_connect_info::<SocketAddr>(),
         )
         .await;
     });
     let cpu_start = cpu_ns();
+    let load = if case.delay_rate().is_some() {
+        // The delay rows keep their load generator in this process: their
+        // measure is the achieved rate, not the server's CPU.
+        generate(addr, case.conns(), time, requests).await
+    } else {
+        tokio::task::spawn_blocking(move || load_process(addr, conns, time, requests))
+            .await
+            .expect("the load generator's thread")
+    };
+    let cpu = cpu_ns().saturating_sub(cpu_start) as f64;
+    server.abort();
+    let elapsed = load.elapsed_ns as f64 / 1e9;
+    Round {
+        requests: load.requests,
+        achieved_pct: case.delay_rate().map_or(0.0, |rate| {
+            100.0 * load.ok as f64 / (f64::from(rate) * elapsed + 1.0)
+        }),
+        rps: load.requests as f64 / elapsed,
+        cpu_us: cpu / 1000.0 / load.requests.max(1) as f64,
+        p99_us: load.p99_ns as f64 / 1000.0,
+        ok: load.ok,
+        limited: load.limited,
+        other: load.other,
+    }
+}
+
+/// What a load generator saw.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Load {
+    /// Requests answered.
+    requests: u64,
+    /// Answers by status: 200, 429, anything else.
+    ok: u64,
+    limited: u64,
+    other: u64,
+    /// The 99th percentile of the latencies.
+    p99_ns: u64,
+    /// From before the first connection to the last answer.
+    elapsed_ns: u64,
+}
+
+impl Load {
+    /// The line a load process prints, read back by [`Load::parse`].
+    fn line(&self) -> String {
+        format!(
+            "load requests={} ok={} limited={} other={} p99_ns={} elapsed_ns={}",
+            self.requests, self.ok, self.limited, self.other, self.p99_ns, self.elapsed_ns
+        )
+    }
+
+    fn parse(line: &str) -> Option<Load> {
+        let mut load = Load::default();
+        for field in line.strip_prefix("load ")?.split_whitespace() {
+            let (name, value) = field.split_once('=')?;
+            let value = value.parse().ok()?;
+            match name {
+                "requests" => load.requests = value,
+                "ok" => load.ok = value,
+                "limited" => load.limited = value,
+                "other" => load.other = value,
+                "p99_ns" => load.p99_ns = value,
+                "elapsed_ns" => load.elapsed_ns = value,
+                _ => return None,
+            }
+        }
+        Some(load)
+    }
+}
+
+/// `conns` keep-alive connections to `addr` sending back to back for
+/// `time` or, when given, `requests` requests in all.
+async fn generate(addr: SocketAddr, conns: usize, time: Duration, requests: Option<u64>) -> Load {
     let start = Instant::now();
     let deadline = start + time;
-    let clients: Vec<_> = (0..case.conns())
+    let clients: Vec<_> = (0..conns)
         .map(|i| {
-            let per_conn = requests.map(|n| n / case.conns() as u64);
+            let per_conn = requests.map(|n| n / conns as u64);
             tokio::spawn(client(addr, i, deadline, per_conn))
         })
         .collect();
@@ -346,26 +463,70 @@ async fn run(case: Case, redis: RedisLimiter, time: Duration, requests: Option<u
         limited += l;
         other += x;
     }
-    let elapsed = start.elapsed().as_secs_f64();
-    let cpu = cpu_ns().saturating_sub(cpu_start) as f64;
-    server.abort();
+    let elapsed_ns = start.elapsed().as_nanos() as u64;
     latencies.sort_unstable();
-    let p99 = latencies
+    let p99_ns = latencies
         .get(latencies.len().saturating_sub(1) * 99 / 100)
         .copied()
         .unwrap_or(0);
-    Round {
+    Load {
         requests: latencies.len() as u64,
-        achieved_pct: case.delay_rate().map_or(0.0, |rate| {
-            100.0 * ok as f64 / (f64::from(rate) * elapsed + 1.0)
-        }),
-        rps: latencies.len() as f64 / elapsed,
-        cpu_us: cpu / 1000.0 / latencies.len().max(1) as f64,
-        p99_us: p99 as f64 / 1000.0,
         ok,
         limited,
         other,
+        p99_ns,
+        elapsed_ns,
     }
+}
+
+/// [`generate`] in a process of its own (this binary with `--load`, on its
+/// own 2-thread runtime), so the server's process counts only the
+/// server's CPU time and instructions: a deployment's clients are
+/// elsewhere, and parsing the answers is not the server's cost.
+fn load_process(addr: SocketAddr, conns: usize, time: Duration, requests: Option<u64>) -> Load {
+    let exe = std::env::current_exe().expect("this binary");
+    let mut command = std::process::Command::new(exe);
+    command
+        .arg("--load")
+        .arg(addr.to_string())
+        .arg(conns.to_string())
+        .arg(time.as_millis().to_string());
+    if let Some(n) = requests {
+        command.arg(n.to_string());
+    }
+    let output = command.output().expect("the load generator runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    stdout.lines().find_map(Load::parse).unwrap_or_else(|| {
+        panic!(
+            "the load generator's line: {stdout} {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// `--load ADDR CONNS MILLIS [REQUESTS]`: the load generator's process.
+fn load_main(args: &[String]) {
+    let arg = |i: usize| args.get(i).map(String::as_str);
+    let addr: SocketAddr = arg(0).and_then(|a| a.parse().ok()).expect("--load ADDR");
+    let conns: usize = arg(1)
+        .and_then(|a| a.parse().ok())
+        .expect("--load ADDR CONNS");
+    let millis: u64 = arg(2)
+        .and_then(|a| a.parse().ok())
+        .expect("--load ADDR CONNS MILLIS");
+    let requests = arg(3).and_then(|a| a.parse().ok());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let load = runtime.block_on(generate(
+        addr,
+        conns,
+        Duration::from_millis(millis),
+        requests,
+    ));
+    println!("{}", load.line());
 }
 
 /// One keep-alive connection from 127.0.0.(i % 64 + 1), until `deadline`
@@ -430,9 +591,117 @@ fn median(mut xs: Vec<f64>) -> f64 {
     }
 }
 
+/// The value after `flag` on the command line.
+fn arg_value<T: std::str::FromStr>(args: &[String], flag: &str) -> Option<T> {
+    let i = args.iter().position(|a| a == flag)?;
+    args.get(i + 1)?.parse().ok()
+}
+
+/// The cases counted by `--instructions`: every in-memory case that
+/// answers at once (the delay rows wait, the Redis row's work is mostly
+/// redis-server's).
+const COUNTED: [Case; 12] = [
+    Case::None,
+    Case::NoopLayer,
+    Case::StaticHeaders,
+    Case::Ours,
+    Case::OursBare,
+    Case::Keyed,
+    Case::KeyedBare,
+    Case::TowerGovernor,
+    Case::TowerGovernorHeaders,
+    Case::Reject,
+    Case::Rules,
+    Case::RulesShadow,
+];
+
+/// The server process's instructions (callgrind, user space) for `case`
+/// answering `requests` requests over `conns` connections: this binary
+/// with `--only` under valgrind; its load generator is a child process,
+/// which valgrind does not follow, so it is not counted.
+fn callgrind(case: Case, requests: u64, conns: usize) -> u64 {
+    let out = std::env::temp_dir().join(format!(
+        "http-compare-{}-{}-{requests}.callgrind",
+        std::process::id(),
+        case.name()
+    ));
+    let status = std::process::Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(std::env::current_exe().expect("this binary"))
+        .args(["--only", case.name()])
+        .args(["--requests", &requests.to_string()])
+        .args(["--conns", &conns.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("valgrind runs (apt-get install valgrind)");
+    assert!(
+        status.success(),
+        "valgrind {} failed: {status}",
+        case.name()
+    );
+    let text = std::fs::read_to_string(&out).expect("callgrind's output");
+    let _ = std::fs::remove_file(&out);
+    text.lines()
+        .find_map(|line| {
+            line.strip_prefix("totals:")
+                .or(line.strip_prefix("summary:"))
+        })
+        .and_then(|n| n.trim().parse().ok())
+        .expect("callgrind's totals line")
+}
+
+/// `--instructions`: the server's instructions per request of every
+/// [`COUNTED`] case, deterministic in the request count (not the time):
+/// the count of a run of `2N` requests less that of `N`, over `N`, so
+/// setup cancels. Prints a table and the `http instructions` line.
+fn instructions(requests: u64, conns: usize) {
+    println!(
+        "http_compare --instructions: server only, callgrind, (Ir({}) - Ir({requests})) / {requests}, {conns} connections",
+        2 * requests
+    );
+    let mut per_request = [0.0; Case::ALL.len()];
+    for case in COUNTED {
+        let one = callgrind(case, requests, conns);
+        let two = callgrind(case, 2 * requests, conns);
+        let n = two.saturating_sub(one) as f64 / requests as f64;
+        per_request[case as usize] = n;
+        println!("  {:<24} {n:>9.0} instructions per request", case.name());
+    }
+    let ratio = |a: Case, b: Case| per_request[b as usize] / per_request[a as usize];
+    println!(
+        "floors through Router::layer: noop_vs_none={:.3} static_headers_vs_none={:.3}; the layer over them: ours_vs_static_headers={:.3} keyed_vs_static_headers={:.3} ours_nohdr_vs_noop={:.3} keyed_nohdr_vs_noop={:.3}",
+        ratio(Case::NoopLayer, Case::None),
+        ratio(Case::StaticHeaders, Case::None),
+        ratio(Case::Ours, Case::StaticHeaders),
+        ratio(Case::Keyed, Case::StaticHeaders),
+        ratio(Case::OursBare, Case::NoopLayer),
+        ratio(Case::KeyedBare, Case::NoopLayer),
+    );
+    println!(
+        "http instructions ours_vs_none={:.3} keyed_vs_none={:.3} ours_vs_tower_governor={:.3} reject_vs_allow={:.3} (nohdr: ours_vs_none={:.3} keyed_vs_none={:.3}; headers on both: ours_vs_tower_governor={:.3}; rules_vs_none={:.3})",
+        ratio(Case::Ours, Case::None),
+        ratio(Case::Keyed, Case::None),
+        ratio(Case::KeyedBare, Case::TowerGovernor),
+        ratio(Case::Reject, Case::Ours),
+        ratio(Case::OursBare, Case::None),
+        ratio(Case::KeyedBare, Case::None),
+        ratio(Case::Keyed, Case::TowerGovernorHeaders),
+        ratio(Case::Rules, Case::None),
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).is_some_and(|a| a == "--load") {
+        return load_main(&args[2..]);
+    }
     let quick = args.iter().any(|a| a == "--quick");
+    let conns = arg_value(&args, "--conns").unwrap_or(CONNS);
+    if args.iter().any(|a| a == "--instructions") {
+        return instructions(arg_value(&args, "--requests").unwrap_or(4_096), conns);
+    }
     // `--only NAME`: that case alone (for profiling); no summary.
     let only = args
         .iter()
@@ -442,30 +711,27 @@ fn main() {
     let (rounds, time) = if quick {
         (3, Duration::from_secs(1))
     } else {
-        (7, Duration::from_secs(3))
+        (11, Duration::from_secs(2))
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let server = redis_server::RedisServer::start();
-    let redis = runtime.block_on(async {
-        RedisLimiter::builder(server.manager().await, unlimited())
-            .key_prefix("http_compare")
-            .build()
-            .expect("a quota in whole microseconds")
+    // The Redis case's server, started only when that case runs.
+    let with_redis = only.is_none_or(|case| case == Case::Redis);
+    let server = with_redis.then(redis_server::RedisServer::start);
+    let redis = server.as_ref().map(|server| {
+        runtime.block_on(async {
+            RedisLimiter::builder(server.manager().await, unlimited())
+                .key_prefix("http_compare")
+                .build()
+                .expect("a quota in whole microseconds")
+        })
     });
-    println!(
-        "http_compare: {rounds} interleaved rounds of {time:?} per case, {CONNS} keep-alive connections, server and load generator on one 2-thread runtime"
-    );
     if let Some(case) = only {
-        let requests = args
-            .iter()
-            .position(|a| a == "--requests")
-            .and_then(|i| args.get(i + 1))
-            .and_then(|n| n.parse::<u64>().ok());
-        let r = runtime.block_on(run(case, redis.clone(), time * 3, requests));
+        let requests = arg_value(&args, "--requests");
+        let r = runtime.block_on(run(case, redis.clone(), time * 3, requests, conns));
         println!(
             "{} {:.0} req/s p99 {:.1} us requests={}",
             case.name(),
@@ -475,6 +741,9 @@ fn main() {
         );
         return;
     }
+    println!(
+        "http_compare: {rounds} interleaved rounds of {time:?} per case, {conns} keep-alive connections, the server on a 2-thread runtime, the load generator in its own process (2 threads)"
+    );
     let mut results: Vec<Vec<Round>> = vec![Vec::new(); Case::ALL.len()];
     // AsyncLimiter pacing one consumer at each delay rate, once per round.
     let idle = limiter_benches::pacing_burst1::idle_cpu_per_second(Duration::from_millis(200));
@@ -496,7 +765,7 @@ fn main() {
         }
         for case in order {
             let i = case as usize;
-            let r = runtime.block_on(run(case, redis.clone(), time, None));
+            let r = runtime.block_on(run(case, redis.clone(), time, None, conns));
             println!(
                 "round {round} {:<18} {:>9.0} req/s  {:>6.2} us cpu/req  p99 {:>7.1} us  200={} 429={} other={}{}",
                 case.name(),
@@ -538,16 +807,23 @@ fn main() {
             p99(case)
         );
     }
-    // Ratios of capacity: a over b, from CPU per request (b's over a's), or
-    // from wall-clock throughput where the CPU measure is off.
+    // Ratios of capacity, a over b: the median over rounds of each
+    // round's ratio (the two cases ran minutes apart at most, so a slow
+    // stretch of the machine moves both), from the server's CPU per
+    // request (b's over a's), or from wall-clock throughput where the CPU
+    // measure is off.
+    let per_round = |a: Case, b: Case, f: fn(&Round, &Round) -> f64| {
+        let (ra, rb) = (&results[a as usize], &results[b as usize]);
+        median(ra.iter().zip(rb).map(|(x, y)| f(x, y)).collect())
+    };
     let ratio = |a: Case, b: Case| {
         if cpu(a) > 0.0 {
-            cpu(b) / cpu(a)
+            per_round(a, b, |x, y| y.cpu_us / x.cpu_us)
         } else {
-            rps(a) / rps(b)
+            per_round(a, b, |x, y| x.rps / y.rps)
         }
     };
-    let wall = |a: Case, b: Case| rps(a) / rps(b);
+    let wall = |a: Case, b: Case| per_round(a, b, |x, y| x.rps / y.rps);
     println!(
         "wall-clock ratios: ours_vs_none={:.3} keyed_vs_none={:.3} ours_vs_tower_governor={:.3} reject_vs_allow={:.3} redis_vs_none={:.3}",
         wall(Case::Ours, Case::None),
@@ -561,6 +837,15 @@ fn main() {
         ratio(Case::OursBare, Case::None),
         ratio(Case::KeyedBare, Case::None),
         ratio(Case::Keyed, Case::TowerGovernorHeaders),
+    );
+    println!(
+        "floors through Router::layer: noop_vs_none={:.3} static_headers_vs_none={:.3}; the layer over them: ours_vs_static_headers={:.3} keyed_vs_static_headers={:.3} ours_nohdr_vs_noop={:.3} keyed_nohdr_vs_noop={:.3}",
+        ratio(Case::NoopLayer, Case::None),
+        ratio(Case::StaticHeaders, Case::None),
+        ratio(Case::Ours, Case::StaticHeaders),
+        ratio(Case::Keyed, Case::StaticHeaders),
+        ratio(Case::OursBare, Case::NoopLayer),
+        ratio(Case::KeyedBare, Case::NoopLayer),
     );
     println!(
         "through limiter-config's rule set (one per_ip rule, headers): rules_vs_none={:.3} rules_vs_keyed={:.3}",
