@@ -94,12 +94,14 @@ pin_project! {
 }
 
 impl<F, B, E> ResponseFuture<F, B, E> {
+    #[inline]
     pub(crate) fn pass(future: F) -> Self {
         ResponseFuture {
             state: State::Pass { future },
         }
     }
 
+    #[inline]
     pub(crate) fn answered(response: Response<Full<Bytes>>) -> Self {
         ResponseFuture {
             state: State::Answered {
@@ -109,6 +111,8 @@ impl<F, B, E> ResponseFuture<F, B, E> {
     }
 
     /// `future`, then the headers of `numbers` (none without a writer).
+    // Inlined so the inner future is built in place where it can be.
+    #[inline]
     pub(crate) fn with_headers(
         future: F,
         writer: Option<&Arc<HeaderWriter>>,

@@ -296,18 +296,33 @@ impl Sink for StackValue {
     }
 }
 
-/// Appends `n` in decimal.
+/// The decimal pairs `00` to `99`, two bytes each.
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Appends `n` in decimal, two digits per division.
 fn push_decimal(out: &mut (impl Sink + ?Sized), mut n: u64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
-    loop {
+    while n >= 100 {
+        // n % 100 < 100: the cast keeps the pair's index.
+        let pair = 2 * (n % 100) as usize;
+        n /= 100;
+        i -= 2;
+        digits[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if n >= 10 {
+        // n < 100 here.
+        let pair = 2 * n as usize;
+        i -= 2;
+        digits[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
         i -= 1;
-        // n % 10 < 10: the cast keeps the digit.
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+        // n < 10 here: the cast keeps the digit.
+        digits[i] = b'0' + n as u8;
     }
     out.put(&digits[i..]);
 }

@@ -597,6 +597,10 @@ fn arg_value<T: std::str::FromStr>(args: &[String], flag: &str) -> Option<T> {
     args.get(i + 1)?.parse().ok()
 }
 
+/// `--instructions`' defaults: connections and server worker threads.
+const INSTRUCTION_CONNS: usize = 1;
+const INSTRUCTION_WORKERS: usize = 1;
+
 /// The cases counted by `--instructions`: every in-memory case that
 /// answers at once (the delay rows wait, the Redis row's work is mostly
 /// redis-server's).
@@ -619,7 +623,7 @@ const COUNTED: [Case; 12] = [
 /// answering `requests` requests over `conns` connections: this binary
 /// with `--only` under valgrind; its load generator is a child process,
 /// which valgrind does not follow, so it is not counted.
-fn callgrind(case: Case, requests: u64, conns: usize) -> u64 {
+fn callgrind(case: Case, requests: u64, conns: usize, workers: usize) -> u64 {
     let out = std::env::temp_dir().join(format!(
         "http-compare-{}-{}-{requests}.callgrind",
         std::process::id(),
@@ -632,6 +636,7 @@ fn callgrind(case: Case, requests: u64, conns: usize) -> u64 {
         .args(["--only", case.name()])
         .args(["--requests", &requests.to_string()])
         .args(["--conns", &conns.to_string()])
+        .args(["--workers", &workers.to_string()])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()
@@ -656,15 +661,15 @@ fn callgrind(case: Case, requests: u64, conns: usize) -> u64 {
 /// [`COUNTED`] case, deterministic in the request count (not the time):
 /// the count of a run of `2N` requests less that of `N`, over `N`, so
 /// setup cancels. Prints a table and the `http instructions` line.
-fn instructions(requests: u64, conns: usize) {
+fn instructions(requests: u64, conns: usize, workers: usize) {
     println!(
-        "http_compare --instructions: server only, callgrind, (Ir({}) - Ir({requests})) / {requests}, {conns} connections",
+        "http_compare --instructions: server only ({workers} worker threads), callgrind, (Ir({}) - Ir({requests})) / {requests}, {conns} connections",
         2 * requests
     );
     let mut per_request = [0.0; Case::ALL.len()];
     for case in COUNTED {
-        let one = callgrind(case, requests, conns);
-        let two = callgrind(case, 2 * requests, conns);
+        let one = callgrind(case, requests, conns, workers);
+        let two = callgrind(case, 2 * requests, conns, workers);
         let n = two.saturating_sub(one) as f64 / requests as f64;
         per_request[case as usize] = n;
         println!("  {:<24} {n:>9.0} instructions per request", case.name());
@@ -699,8 +704,14 @@ fn main() {
     }
     let quick = args.iter().any(|a| a == "--quick");
     let conns = arg_value(&args, "--conns").unwrap_or(CONNS);
+    // The server runtime's worker threads (`--workers`, 2 by default).
+    let workers = arg_value(&args, "--workers").unwrap_or(2);
     if args.iter().any(|a| a == "--instructions") {
-        return instructions(arg_value(&args, "--requests").unwrap_or(4_096), conns);
+        return instructions(
+            arg_value(&args, "--requests").unwrap_or(4_096),
+            arg_value(&args, "--conns").unwrap_or(INSTRUCTION_CONNS),
+            arg_value(&args, "--workers").unwrap_or(INSTRUCTION_WORKERS),
+        );
     }
     // `--only NAME`: that case alone (for profiling); no summary.
     let only = args
@@ -714,7 +725,7 @@ fn main() {
         (11, Duration::from_secs(2))
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .enable_all()
         .build()
         .expect("tokio runtime");
