@@ -619,11 +619,22 @@ const COUNTED: [Case; 12] = [
     Case::RulesShadow,
 ];
 
+/// How `--instructions` measures: the binary under valgrind (this one, or
+/// `--before PATH`, a build of other sources with this runner), requests,
+/// connections, server worker threads, and repeats (the median is kept).
+#[derive(Debug, Clone)]
+struct Counting {
+    requests: u64,
+    conns: usize,
+    workers: usize,
+    repeat: usize,
+}
+
 /// The server process's instructions (callgrind, user space) for `case`
-/// answering `requests` requests over `conns` connections: this binary
-/// with `--only` under valgrind; its load generator is a child process,
-/// which valgrind does not follow, so it is not counted.
-fn callgrind(case: Case, requests: u64, conns: usize, workers: usize) -> u64 {
+/// answering `requests` requests: `binary` with `--only` under valgrind;
+/// its load generator is a child process, which valgrind does not follow,
+/// so it is not counted.
+fn callgrind(binary: &std::path::Path, case: Case, requests: u64, how: &Counting) -> u64 {
     let out = std::env::temp_dir().join(format!(
         "http-compare-{}-{}-{requests}.callgrind",
         std::process::id(),
@@ -632,11 +643,11 @@ fn callgrind(case: Case, requests: u64, conns: usize, workers: usize) -> u64 {
     let status = std::process::Command::new("valgrind")
         .arg("--tool=callgrind")
         .arg(format!("--callgrind-out-file={}", out.display()))
-        .arg(std::env::current_exe().expect("this binary"))
+        .arg(binary)
         .args(["--only", case.name()])
         .args(["--requests", &requests.to_string()])
-        .args(["--conns", &conns.to_string()])
-        .args(["--workers", &workers.to_string()])
+        .args(["--conns", &how.conns.to_string()])
+        .args(["--workers", &how.workers.to_string()])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()
@@ -657,24 +668,58 @@ fn callgrind(case: Case, requests: u64, conns: usize, workers: usize) -> u64 {
         .expect("callgrind's totals line")
 }
 
+/// Instructions per request of `case` in `binary`: the count of a run of
+/// `2N` requests less that of `N`, over `N`, so setup cancels; the median
+/// of `repeat` such differences, and their range.
+fn per_request(binary: &std::path::Path, case: Case, how: &Counting) -> (f64, f64, f64) {
+    let n = how.requests;
+    let samples: Vec<f64> = (0..how.repeat.max(1))
+        .map(|_| {
+            let one = callgrind(binary, case, n, how);
+            let two = callgrind(binary, case, 2 * n, how);
+            two.saturating_sub(one) as f64 / n as f64
+        })
+        .collect();
+    let lo = samples.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = samples.iter().copied().fold(0.0, f64::max);
+    (median(samples), lo, hi)
+}
+
 /// `--instructions`: the server's instructions per request of every
-/// [`COUNTED`] case, deterministic in the request count (not the time):
-/// the count of a run of `2N` requests less that of `N`, over `N`, so
-/// setup cancels. Prints a table and the `http instructions` line.
-fn instructions(requests: u64, conns: usize, workers: usize) {
+/// [`COUNTED`] case, deterministic in the request count (not the time);
+/// with `--before PATH`, the same of that binary beside them. Prints a
+/// table and the `http instructions` line.
+fn instructions(how: &Counting, before: Option<std::path::PathBuf>) {
+    let this = std::env::current_exe().expect("this binary");
     println!(
-        "http_compare --instructions: server only ({workers} worker threads), callgrind, (Ir({}) - Ir({requests})) / {requests}, {conns} connections",
-        2 * requests
+        "http_compare --instructions: the server's process only ({} worker threads), callgrind, (Ir({}) - Ir({})) / {}, median of {}, {} connections",
+        how.workers,
+        2 * how.requests,
+        how.requests,
+        how.requests,
+        how.repeat,
+        how.conns
     );
-    let mut per_request = [0.0; Case::ALL.len()];
+    let mut after = [0.0; Case::ALL.len()];
     for case in COUNTED {
-        let one = callgrind(case, requests, conns, workers);
-        let two = callgrind(case, 2 * requests, conns, workers);
-        let n = two.saturating_sub(one) as f64 / requests as f64;
-        per_request[case as usize] = n;
-        println!("  {:<24} {n:>9.0} instructions per request", case.name());
+        let (n, lo, hi) = per_request(&this, case, how);
+        after[case as usize] = n;
+        match &before {
+            Some(path) => {
+                let (b, blo, bhi) = per_request(path, case, how);
+                println!(
+                    "  {:<24} before {b:>7.0} ({blo:.0}-{bhi:.0})  after {n:>7.0} ({lo:.0}-{hi:.0})  change {:>+6.0}",
+                    case.name(),
+                    n - b
+                );
+            }
+            None => println!(
+                "  {:<24} {n:>7.0} instructions per request ({lo:.0}-{hi:.0})",
+                case.name()
+            ),
+        }
     }
-    let ratio = |a: Case, b: Case| per_request[b as usize] / per_request[a as usize];
+    let ratio = |a: Case, b: Case| after[b as usize] / after[a as usize];
     println!(
         "floors through Router::layer: noop_vs_none={:.3} static_headers_vs_none={:.3}; the layer over them: ours_vs_static_headers={:.3} keyed_vs_static_headers={:.3} ours_nohdr_vs_noop={:.3} keyed_nohdr_vs_noop={:.3}",
         ratio(Case::NoopLayer, Case::None),
@@ -707,11 +752,13 @@ fn main() {
     // The server runtime's worker threads (`--workers`, 2 by default).
     let workers = arg_value(&args, "--workers").unwrap_or(2);
     if args.iter().any(|a| a == "--instructions") {
-        return instructions(
-            arg_value(&args, "--requests").unwrap_or(4_096),
-            arg_value(&args, "--conns").unwrap_or(INSTRUCTION_CONNS),
-            arg_value(&args, "--workers").unwrap_or(INSTRUCTION_WORKERS),
-        );
+        let how = Counting {
+            requests: arg_value(&args, "--requests").unwrap_or(4_096),
+            conns: arg_value(&args, "--conns").unwrap_or(INSTRUCTION_CONNS),
+            workers: arg_value(&args, "--workers").unwrap_or(INSTRUCTION_WORKERS),
+            repeat: arg_value(&args, "--repeat").unwrap_or(3),
+        };
+        return instructions(&how, arg_value(&args, "--before"));
     }
     // `--only NAME`: that case alone (for profiling); no summary.
     let only = args
