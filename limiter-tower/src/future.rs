@@ -111,7 +111,6 @@ impl<F, B, E> ResponseFuture<F, B, E> {
     }
 
     /// `future`, then the headers of `numbers` (none without a writer).
-    // Inlined so the inner future is built in place where it can be.
     #[inline]
     pub(crate) fn with_headers(
         future: F,

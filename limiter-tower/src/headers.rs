@@ -481,7 +481,20 @@ mod tests {
 
     #[test]
     fn decimals_are_written_whole() {
-        for n in [0, 7, 10, 99, 1_000, u64::from(u32::MAX), u64::MAX] {
+        // Every width, both parities of digit count, every pair boundary.
+        let mut cases = vec![u64::from(u32::MAX), u64::MAX, u64::MAX - 1];
+        let mut p = 1u64;
+        for _ in 0..20 {
+            cases.extend([
+                p.saturating_sub(1),
+                p,
+                p.saturating_add(1),
+                p.saturating_mul(9),
+            ]);
+            p = p.saturating_mul(10);
+        }
+        cases.extend(0..=1_000);
+        for n in cases {
             let mut out = Vec::new();
             push_decimal(&mut out, n);
             assert_eq!(out, n.to_string().as_bytes());

@@ -106,8 +106,7 @@ where
 /// rule decides does it in its backend, not here.
 ///
 /// [`AsyncDecide::decide_ready`]: limiter_async::AsyncDecide::decide_ready
-// Inlined into `call`: the request and the inner future are then moved
-// once, not once more through this frame.
+// Inlined into its two callers (`call`, `call_ready`): one frame per request.
 #[inline]
 pub(crate) fn limit<S, B, E, ReqBody, ResBody>(
     shared_arc: &Arc<Shared<B, E>>,

@@ -15,7 +15,11 @@
 //! drift hits all of them alike); the medians over rounds are reported, and
 //! each ratio is the median over rounds of that round's ratio.
 //!
-//! Cases: no layer; our layer with a global limiter that never limits (with
+//! Cases: no layer; two floors through axum's `Router::layer` (an
+//! identity layer, which still costs the route nesting every layer gets,
+//! and a response map adding our two rate-limit headers as static values:
+//! what sending those bytes costs without deciding or formatting); our
+//! layer with a global limiter that never limits (with
 //! and without its rate-limit headers, and on the TSC clock); our layer
 //! keyed per peer IP (never limits; with and without headers);
 //! tower_governor keyed per peer IP with the same quota (its default, no
@@ -597,6 +601,20 @@ fn arg_value<T: std::str::FromStr>(args: &[String], flag: &str) -> Option<T> {
     args.get(i + 1)?.parse().ok()
 }
 
+/// The floors' line: what any layer through axum's `Router::layer` costs,
+/// and ours over them, from `ratio` (capacity, a over b).
+fn print_floors(ratio: &dyn Fn(Case, Case) -> f64) {
+    println!(
+        "floors through Router::layer: noop_vs_none={:.3} static_headers_vs_none={:.3}; the layer over them: ours_vs_static_headers={:.3} keyed_vs_static_headers={:.3} ours_nohdr_vs_noop={:.3} keyed_nohdr_vs_noop={:.3}",
+        ratio(Case::NoopLayer, Case::None),
+        ratio(Case::StaticHeaders, Case::None),
+        ratio(Case::Ours, Case::StaticHeaders),
+        ratio(Case::Keyed, Case::StaticHeaders),
+        ratio(Case::OursBare, Case::NoopLayer),
+        ratio(Case::KeyedBare, Case::NoopLayer),
+    );
+}
+
 /// `--instructions`' defaults: connections and server worker threads.
 const INSTRUCTION_CONNS: usize = 1;
 const INSTRUCTION_WORKERS: usize = 1;
@@ -720,15 +738,7 @@ fn instructions(how: &Counting, before: Option<std::path::PathBuf>) {
         }
     }
     let ratio = |a: Case, b: Case| after[b as usize] / after[a as usize];
-    println!(
-        "floors through Router::layer: noop_vs_none={:.3} static_headers_vs_none={:.3}; the layer over them: ours_vs_static_headers={:.3} keyed_vs_static_headers={:.3} ours_nohdr_vs_noop={:.3} keyed_nohdr_vs_noop={:.3}",
-        ratio(Case::NoopLayer, Case::None),
-        ratio(Case::StaticHeaders, Case::None),
-        ratio(Case::Ours, Case::StaticHeaders),
-        ratio(Case::Keyed, Case::StaticHeaders),
-        ratio(Case::OursBare, Case::NoopLayer),
-        ratio(Case::KeyedBare, Case::NoopLayer),
-    );
+    print_floors(&ratio);
     println!(
         "http instructions ours_vs_none={:.3} keyed_vs_none={:.3} ours_vs_tower_governor={:.3} reject_vs_allow={:.3} (nohdr: ours_vs_none={:.3} keyed_vs_none={:.3}; headers on both: ours_vs_tower_governor={:.3}; rules_vs_none={:.3})",
         ratio(Case::Ours, Case::None),
@@ -896,15 +906,7 @@ fn main() {
         ratio(Case::KeyedBare, Case::None),
         ratio(Case::Keyed, Case::TowerGovernorHeaders),
     );
-    println!(
-        "floors through Router::layer: noop_vs_none={:.3} static_headers_vs_none={:.3}; the layer over them: ours_vs_static_headers={:.3} keyed_vs_static_headers={:.3} ours_nohdr_vs_noop={:.3} keyed_nohdr_vs_noop={:.3}",
-        ratio(Case::NoopLayer, Case::None),
-        ratio(Case::StaticHeaders, Case::None),
-        ratio(Case::Ours, Case::StaticHeaders),
-        ratio(Case::Keyed, Case::StaticHeaders),
-        ratio(Case::OursBare, Case::NoopLayer),
-        ratio(Case::KeyedBare, Case::NoopLayer),
-    );
+    print_floors(&ratio);
     println!(
         "through limiter-config's rule set (one per_ip rule, headers): rules_vs_none={:.3} rules_vs_keyed={:.3}",
         ratio(Case::Rules, Case::None),
