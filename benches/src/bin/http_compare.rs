@@ -73,12 +73,16 @@
 //! with `--requests N` each connection sends `N / connections` requests
 //! and stops, whatever the time (`--conns C`: C connections).
 //!
-//! `--instructions [--requests N] [--conns C]` is the deterministic form
-//! (valgrind's callgrind, user space, the server's process only: valgrind
-//! does not follow the load generator's process): for each in-memory case
-//! that answers at once, the instructions of a `--only` run of 2N requests
-//! less those of a run of N, over N (default 4,096), so setup cancels,
-//! whatever the machine's load; it prints them and the same ratios as
+//! `--instructions [--requests N] [--conns C] [--workers W] [--repeat R]
+//! [--before PATH]` is the deterministic form (valgrind's callgrind, user
+//! space, the server's process only: valgrind does not follow the load
+//! generator's process): for each in-memory case that answers at once, the
+//! instructions of a `--only` run of 2N requests less those of a run of N,
+//! over N (default 4,096), so setup cancels, whatever the machine's load;
+//! by default over one connection to one server worker thread (the fewest
+//! interleavings to vary), the median of 3 with their range; with
+//! `--before`, the same for another build of this runner beside them. It
+//! prints them and the same ratios as
 //! `http instructions ours_vs_none=R keyed_vs_none=R ours_vs_tower_governor=R reject_vs_allow=R`.
 //!
 //! The last line is the summary:
