@@ -4,7 +4,7 @@
 //! or the rule's quota; the new quota decides the proxied requests at once
 //! and survives a reload of the rules file.
 
-mod support;
+use crate::support;
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode, header};

@@ -3,7 +3,7 @@
 //! delayed requests and exits 0; SIGHUP and a file edit reload the rules,
 //! keeping limiter state.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::process::Stdio;

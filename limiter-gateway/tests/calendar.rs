@@ -4,7 +4,7 @@
 //! UTC midnight in `Retry-After` and `RateLimit`, and the admin `/explain`
 //! shows the key's quota.
 
-mod support;
+use crate::support;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

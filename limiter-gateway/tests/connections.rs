@@ -8,7 +8,7 @@
 //! waiting connection got no answer, which can only fail if the cap does
 //! not hold).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -5,8 +5,8 @@
 //! and a second gateway as the upstream over h2c, TLS with h2, and TLS
 //! with HTTP/1.1 (its `Via` names the version it received).
 
-mod peers;
-mod support;
+use crate::peers;
+use crate::support;
 
 use std::time::Duration;
 

@@ -4,8 +4,8 @@
 //! outlives the request timeout, and the limit applies to the upgrade
 //! request: past the burst the handshake gets `429`.
 
-mod peers;
-mod support;
+use crate::peers;
+use crate::support;
 
 use std::time::Duration;
 
