@@ -78,7 +78,9 @@
 //! space, the server's process only: valgrind does not follow the load
 //! generator's process): for each in-memory case that answers at once, the
 //! instructions of a `--only` run of 2N requests less those of a run of N,
-//! over N (default 4,096), so setup cancels, whatever the machine's load;
+//! over N (default 4,096), so setup cancels, whatever the machine's load
+//! (counted from the load's start: the TSC clock's calibration before it
+//! varies by millions of instructions, hundreds per request at N = 4,096);
 //! by default over one connection to one server worker thread (the fewest
 //! interleavings to vary), the median of 3 with their range; with
 //! `--before`, the same for another build of this runner beside them. It
@@ -374,10 +376,14 @@ async fn run(
         .await
         .expect("bind loopback");
     let addr = listener.local_addr().expect("local address");
+    // Built here, before the load starts: a clock's calibration (the TSC's
+    // varies from run to run) is setup, not a request's cost, and
+    // `--instructions` counts from `load_process` on.
+    let router = app(case, redis.as_ref());
     let server = tokio::spawn(async move {
         let _ = axum::serve(
             listener,
-            app(case, redis.as_ref()).into_make_service_with_connect_info::<SocketAddr>(),
+            router.into_make_service_with_connect_info::<SocketAddr>(),
         )
         .await;
     });
@@ -491,6 +497,12 @@ async fn generate(addr: SocketAddr, conns: usize, time: Duration, requests: Opti
 /// own 2-thread runtime), so the server's process counts only the
 /// server's CPU time and instructions: a deployment's clients are
 /// elsewhere, and parsing the answers is not the server's cost.
+///
+/// Never inlined: `--instructions` counts the server's instructions from
+/// the call of this function on (callgrind's `--zero-before`), so the setup
+/// before it (the router, a clock's calibration, whose length varies from
+/// run to run) is not counted.
+#[inline(never)]
 fn load_process(addr: SocketAddr, conns: usize, time: Duration, requests: Option<u64>) -> Load {
     let exe = std::env::current_exe().expect("this binary");
     let mut command = std::process::Command::new(exe);
@@ -665,6 +677,8 @@ fn callgrind(binary: &std::path::Path, case: Case, requests: u64, how: &Counting
     let status = std::process::Command::new("valgrind")
         .arg("--tool=callgrind")
         .arg(format!("--callgrind-out-file={}", out.display()))
+        // Setup before the load is not counted: see `load_process`.
+        .arg("--zero-before=http_compare::load_process")
         .arg(binary)
         .args(["--only", case.name()])
         .args(["--requests", &requests.to_string()])
@@ -681,12 +695,15 @@ fn callgrind(binary: &std::path::Path, case: Case, requests: u64, how: &Counting
     );
     let text = std::fs::read_to_string(&out).expect("callgrind's output");
     let _ = std::fs::remove_file(&out);
-    text.lines()
-        .find_map(|line| {
-            line.strip_prefix("totals:")
-                .or(line.strip_prefix("summary:"))
-        })
-        .and_then(|n| n.trim().parse().ok())
+    // `totals:` (the last dump, from the zeroing on) before `summary:`
+    // (the whole run, setup included), which comes first in the file.
+    let count = |prefix: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(prefix))
+            .and_then(|n| n.trim().parse().ok())
+    };
+    count("totals:")
+        .or_else(|| count("summary:"))
         .expect("callgrind's totals line")
 }
 
