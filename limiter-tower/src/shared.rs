@@ -138,6 +138,9 @@ pub(crate) enum Prepared<K> {
 
 impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
     /// Everything that reads the request head: bypass, key, cost.
+    // Inlined into `limit`, its one caller: the `Prepared` it returns
+    // (as large as a response) is then built in place, not copied back.
+    #[inline]
     pub(crate) fn prepare(&self, head: &RequestHead<'_>) -> Prepared<B::Key> {
         let route = self.route_metrics(head);
         let metrics = route.as_ref().unwrap_or(&self.metrics);
@@ -168,6 +171,8 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
 
     /// What the rate-limit headers of a grant say (`None` without headers),
     /// taken at the decision.
+    // Inlined: without headers it is one test, not a call.
+    #[inline]
     pub(crate) fn numbers(&self, key: &B::Key, grant: &Grant<B::Ticket>) -> Option<HeaderNumbers> {
         self.headers.as_ref()?;
         Some(HeaderNumbers {
