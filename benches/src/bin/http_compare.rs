@@ -286,9 +286,17 @@ fn app(case: Case, redis: Option<&RedisLimiter>) -> Router {
                 .expect("a valid governor config");
             hello.layer(tower_governor::GovernorLayer::new(Arc::new(config)))
         }
+        // On `ours_global`'s clock, so that `reject_vs_allow` compares the
+        // same layer's two answers: the TSC clock reads cheaper, and
+        // quanta's calibration of it takes a varying count of instructions
+        // (10-14 million) that the `--instructions` difference of two runs
+        // does not cancel.
         Case::Reject => {
             let one_per_hour = Quota::per_hour(1).expect("a valid quota");
-            hello.layer(RateLimitLayer::new(RateLimiter::new(one_per_hour), Global))
+            hello.layer(RateLimitLayer::new(
+                RateLimiter::with_clock(one_per_hour, MonotonicClock::new()),
+                Global,
+            ))
         }
         Case::Redis => hello.layer(RateLimitLayer::new(
             RedisBackend::<IpAddr>::new(redis.expect("the Redis case has its server").clone()),
