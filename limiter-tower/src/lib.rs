@@ -118,6 +118,7 @@
 mod backend;
 mod charge;
 mod client_ip;
+mod decimal;
 mod future;
 mod headers;
 mod ip;
