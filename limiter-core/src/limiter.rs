@@ -184,8 +184,67 @@ impl<C: Clock> RateLimiter<C> {
     /// ```
     #[inline]
     pub fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
-        let now = self.clock.now();
-        self.reserve_at::<false>(now, n, 0, |p| p.burst).map(|_| ())
+        let clock_now = self.clock.now();
+        match self.try_uncontended(clock_now, n) {
+            Some(outcome) => outcome,
+            None => self.try_contended(n),
+        }
+    }
+
+    /// The first round of [`decide_at`](RateLimiter::decide_at) for a plain
+    /// try (no wait, the whole burst, nothing to cancel), and nothing else:
+    /// one load, the entry its generation names, the pure decision, one CAS
+    /// and the version check. `None` when that round cannot answer alone
+    /// (its CAS was lost, its read of the entry raced a quota change, or a
+    /// grant was voided): [`try_contended`](RateLimiter::try_contended) then
+    /// decides afresh. Kept this small so that a caller's loop can inline
+    /// it: the same steps as `decide_at`'s first round, in the same order,
+    /// so the protocol (docs/design.md, `quota_versions`) is unchanged.
+    #[inline(always)]
+    fn try_uncontended(&self, clock_now: u64, n: u32) -> Option<Result<(), AcquireError>> {
+        let now = self.epoch.elapsed(clock_now);
+        let word = self.state.load();
+        let read = self.quotas.read_unchecked(word);
+        let p = read.params;
+        match gcra::reserve_in_span(
+            tat(word),
+            now,
+            n,
+            0,
+            p.t,
+            p.burst,
+            read.span,
+            self.epoch.limit(),
+        ) {
+            Ok(_) if n == 0 => Some(Ok(())),
+            Ok(grant) => {
+                #[cfg(all(test, not(loom)))]
+                tests::stall_before_cas();
+                // The word with its tat replaced, generation kept. Granted
+                // only if the CAS succeeds on the word decided on and the
+                // entry was not rewritten meanwhile (rule 2).
+                let after = (word ^ tat(word)) | grant.tat;
+                (self.state.replace_if(word, after) && self.quotas.unchanged_since(read))
+                    .then_some(Ok(()))
+            }
+            // A refusal writes nothing; it stands if the entry it read was
+            // whole ("Torn reads").
+            Err(refusal) => self
+                .quotas
+                .whole_since(read)
+                .then(|| Err(acquire_error(refusal, n, clock_now, p.burst))),
+        }
+    }
+
+    /// A plain try after [`try_uncontended`](RateLimiter::try_uncontended)
+    /// could not answer: the whole decision on a fresh clock reading (after
+    /// a lost CAS the reading taken before the winner's decision may no
+    /// longer allow what conforms now).
+    #[cold]
+    #[inline(never)]
+    fn try_contended(&self, n: u32) -> Result<(), AcquireError> {
+        self.reserve_at::<false>(self.clock.now(), n, 0, |p| p.burst)
+            .map(|_| ())
     }
 
     /// Claims the earliest slot for `n` permits and says how long to wait for

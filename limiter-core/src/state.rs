@@ -159,7 +159,9 @@ impl<A: AtomicWord> AtomicState<A> {
 
     /// Replaces `current` by `new` if the word still equals `current`.
     /// Returns whether it did. Used to undo an exact earlier transition (a
-    /// cancelled reservation).
+    /// cancelled reservation), and as the one CAS of a decision that does
+    /// not retry (a plain try's first round, which leaves any retry to the
+    /// full loop).
     #[inline]
     pub(crate) fn replace_if(&self, current: A::Value, new: A::Value) -> bool {
         // AcqRel/Acquire: as in `update`. The strong CAS because a spurious
