@@ -15,6 +15,8 @@
 //!   TSC clock, `thread::sleep`, default timer slack): the OS floor.
 //!
 //! The async subjects run in one task on a 2-worker multi-thread runtime.
+//! [`run_precise_depth`] runs `ours/precise` with several consumers sharing
+//! the limiter (the HTTP delay rows' reference).
 //!
 //! # What is reported
 //!
@@ -176,6 +178,56 @@ pub fn run(rt: &Runtime, subject: &str, rate: u32, length: Duration, idle: f64) 
         .expect("pacing thread"),
         other => panic!("unknown pacing subject {other}"),
     };
+    let busy = cpu_time().saturating_sub(cpu_before);
+    let background = Duration::from_secs_f64(idle * start.elapsed().as_secs_f64());
+    summarize(
+        rate,
+        t,
+        start,
+        length,
+        &calls,
+        busy.saturating_sub(background),
+    )
+}
+
+/// `AsyncLimiter::take()` with the precise wake-up at `rate`, burst 1,
+/// drained by `consumers` tasks sharing the limiter for `length`: with two
+/// or more, a take is always queued behind the one being woken, as
+/// requests are behind a held one in a delay queue (the HTTP delay rows
+/// compare against this at the same depth). Lateness is replayed over all
+/// calls in call order.
+pub fn run_precise_depth(
+    rt: &Runtime,
+    rate: u32,
+    length: Duration,
+    idle: f64,
+    consumers: usize,
+) -> Paced {
+    let quota = Quota::per_second(rate).expect("a valid pacing rate");
+    let t = quota.period();
+    let cpu_before = cpu_time();
+    let start = Instant::now();
+    let mut calls = rt.block_on(async move {
+        let limiter = AsyncLimiter::new(quota).with_wake_up(WakeUp::Precise);
+        let tasks: Vec<_> = (0..consumers.max(1))
+            .map(|_| {
+                let limiter = limiter.clone();
+                tokio::spawn(async move {
+                    drive_async(start, length, || {
+                        let limiter = limiter.clone();
+                        async move { limiter.take().await.expect("in range") }
+                    })
+                    .await
+                })
+            })
+            .collect();
+        let mut calls = Vec::new();
+        for task in tasks {
+            calls.extend(task.await.expect("pacing task"));
+        }
+        calls
+    });
+    calls.sort_unstable_by_key(|&(called, _)| called);
     let busy = cpu_time().saturating_sub(cpu_before);
     let background = Duration::from_secs_f64(idle * start.elapsed().as_secs_f64());
     summarize(

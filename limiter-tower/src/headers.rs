@@ -52,6 +52,8 @@ const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 use limiter_core::Policy;
 
+use crate::decimal::Decimal;
+
 /// What one decision says about a key's limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RateLimitInfo<'a> {
@@ -65,14 +67,36 @@ pub struct RateLimitInfo<'a> {
     pub reset: Duration,
 }
 
-/// Whole seconds, rounded up: `ceil_secs(1 ms) == 1`, `ceil_secs(0) == 0`.
+/// Whole seconds, rounded up: `ceil_secs(1 ms) == 1`, `ceil_secs(0) == 0`;
+/// `u64::MAX` for a duration that rounds up beyond it.
 pub(crate) fn ceil_secs(d: Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+    d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
 }
 
 /// `Retry-After` for a wait: whole seconds rounded up, at least 1.
 pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
     ceil_secs(wait).max(1)
+}
+
+/// The `Retry-After` value of a wait ([`retry_after_secs`]).
+///
+/// The refusals of a second mostly state the same number, so each thread
+/// keeps the last value it made and clones it (a reference count) while
+/// the number matches; another number is written anew (one allocation).
+pub(crate) fn retry_after_value(wait: Duration) -> HeaderValue {
+    let secs = retry_after_secs(wait);
+    LAST_RETRY_AFTER.with_borrow_mut(|last| match last {
+        Some((n, value)) if *n == secs => value.clone(),
+        _ => {
+            let digits = Decimal::new(secs);
+            // Decimal digits are a valid header value; http's own
+            // formatter (two allocations) stands in should that ever fail.
+            let value = HeaderValue::from_bytes(digits.as_bytes())
+                .unwrap_or_else(|_| HeaderValue::from(secs));
+            *last = Some((secs, value.clone()));
+            value
+        }
+    })
 }
 
 /// Writes [`RateLimitInfo`] into response headers.
@@ -116,24 +140,10 @@ pub struct Draft10;
 
 impl HeaderStyle for Draft10 {
     fn write(&self, info: &RateLimitInfo<'_>, headers: &mut HeaderMap) {
-        // Written by hand rather than through `format!`: this runs on every
-        // response, and the formatting machinery was most of its cost. The
-        // value is assembled on the stack (each piece a direct copy, no
-        // dynamic dispatch) and copied once into its `HeaderValue` (one
-        // allocation).
-        let remaining = u64::from(info.remaining);
         let reset = ceil_secs(info.reset);
-        let mut stack = StackValue::new();
-        write_item(&mut stack, info.name, remaining, reset);
-        // The name was checked to be a valid sf-string when the layer was
-        // built, so the value is visible ASCII.
-        let limit = match stack.bytes() {
-            Some(value) => HeaderValue::from_bytes(value).ok(),
-            None => {
-                let mut long = Vec::new();
-                write_item(&mut long, info.name, remaining, reset);
-                HeaderValue::from_maybe_shared(bytes::Bytes::from(long)).ok()
-            }
+        let limit = match info.remaining {
+            0 => empty_item_value(info.name, reset),
+            remaining => item_value(info.name, remaining.into(), reset),
         };
         // The policy is the same on every response of a limit: each thread
         // keeps the last one it wrote and clones it (a reference count)
@@ -155,7 +165,50 @@ impl HeaderStyle for Draft10 {
     }
 }
 
+/// The `RateLimit` value `"name";r=remaining;t=reset`.
+///
+/// Written by hand rather than through `format!`: this runs on every
+/// response, and the formatting machinery was most of its cost. The value
+/// is assembled on the stack (each piece a direct copy, no dynamic
+/// dispatch) and copied once into its `HeaderValue` (one allocation).
+// Inlined into `Draft10::write`: one frame on every admitted response.
+#[inline(always)]
+fn item_value(name: &str, remaining: u64, reset: u64) -> Option<HeaderValue> {
+    let mut stack = StackValue::new();
+    write_item(&mut stack, name, remaining, reset);
+    // The name was checked to be a valid sf-string when the layer was
+    // built, so the value is visible ASCII.
+    match stack.bytes() {
+        Some(value) => HeaderValue::from_bytes(value).ok(),
+        None => {
+            let mut long = Vec::new();
+            write_item(&mut long, name, remaining, reset);
+            HeaderValue::from_maybe_shared(bytes::Bytes::from(long)).ok()
+        }
+    }
+}
+
+/// The `RateLimit` value `"name";r=0;t=reset`.
+///
+/// Every refusal (and the last grant) of a limit within a second states
+/// the same item: each thread keeps the last one it wrote and clones it (a
+/// reference count) while name and `t` match.
+// Out of line: the admitted path's `Draft10::write` stays as small.
+#[inline(never)]
+fn empty_item_value(name: &str, reset: u64) -> Option<HeaderValue> {
+    LAST_EMPTY.with_borrow_mut(|last| match last {
+        Some((last_name, t, value)) if *t == reset && **last_name == *name => Some(value.clone()),
+        _ => {
+            let value = item_value(name, 0, reset)?;
+            *last = Some((name.into(), reset, value.clone()));
+            Some(value)
+        }
+    })
+}
+
 /// Writes the `RateLimit` item `"name";r=remaining;t=reset` into `out`.
+// Inlined into `item_value`, as that is into `Draft10::write`.
+#[inline(always)]
 fn write_item(out: &mut impl Sink, name: &str, remaining: u64, reset: u64) {
     out.put(b"\"");
     out.put(name.as_bytes());
@@ -248,6 +301,13 @@ thread_local! {
     /// name and policy it states.
     static LAST_POLICY: std::cell::RefCell<Option<(Box<str>, Policy, HeaderValue)>> =
         const { std::cell::RefCell::new(None) };
+    /// The last `RateLimit` value with `r=0` this thread wrote, with the
+    /// limit name and the `t` it states.
+    static LAST_EMPTY: std::cell::RefCell<Option<(Box<str>, u64, HeaderValue)>> =
+        const { std::cell::RefCell::new(None) };
+    /// The last `Retry-After` value this thread made, with its number.
+    static LAST_RETRY_AFTER: std::cell::RefCell<Option<(u64, HeaderValue)>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// Where a header value is written.
@@ -296,35 +356,9 @@ impl Sink for StackValue {
     }
 }
 
-/// The decimal pairs `00` to `99`, two bytes each.
-const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
-2021222324252627282930313233343536373839\
-4041424344454647484950515253545556575859\
-6061626364656667686970717273747576777879\
-8081828384858687888990919293949596979899";
-
-/// Appends `n` in decimal, two digits per division.
-fn push_decimal(out: &mut (impl Sink + ?Sized), mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    while n >= 100 {
-        // n % 100 < 100: the cast keeps the pair's index.
-        let pair = 2 * (n % 100) as usize;
-        n /= 100;
-        i -= 2;
-        digits[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-    }
-    if n >= 10 {
-        // n < 100 here.
-        let pair = 2 * n as usize;
-        i -= 2;
-        digits[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-    } else {
-        i -= 1;
-        // n < 10 here: the cast keeps the digit.
-        digits[i] = b'0' + n as u8;
-    }
-    out.put(&digits[i..]);
+/// Appends `n` in decimal.
+fn push_decimal(out: &mut (impl Sink + ?Sized), n: u64) {
+    out.put(Decimal::new(n).as_bytes());
 }
 
 /// The de-facto `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
@@ -366,6 +400,8 @@ mod tests {
         assert_eq!(ceil_secs(Duration::from_nanos(1)), 1);
         assert_eq!(ceil_secs(Duration::from_secs(2)), 2);
         assert_eq!(ceil_secs(Duration::from_millis(2001)), 3);
+        assert_eq!(ceil_secs(Duration::MAX), u64::MAX);
+        assert_eq!(retry_after_secs(Duration::MAX), u64::MAX);
         assert_eq!(retry_after_secs(Duration::ZERO), 1);
         assert_eq!(retry_after_secs(Duration::from_millis(100)), 1);
     }
@@ -416,6 +452,62 @@ mod tests {
         assert_eq!(written(&info), "\"b\";q=10;w=2;limiter-burst=6");
         info.policy.interval = Duration::from_nanos(1_000_000_000 / 6);
         assert_eq!(written(&info), "\"b\";q=6;w=1");
+    }
+
+    #[test]
+    fn retry_after_values_follow_the_wait_through_the_thread_cache() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        // Repeats (kept), changes (written anew), and back.
+        let waits = [
+            (ms(1), "1"),
+            (Duration::ZERO, "1"),
+            (s(1), "1"),
+            (ms(1001), "2"),
+            (ms(1001), "2"),
+            (s(3600), "3600"),
+            (ms(1), "1"),
+            (Duration::MAX, "18446744073709551615"),
+        ];
+        for (wait, value) in waits {
+            assert_eq!(retry_after_value(wait), value, "{wait:?}");
+        }
+    }
+
+    #[test]
+    fn a_cached_empty_item_is_rewritten_when_name_or_reset_change() {
+        let mut info = RateLimitInfo {
+            name: "a",
+            policy: Policy {
+                burst: 5,
+                interval: Duration::from_millis(200),
+            },
+            remaining: 0,
+            reset: Duration::from_millis(200),
+        };
+        let written = |info: &RateLimitInfo<'_>| {
+            let mut h = HeaderMap::new();
+            Draft10.write(info, &mut h);
+            h["ratelimit"].to_str().unwrap().to_owned()
+        };
+        assert_eq!(written(&info), "\"a\";r=0;t=1");
+        assert_eq!(written(&info), "\"a\";r=0;t=1");
+        info.name = "b";
+        assert_eq!(written(&info), "\"b\";r=0;t=1");
+        info.reset = Duration::from_millis(1200);
+        assert_eq!(written(&info), "\"b\";r=0;t=2");
+        // Another remaining is not cached, and does not disturb the cache.
+        info.remaining = 3;
+        assert_eq!(written(&info), "\"b\";r=3;t=2");
+        info.remaining = 0;
+        assert_eq!(written(&info), "\"b\";r=0;t=2");
+        info.name = "a";
+        assert_eq!(written(&info), "\"a\";r=0;t=2");
+        // A name too long for the stack.
+        let long = "n".repeat(200);
+        info.name = &long;
+        assert_eq!(written(&info), format!("\"{long}\";r=0;t=2"));
+        assert_eq!(written(&info), format!("\"{long}\";r=0;t=2"));
     }
 
     /// The item of `burst` permits refilling in `window`.
@@ -476,28 +568,6 @@ mod tests {
             );
             assert!(q >= u128::from(burst) && w >= t * u128::from(burst));
             assert_eq!(i.burst.is_some(), q > u128::from(burst));
-        }
-    }
-
-    #[test]
-    fn decimals_are_written_whole() {
-        // Every width, both parities of digit count, every pair boundary.
-        let mut cases = vec![u64::from(u32::MAX), u64::MAX, u64::MAX - 1];
-        let mut p = 1u64;
-        for _ in 0..20 {
-            cases.extend([
-                p.saturating_sub(1),
-                p,
-                p.saturating_add(1),
-                p.saturating_mul(9),
-            ]);
-            p = p.saturating_mul(10);
-        }
-        cases.extend(0..=1_000);
-        for n in cases {
-            let mut out = Vec::new();
-            push_decimal(&mut out, n);
-            assert_eq!(out, n.to_string().as_bytes());
         }
     }
 }

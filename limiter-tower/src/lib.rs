@@ -111,13 +111,15 @@
 //! * `axum` (default): [`PeerIp`] and [`ClientIp`] read axum's
 //!   `ConnectInfo<SocketAddr>`, and [`Route`] reads `MatchedPath`.
 //!   Without it, insert [`PeerAddr`] into each request.
-//! * `redis`: [`RedisBackend`], the layer over a
-//!   [`RedisLimiter`](limiter_redis::RedisLimiter), so every instance of a
+//! * `redis`: `RedisBackend`, the layer over a
+//!   `limiter_redis::RedisLimiter` (plain names: without the feature
+//!   neither exists to link to), so every instance of a
 //!   service shares one quota per key.
 
 mod backend;
 mod charge;
 mod client_ip;
+mod decimal;
 mod future;
 mod headers;
 mod ip;

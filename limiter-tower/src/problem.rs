@@ -48,6 +48,8 @@ use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
 
+use crate::decimal::Decimal;
+
 /// The media type of a problem document.
 pub const CONTENT_TYPE: &str = "application/problem+json";
 
@@ -151,12 +153,96 @@ impl Problem {
     /// (`response.map(Either::Right)`) where it differs.
     pub fn into_response(self) -> Response<Full<Bytes>> {
         let status = self.status;
-        let mut response = Response::new(Full::new(Bytes::from(self.into_body())));
-        *response.status_mut() = status;
-        response
-            .headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
-        response
+        response(status, Bytes::from(self.into_body()))
+    }
+}
+
+/// The response of a finished document: `status`, its `Content-Type` and
+/// `body`.
+fn response(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
+    response
+}
+
+/// A problem document that is fixed but for one integer, stated in one or
+/// more places (a `429`'s wait, in its `detail` and its `retry_after_ms`):
+/// for a response sent often, whose text should not be escaped and
+/// formatted anew each time.
+///
+/// The fixed text is [`Problem`]'s own, byte for byte: the document is
+/// written once by the builder, with a [`Slot`] in each of the integer's
+/// places, and cut there. [`fill`](Template::fill) then copies the pieces,
+/// with the integer's digits between them, into one allocation of the
+/// document's exact size (so `Bytes` takes it without allocating again).
+#[derive(Debug, Clone)]
+pub(crate) struct Template {
+    status: StatusCode,
+    /// The document around the integer's places: one more piece than
+    /// places.
+    pieces: Box<[Box<[u8]>]>,
+    /// The pieces' total length.
+    fixed: usize,
+}
+
+impl Template {
+    /// The document that `write` builds when given a [`Slot`] for the
+    /// integer. Its fixed text must not contain `U+FFFF` (the slot's mark).
+    pub(crate) fn new(write: impl FnOnce(Slot) -> Problem) -> Template {
+        let problem = write(Slot);
+        let status = problem.status;
+        let body = problem.into_body();
+        let pieces: Box<[Box<[u8]>]> = body
+            .split(Slot::MARK)
+            .map(|p| p.as_bytes().into())
+            .collect();
+        let fixed = pieces.iter().map(|p| p.len()).sum();
+        Template {
+            status,
+            pieces,
+            fixed,
+        }
+    }
+
+    /// The response whose document states `n` in every place.
+    pub(crate) fn fill(&self, n: u64) -> Response<Full<Bytes>> {
+        let digits = Decimal::new(n);
+        let digits = digits.as_bytes();
+        let places = self.pieces.len().saturating_sub(1);
+        let mut body = Vec::with_capacity(self.fixed + places * digits.len());
+        if let Some((last, pieces)) = self.pieces.split_last() {
+            for piece in pieces {
+                body.extend_from_slice(piece);
+                body.extend_from_slice(digits);
+            }
+            body.extend_from_slice(last);
+        }
+        response(self.status, Bytes::from(body))
+    }
+}
+
+/// The place of a [`Template`]'s integer: written as the mark `U+FFFF` (a
+/// noncharacter, which Unicode reserves for a program's internal use), by
+/// `Display` (in a [`Problem::detail_fmt`]) and as a member's value.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slot;
+
+impl Slot {
+    const MARK: char = '\u{ffff}';
+}
+
+impl fmt::Display for Slot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Write::write_char(f, Slot::MARK)
+    }
+}
+
+impl JsonValue for Slot {
+    fn write_json(&self, out: &mut String) {
+        out.push(Slot::MARK);
     }
 }
 
@@ -233,21 +319,8 @@ impl fmt::Write for Escaped<'_> {
 }
 
 /// Appends `n` in decimal.
-fn push_u64(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        // n % 10 < 10: the cast keeps the digit.
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for &d in &digits[i..] {
-        out.push(char::from(d));
-    }
+fn push_u64(out: &mut String, n: u64) {
+    out.push_str(Decimal::new(n).as_str());
 }
 
 /// A value an extension member can hold, written as JSON.
@@ -431,6 +504,47 @@ mod tests {
         let response = problem.into_response();
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(response.headers()[header::CONTENT_TYPE], CONTENT_TYPE);
+    }
+
+    #[test]
+    fn templates_fill_in_the_writers_own_document() {
+        let template = Template::new(|n| {
+            Problem::new(StatusCode::BAD_REQUEST)
+                .detail_fmt(format_args!("a \"{n}\"\n{n}"))
+                .member("x\n", "y")
+                .member("n", n)
+        });
+        let cases = [0, 1, 9, 10, 99, 100, 12_345, u64::from(u32::MAX), u64::MAX];
+        for n in cases {
+            let written = Problem::new(StatusCode::BAD_REQUEST)
+                .detail_fmt(format_args!("a \"{n}\"\n{n}"))
+                .member("x\n", "y")
+                .member("n", n)
+                .into_body();
+            let response = template.fill(n);
+            assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+            assert_eq!(response.headers()[header::CONTENT_TYPE], CONTENT_TYPE);
+            assert_eq!(response.headers().len(), 1);
+            assert_eq!(body(response), written);
+        }
+        // No slot: the document as it is, whatever the number.
+        let fixed = Template::new(|_| Problem::new(StatusCode::BAD_GATEWAY).detail("d"));
+        assert_eq!(
+            body(fixed.fill(7)),
+            r#"{"type":"about:blank","title":"Bad Gateway","status":502,"detail":"d"}"#
+        );
+    }
+
+    /// The body of a response with a full body.
+    fn body(response: Response<Full<Bytes>>) -> String {
+        use http_body_util::BodyExt as _;
+        use std::future::Future as _;
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let mut collect = std::pin::pin!(response.into_body().collect());
+        match collect.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(Ok(c)) => String::from_utf8(c.to_bytes().to_vec()).unwrap(),
+            _ => panic!("a full body is ready at once"),
+        }
     }
 
     #[test]

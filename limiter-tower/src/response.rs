@@ -13,6 +13,7 @@
 //! rate-limit headers to a 429.
 
 use std::fmt;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,7 +21,7 @@ use http::{Response, StatusCode};
 use http_body_util::Full;
 
 use crate::key::KeyError;
-use crate::problem::Problem;
+use crate::problem::{Problem, Template};
 
 /// Why the layer answered a request itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,28 +78,50 @@ impl Rejection {
     /// assert_eq!(response.headers()["content-type"], "application/problem+json");
     /// ```
     pub fn problem(&self) -> Response<Full<Bytes>> {
-        let problem = Problem::new(self.status()).detail_fmt(format_args!("{self}"));
-        match self {
+        let problem = match self {
+            // The one response sent at the rate of the refused requests:
+            // filled in from its template.
             Rejection::RateLimited { retry_after } => {
-                problem.member("retry_after_ms", millis_up(*retry_after))
+                return RATE_LIMITED.fill(millis_up(*retry_after));
             }
-            Rejection::OverBurst { cost, burst } => {
-                problem.member("cost", *cost).member("burst", *burst)
+            Rejection::OverBurst { cost, burst } => Problem::new(self.status())
+                .detail_fmt(format_args!("{self}"))
+                .member("cost", *cost)
+                .member("burst", *burst),
+            Rejection::Unavailable | Rejection::NoKey(_) => {
+                Problem::new(self.status()).detail_fmt(format_args!("{self}"))
             }
-            Rejection::Unavailable | Rejection::NoKey(_) => problem,
-        }
-        .into_response()
+        };
+        problem.into_response()
+    }
+}
+
+/// The `429` document but for its wait, written once by [`Problem`]:
+/// `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in N ms","retry_after_ms":N}`.
+static RATE_LIMITED: LazyLock<Template> = LazyLock::new(|| {
+    Template::new(|ms| {
+        Problem::new(StatusCode::TOO_MANY_REQUESTS)
+            .detail_fmt(format_args!("{}", RateLimitedDetail(ms)))
+            .member("retry_after_ms", ms)
+    })
+});
+
+/// The detail of [`Rejection::RateLimited`] for a wait of `ms`
+/// milliseconds (a number, or a template's slot).
+struct RateLimitedDetail<T>(T);
+
+impl<T: fmt::Display> fmt::Display for RateLimitedDetail<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rate limit exceeded; retry in {} ms", self.0)
     }
 }
 
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Rejection::RateLimited { retry_after } => write!(
-                f,
-                "rate limit exceeded; retry in {} ms",
-                millis_up(*retry_after)
-            ),
+            Rejection::RateLimited { retry_after } => {
+                RateLimitedDetail(millis_up(*retry_after)).fmt(f)
+            }
             Rejection::OverBurst { cost, burst } => write!(
                 f,
                 "this request costs {cost} permits but at most {burst} are granted at once; it can never be admitted under this limit"
@@ -151,5 +174,48 @@ mod tests {
         let r = Rejection::NoKey(KeyError::MissingPeer);
         assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert!(body(r.problem()).contains("into_make_service_with_connect_info::<SocketAddr>()"));
+    }
+
+    #[test]
+    fn a_429_is_the_writers_document_for_any_wait() {
+        let nanos = [
+            0,
+            1,
+            999_999,
+            1_000_000,
+            1_000_001,
+            7_500_000_000,
+            3_600_000_000_000,
+            u64::MAX,
+        ];
+        let waits = nanos
+            .into_iter()
+            .map(Duration::from_nanos)
+            .chain([Duration::MAX]);
+        for retry_after in waits {
+            let r = Rejection::RateLimited { retry_after };
+            // What the writer makes of the rejection, built in full.
+            let written = Problem::new(StatusCode::TOO_MANY_REQUESTS)
+                .detail_fmt(format_args!("{r}"))
+                .member("retry_after_ms", millis_up(retry_after))
+                .into_body();
+            let response = r.problem();
+            assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+            assert_eq!(
+                response.headers().iter().collect::<Vec<_>>(),
+                [(
+                    &http::header::CONTENT_TYPE,
+                    &http::HeaderValue::from_static("application/problem+json")
+                )]
+            );
+            assert_eq!(body(response), written, "{retry_after:?}");
+        }
+        assert_eq!(
+            Rejection::RateLimited {
+                retry_after: Duration::MAX
+            }
+            .detail(),
+            "rate limit exceeded; retry in 18446744073709551615 ms"
+        );
     }
 }

@@ -14,14 +14,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Response, header};
+use http::{HeaderMap, Response, header};
 use http_body_util::Full;
 use ipnet::IpNet;
 
 use limiter_core::{Denial, Grant, Policy};
 
 use crate::backend::Backend;
-use crate::headers::{HeaderStyle, RateLimitInfo, retry_after_secs};
+use crate::headers::{HeaderStyle, RateLimitInfo, retry_after_value};
 use crate::ip::{canonical, peer_addr};
 use crate::key::{KeyError, KeyExtractor, RequestHead};
 use crate::metrics::Metrics;
@@ -254,10 +254,7 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
     fn limited(&self, key: &B::Key, retry_after: Duration) -> Response<Full<Bytes>> {
         let mut response = self.respond(&Rejection::RateLimited { retry_after });
         let headers = response.headers_mut();
-        headers.insert(
-            header::RETRY_AFTER,
-            HeaderValue::from(retry_after_secs(retry_after)),
-        );
+        headers.insert(header::RETRY_AFTER, retry_after_value(retry_after));
         if let Some(writer) = &self.headers {
             let numbers = HeaderNumbers {
                 policy: self.backend.policy(key),

@@ -130,6 +130,78 @@ async fn reject_mode_headers_are_exact() {
     assert_eq!(header(&fourth, "ratelimit").unwrap(), "\"api\";r=0;t=10");
 }
 
+/// Every header of `response`, in the order it is sent.
+fn head<B>(response: &Response<B>) -> Vec<(String, String)> {
+    response
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap().to_owned()))
+        .collect()
+}
+
+/// The 429 of the layer `name` for a wait of `ms` milliseconds (a limit of
+/// one per 10 s), byte for byte: status, every header in order, body.
+fn expected_429(name: &str, ms: u64) -> (Vec<(String, String)>, String) {
+    let secs = ms.div_ceil(1000).max(1);
+    let head = [
+        ("content-type", "application/problem+json".to_owned()),
+        ("retry-after", secs.to_string()),
+        ("ratelimit-policy", format!("\"{name}\";q=1;w=10")),
+        ("ratelimit", format!("\"{name}\";r=0;t={secs}")),
+    ];
+    let body = format!(
+        r#"{{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in {ms} ms","retry_after_ms":{ms}}}"#
+    );
+    (
+        head.into_iter().map(|(n, v)| (n.to_owned(), v)).collect(),
+        body,
+    )
+}
+
+/// One request through `service`, which refuses it: its head and body.
+async fn refuse<S, B>(service: &S) -> (Vec<(String, String)>, String)
+where
+    S: Service<Request<Body>, Response = Response<B>, Error = Infallible> + Clone,
+    B: http_body::Body<Error: std::fmt::Debug>,
+{
+    let response = service.clone().oneshot(request()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    (head(&response), body(response).await)
+}
+
+#[tokio::test(start_paused = true)]
+async fn refusals_are_exact_byte_for_byte_whatever_came_before() {
+    // Refusals of one second repeat their `Retry-After` and `RateLimit`
+    // values (kept per thread); a new wait or another limit's name must
+    // still get its own. This runtime has one thread, so every refusal
+    // below goes through the same thread's values.
+    let svc = |name: &str| {
+        RateLimitLayer::builder(global(Duration::from_secs(10), 1), Global)
+            .name(name)
+            .build()
+            .unwrap()
+            .layer(Counting::default())
+    };
+    let (api, other) = (svc("api"), svc("other"));
+    for s in [&api, &other] {
+        assert_eq!(s.clone().oneshot(request()).await.unwrap().status(), 200);
+    }
+    // The same refusal twice, another name, back, a new wait, a wait
+    // whose seconds round the same, and one under a second.
+    assert_eq!(refuse(&api).await, expected_429("api", 10_000));
+    assert_eq!(refuse(&api).await, expected_429("api", 10_000));
+    assert_eq!(refuse(&other).await, expected_429("other", 10_000));
+    assert_eq!(refuse(&api).await, expected_429("api", 10_000));
+    tokio::time::advance(Duration::from_millis(2_500)).await;
+    assert_eq!(refuse(&api).await, expected_429("api", 7_500));
+    tokio::time::advance(Duration::from_millis(400)).await;
+    assert_eq!(refuse(&api).await, expected_429("api", 7_100));
+    assert_eq!(refuse(&other).await, expected_429("other", 7_100));
+    tokio::time::advance(Duration::from_millis(6_999)).await;
+    assert_eq!(refuse(&api).await, expected_429("api", 101));
+    assert_eq!(refuse(&api).await, expected_429("api", 101));
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_sub_second_wait_is_retry_after_one() {
     let svc = RateLimitLayer::new(global(Duration::from_millis(100), 1), Global)
