@@ -123,17 +123,20 @@ where
     ResBody: Send + 'static,
 {
     let shared = &**shared_arc;
-    let (key, cost, max_wait, route) = match shared.prepare(&RequestHead::of(&request)) {
+    let head = RequestHead::of(&request);
+    // Handles labelled with the route, when routes are labelled; kept here
+    // rather than in `Prepared`, which stays a few words.
+    let route = shared.route_metrics(&head);
+    let metrics = route.as_ref().unwrap_or(&shared.metrics);
+    let (key, cost, max_wait) = match shared.prepare(&head, metrics) {
         Prepared::Pass => return ResponseFuture::pass(inner.call(request)),
-        Prepared::Answer(response) => return ResponseFuture::answered(response),
+        Prepared::NoKey(error) => return ResponseFuture::answered(shared.no_key(error)),
         Prepared::Decide {
             key,
             cost,
             max_wait,
-            route,
-        } => (key, cost, max_wait, route),
+        } => (key, cost, max_wait),
     };
-    let metrics = route.as_ref().unwrap_or(&shared.metrics);
     // Fast path: a decision made at once, and a request that needs no
     // wait, is answered or passed to the inner service right here.
     let decision = match shared.backend.decide_ready(&key, cost, max_wait) {

@@ -121,36 +121,36 @@ pub(crate) struct HeaderNumbers {
 
 /// What the layer decided from the request head alone (synchronously:
 /// the future must not hold a borrow of a body that need not be `Sync`).
+/// Small (no response, no metrics handles), so that returning it copies a
+/// few words.
 pub(crate) enum Prepared<K> {
     /// Call the inner service uncounted, without headers (bypassed).
     Pass,
-    /// Answer this instead.
-    Answer(Response<Full<Bytes>>),
+    /// No key could be read: answer [`Shared::no_key`] of this.
+    NoKey(KeyError),
     /// Ask the backend for `cost` permits within `max_wait`.
     Decide {
         key: K,
         cost: u32,
         max_wait: Duration,
-        /// Handles labelled with the route, when routes are labelled.
-        route: Option<Metrics>,
     },
 }
 
 impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
-    /// Everything that reads the request head: bypass, key, cost.
-    // Inlined into `limit`, its one caller: the `Prepared` it returns
-    // (as large as a response) is then built in place, not copied back.
+    /// Everything that reads the request head: bypass, key, cost; a bypass
+    /// is counted in `metrics` (the route's handles, when routes are
+    /// labelled: see [`Shared::route_metrics`]).
+    // Inlined into `limit`, its one caller: the `Prepared` it returns is
+    // built in place, not copied back.
     #[inline]
-    pub(crate) fn prepare(&self, head: &RequestHead<'_>) -> Prepared<B::Key> {
-        let route = self.route_metrics(head);
-        let metrics = route.as_ref().unwrap_or(&self.metrics);
+    pub(crate) fn prepare(&self, head: &RequestHead<'_>, metrics: &Metrics) -> Prepared<B::Key> {
         if self.bypass.as_ref().is_some_and(|bypass| bypass(head)) || self.peer_allowed(head) {
             metrics.bypassed.increment(1);
             return Prepared::Pass;
         }
         let key = match self.extractor.extract(head) {
             Ok(key) => key,
-            Err(e) => return Prepared::Answer(self.no_key(e)),
+            Err(e) => return Prepared::NoKey(e),
         };
         if self.allow_key.as_ref().is_some_and(|allow| allow(&key)) {
             metrics.bypassed.increment(1);
@@ -165,7 +165,6 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
             key,
             cost,
             max_wait,
-            route,
         }
     }
 
@@ -185,7 +184,7 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
 
     /// Handles labelled with the request's route template, when the layer
     /// labels routes.
-    fn route_metrics(&self, head: &RequestHead<'_>) -> Option<Metrics> {
+    pub(crate) fn route_metrics(&self, head: &RequestHead<'_>) -> Option<Metrics> {
         if !self.label_routes {
             return None;
         }
@@ -241,7 +240,7 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
             })
     }
 
-    fn no_key(&self, error: KeyError) -> Response<Full<Bytes>> {
+    pub(crate) fn no_key(&self, error: KeyError) -> Response<Full<Bytes>> {
         // Relaxed: the flag only keeps the log to one line; nothing is
         // published through it.
         if error == KeyError::MissingPeer && !self.warned_missing_peer.swap(true, Ordering::Relaxed)
