@@ -115,7 +115,6 @@ pub fn idle_cpu_per_second(length: Duration) -> f64 {
 /// [`idle_cpu_per_second`]) is taken off its CPU time.
 pub fn run(rt: &Runtime, subject: &str, rate: u32, length: Duration, idle: f64) -> Paced {
     let quota = Quota::per_second(rate).expect("a valid pacing rate");
-    let t = quota.period();
     let cpu_before = cpu_time();
     let start = Instant::now();
     let calls = match subject {
@@ -178,16 +177,7 @@ pub fn run(rt: &Runtime, subject: &str, rate: u32, length: Duration, idle: f64) 
         .expect("pacing thread"),
         other => panic!("unknown pacing subject {other}"),
     };
-    let busy = cpu_time().saturating_sub(cpu_before);
-    let background = Duration::from_secs_f64(idle * start.elapsed().as_secs_f64());
-    summarize(
-        rate,
-        t,
-        start,
-        length,
-        &calls,
-        busy.saturating_sub(background),
-    )
+    finish(rate, start, length, &calls, cpu_before, idle)
 }
 
 /// `AsyncLimiter::take()` with the precise wake-up at `rate`, burst 1,
@@ -204,7 +194,6 @@ pub fn run_precise_depth(
     consumers: usize,
 ) -> Paced {
     let quota = Quota::per_second(rate).expect("a valid pacing rate");
-    let t = quota.period();
     let cpu_before = cpu_time();
     let start = Instant::now();
     let mut calls = rt.block_on(async move {
@@ -228,6 +217,22 @@ pub fn run_precise_depth(
         calls
     });
     calls.sort_unstable_by_key(|&(called, _)| called);
+    finish(rate, start, length, &calls, cpu_before, idle)
+}
+
+/// The report of a run that began at `start` with the process's CPU time
+/// at `cpu_before`: its CPU less the background's (`idle`), summarized.
+fn finish(
+    rate: u32,
+    start: Instant,
+    length: Duration,
+    calls: &[(Instant, Instant)],
+    cpu_before: Duration,
+    idle: f64,
+) -> Paced {
+    let t = Quota::per_second(rate)
+        .expect("a valid pacing rate")
+        .period();
     let busy = cpu_time().saturating_sub(cpu_before);
     let background = Duration::from_secs_f64(idle * start.elapsed().as_secs_f64());
     summarize(
@@ -235,7 +240,7 @@ pub fn run_precise_depth(
         t,
         start,
         length,
-        &calls,
+        calls,
         busy.saturating_sub(background),
     )
 }
