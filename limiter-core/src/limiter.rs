@@ -202,7 +202,8 @@ impl<C: Clock> RateLimiter<C> {
     /// so the protocol (docs/design.md, `quota_versions`) is unchanged.
     #[inline(always)]
     fn try_uncontended(&self, clock_now: u64, n: u32) -> Option<Result<(), AcquireError>> {
-        let now = self.epoch.elapsed(clock_now);
+        // A reading behind the epoch or past the span: the full path answers.
+        let now = self.epoch.elapsed_in_range(clock_now)?;
         let word = self.state.load();
         let read = self.quotas.read_unchecked(word);
         let p = read.params;

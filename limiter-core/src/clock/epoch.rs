@@ -45,6 +45,17 @@ impl Epoch {
         now.saturating_sub(self.origin)
     }
 
+    /// [`elapsed`](Epoch::elapsed) when the reading is at or after the
+    /// origin and at most [`limit`](Epoch::limit) past it; `None`
+    /// otherwise. One subtraction and one comparison: a reading before the
+    /// origin wraps to at least `2^64 − origin`, which is past `limit`
+    /// (`limit ≤ u64::MAX − origin`).
+    #[inline]
+    pub(crate) fn elapsed_in_range(self, now: u64) -> Option<u64> {
+        let ns = now.wrapping_sub(self.origin);
+        (ns <= self.limit).then_some(ns)
+    }
+
     /// The clock reading at limiter time `ns`; `ns` must be at most
     /// [`limit`](Epoch::limit).
     #[inline]
@@ -63,6 +74,32 @@ impl Epoch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn elapsed_in_range_is_elapsed_within_the_range_and_none_outside() {
+        for origin in [0, 7, 1 << 40, u64::MAX - MAX_SPAN, u64::MAX - 5, u64::MAX] {
+            let epoch = Epoch::at(origin);
+            for now in [
+                0,
+                1,
+                origin.saturating_sub(1),
+                origin,
+                origin.saturating_add(1),
+            ]
+            .into_iter()
+            .chain([origin.saturating_add(epoch.limit()), u64::MAX])
+            .chain([origin.saturating_add(epoch.limit()).saturating_add(1)])
+            {
+                let expected =
+                    (now >= origin && now - origin <= epoch.limit()).then(|| epoch.elapsed(now));
+                assert_eq!(
+                    epoch.elapsed_in_range(now),
+                    expected,
+                    "origin {origin} now {now}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn any_origin_converts_both_ways() {
