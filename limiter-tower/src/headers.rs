@@ -438,11 +438,7 @@ mod tests {
             remaining: 4,
             reset: Duration::ZERO,
         };
-        let written = |info: &RateLimitInfo<'_>| {
-            let mut h = HeaderMap::new();
-            Draft10.write(info, &mut h);
-            h["ratelimit-policy"].to_str().unwrap().to_owned()
-        };
+        let written = |info: &RateLimitInfo<'_>| draft10_header(info, "ratelimit-policy");
         assert_eq!(written(&info), "\"a\";q=5;w=1");
         assert_eq!(written(&info), "\"a\";q=5;w=1");
         info.name = "b";
@@ -452,6 +448,13 @@ mod tests {
         assert_eq!(written(&info), "\"b\";q=10;w=2;limiter-burst=6");
         info.policy.interval = Duration::from_nanos(1_000_000_000 / 6);
         assert_eq!(written(&info), "\"b\";q=6;w=1");
+    }
+
+    /// The value of `name` in the headers `Draft10` writes for `info`.
+    fn draft10_header(info: &RateLimitInfo<'_>, name: &str) -> String {
+        let mut h = HeaderMap::new();
+        Draft10.write(info, &mut h);
+        h[name].to_str().unwrap().to_owned()
     }
 
     #[test]
@@ -485,11 +488,7 @@ mod tests {
             remaining: 0,
             reset: Duration::from_millis(200),
         };
-        let written = |info: &RateLimitInfo<'_>| {
-            let mut h = HeaderMap::new();
-            Draft10.write(info, &mut h);
-            h["ratelimit"].to_str().unwrap().to_owned()
-        };
+        let written = |info: &RateLimitInfo<'_>| draft10_header(info, "ratelimit");
         assert_eq!(written(&info), "\"a\";r=0;t=1");
         assert_eq!(written(&info), "\"a\";r=0;t=1");
         info.name = "b";
