@@ -1,6 +1,6 @@
 //! [`Decimal`]: an unsigned integer's decimal digits, written on the stack
 //! two at a time. The one integer formatter of the layer's own bytes: the
-//! rate-limit header values and the numbers of problem documents.
+//! rate-limit header values, the numbers of problem documents and of keys.
 //!
 //! The digits are plain ASCII (`0`–`9`), no sign, no leading zeros (`0` is
 //! one digit), at most 20 of them (`u64::MAX`). No formatting machinery, no

@@ -35,6 +35,8 @@ use std::sync::Arc;
 
 use http::HeaderValue;
 
+use crate::decimal::Decimal;
+
 /// Writes the parts of one key into a buffer (see the [module docs](self)).
 ///
 /// # Examples
@@ -96,7 +98,7 @@ impl<'a> KeyWriter<'a> {
                     if i > 0 {
                         self.out.push('.');
                     }
-                    push_decimal(self.out, octet);
+                    self.out.push_str(Decimal::new(octet.into()).as_str());
                 }
             }
             IpAddr::V6(_) => self.part_fmt(format_args!("{ip}")),
@@ -105,7 +107,9 @@ impl<'a> KeyWriter<'a> {
 
     /// Writes a number in decimal.
     pub fn part_u64(&mut self, n: u64) {
-        self.part_fmt(format_args!("{n}"));
+        // Digits are plain: written as they are.
+        self.separate();
+        self.out.push_str(Decimal::new(n).as_str());
     }
 
     /// Writes a part by formatting `args`, encoded as it is written.
@@ -114,17 +118,6 @@ impl<'a> KeyWriter<'a> {
         // Writing into a String cannot fail.
         let _ = fmt::write(&mut Encoded(self.out), args);
     }
-}
-
-/// Appends `n` in decimal.
-fn push_decimal(out: &mut String, n: u8) {
-    if n >= 100 {
-        out.push(char::from(b'0' + n / 100));
-    }
-    if n >= 10 {
-        out.push(char::from(b'0' + n / 10 % 10));
-    }
-    out.push(char::from(b'0' + n % 10));
 }
 
 /// Whether `b` is written as it is.

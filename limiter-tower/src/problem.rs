@@ -417,6 +417,20 @@ impl<T: JsonValue> JsonValue for [T] {
     }
 }
 
+/// The body of a response whose body is complete (a `Full`), as text: for
+/// the tests of the layer's own responses.
+#[cfg(test)]
+pub(crate) fn full_body(response: Response<Full<Bytes>>) -> String {
+    use http_body_util::BodyExt as _;
+    use std::future::Future as _;
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut collect = std::pin::pin!(response.into_body().collect());
+    match collect.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(Ok(c)) => String::from_utf8(c.to_bytes().to_vec()).unwrap(),
+        _ => panic!("a full body is ready at once"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -525,26 +539,14 @@ mod tests {
             assert_eq!(response.status(), StatusCode::BAD_REQUEST);
             assert_eq!(response.headers()[header::CONTENT_TYPE], CONTENT_TYPE);
             assert_eq!(response.headers().len(), 1);
-            assert_eq!(body(response), written);
+            assert_eq!(full_body(response), written);
         }
         // No slot: the document as it is, whatever the number.
         let fixed = Template::new(|_| Problem::new(StatusCode::BAD_GATEWAY).detail("d"));
         assert_eq!(
-            body(fixed.fill(7)),
+            full_body(fixed.fill(7)),
             r#"{"type":"about:blank","title":"Bad Gateway","status":502,"detail":"d"}"#
         );
-    }
-
-    /// The body of a response with a full body.
-    fn body(response: Response<Full<Bytes>>) -> String {
-        use http_body_util::BodyExt as _;
-        use std::future::Future as _;
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        let mut collect = std::pin::pin!(response.into_body().collect());
-        match collect.as_mut().poll(&mut cx) {
-            std::task::Poll::Ready(Ok(c)) => String::from_utf8(c.to_bytes().to_vec()).unwrap(),
-            _ => panic!("a full body is ready at once"),
-        }
     }
 
     #[test]

@@ -142,19 +142,7 @@ fn millis_up(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http_body_util::BodyExt;
-
-    fn body(response: Response<Full<Bytes>>) -> String {
-        let waker = std::task::Waker::noop();
-        let mut cx = std::task::Context::from_waker(waker);
-        let mut collect = std::pin::pin!(response.into_body().collect());
-        match collect.as_mut().poll(&mut cx) {
-            std::task::Poll::Ready(Ok(c)) => String::from_utf8(c.to_bytes().to_vec()).unwrap(),
-            _ => panic!("a full body is ready at once"),
-        }
-    }
-
-    use std::future::Future as _;
+    use crate::problem::full_body as body;
 
     #[test]
     fn problem_bodies() {
