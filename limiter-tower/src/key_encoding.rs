@@ -90,7 +90,7 @@ impl<'a> KeyWriter<'a> {
     /// Writes an address as its text (`10.0.0.7`, `2001%3Adb8%3A%3A`).
     pub fn part_ip(&mut self, ip: IpAddr) {
         match ip {
-            // Dotted decimal, every byte plain: written digit by digit,
+            // Dotted decimal, every byte plain: each octet through `Decimal`,
             // without the formatting machinery (the common key).
             IpAddr::V4(v4) => {
                 self.separate();
