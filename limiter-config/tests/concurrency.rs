@@ -10,7 +10,6 @@ mod support;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -22,7 +21,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use limiter_config::{ExplainRequest, RuleError, RuleSet, Verdict};
 use support::{TempDir, serve_app};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{mpsc, oneshot};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
 fn rules(limit: u32) -> String {
@@ -31,17 +30,21 @@ fn rules(limit: u32) -> String {
     )
 }
 
-/// A handler that reports each request as it enters, then waits for the
-/// test to open the gate once for it.
-fn gated(entered: mpsc::UnboundedSender<()>, gate: Arc<Semaphore>) -> Router {
+/// A handler that reports each request as it enters with the gate that
+/// releases that request alone, then waits for the test to open it. One
+/// gate per request: a shared semaphore would release its waiters in the
+/// order their handlers reached it, which a loaded machine may reorder
+/// after the order they entered in.
+fn gated(entered: mpsc::UnboundedSender<oneshot::Sender<()>>) -> Router {
     Router::new()
         .route(
             "/db/{id}",
             get(move || {
-                let (entered, gate) = (entered.clone(), gate.clone());
+                let entered = entered.clone();
                 async move {
-                    entered.send(()).unwrap();
-                    gate.acquire().await.unwrap().forget();
+                    let (open, gate) = oneshot::channel();
+                    entered.send(open).unwrap();
+                    gate.await.unwrap();
                     "done"
                 }
             }),
@@ -69,8 +72,7 @@ async fn the_limit_sheds_on_a_real_server_and_a_reload_keeps_the_permits_held() 
     let path = dir.write("rules.yaml", &rules(2));
     let rules_set = RuleSet::load(&path).unwrap();
     let (entered_tx, mut entered) = mpsc::unbounded_channel();
-    let gate = Arc::new(Semaphore::new(0));
-    let app = gated(entered_tx, gate.clone()).layer(rules_set.layer());
+    let app = gated(entered_tx).layer(rules_set.layer());
     let addr = serve_app(app).await;
     let db = rules_set.get("db").unwrap();
     let limiter = db.concurrency().unwrap().clone();
@@ -80,13 +82,14 @@ async fn the_limit_sheds_on_a_real_server_and_a_reload_keeps_the_permits_held() 
         Err(RuleError::Concurrency { .. })
     ));
 
-    // Two requests inside the handler hold both permits.
-    let mut held = Vec::new();
+    // Two requests inside the handler hold both permits; `gates[i]`
+    // releases `held[i]`.
+    let (mut held, mut gates) = (Vec::new(), Vec::new());
     for i in 0..2 {
         held.push(tokio::spawn(async move {
             get_path(addr, &format!("/db/{i}")).await
         }));
-        entered.recv().await.unwrap();
+        gates.push(entered.recv().await.unwrap());
     }
     assert_eq!(limiter.in_flight(), 2);
     // Explained as a concurrency rule: no key, the requests in flight and
@@ -134,7 +137,7 @@ async fn the_limit_sheds_on_a_real_server_and_a_reload_keeps_the_permits_held() 
     assert!(reloaded.concurrency().unwrap().same_limiter(&limiter));
     assert_eq!((limiter.limit(), limiter.in_flight()), (3, 2));
     held.push(tokio::spawn(async move { get_path(addr, "/db/2").await }));
-    entered.recv().await.unwrap();
+    gates.push(entered.recv().await.unwrap());
     assert_eq!(limiter.in_flight(), 3);
     assert_eq!(
         get_path(addr, "/db/x").await.0,
@@ -148,7 +151,7 @@ async fn the_limit_sheds_on_a_real_server_and_a_reload_keeps_the_permits_held() 
     assert_eq!((limiter.limit(), limiter.in_flight()), (1, 3));
     // The same numbers again: unchanged, still the same limiter.
     assert_eq!(rules_set.reload().unwrap().unchanged, ["db"]);
-    gate.add_permits(1);
+    gates.remove(0).send(()).unwrap();
     let first = held.remove(0).await.unwrap();
     assert_eq!((first.0, &first.2[..]), (StatusCode::OK, &b"done"[..]));
     // The permit goes back once the response is ready; wait for the count.
@@ -159,7 +162,9 @@ async fn the_limit_sheds_on_a_real_server_and_a_reload_keeps_the_permits_held() 
         get_path(addr, "/db/x").await.0,
         StatusCode::SERVICE_UNAVAILABLE
     );
-    gate.add_permits(2);
+    for gate in gates {
+        gate.send(()).unwrap();
+    }
     for h in held {
         assert_eq!(h.await.unwrap().0, StatusCode::OK);
     }
@@ -167,8 +172,9 @@ async fn the_limit_sheds_on_a_real_server_and_a_reload_keeps_the_permits_held() 
         tokio::task::yield_now().await;
     }
     // Now one request at a time passes.
-    gate.add_permits(1);
-    assert_eq!(get_path(addr, "/db/y").await.0, StatusCode::OK);
+    let last = tokio::spawn(async move { get_path(addr, "/db/y").await });
+    entered.recv().await.unwrap().send(()).unwrap();
+    assert_eq!(last.await.unwrap().0, StatusCode::OK);
 }
 
 /// The inner service of the paused-time tests: answers after the delay
