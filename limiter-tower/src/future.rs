@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body_util::{Either, Full};
+use http_body_util::Full;
 use pin_project_lite::pin_project;
 use tokio::time::Instant;
 use tower_service::Service;
@@ -34,23 +34,21 @@ use limiter_async::{CancelGrant, SlotWait, WakeUp};
 use limiter_core::{Denial, Grant};
 
 use crate::backend::Backend;
+use crate::body::AnswerBody;
 use crate::charge::{Charging, Settle};
 use crate::key::KeyExtractor;
 use crate::metrics::Metrics;
 use crate::response_cost::ResponseHead;
 use crate::shared::{HeaderNumbers, HeaderWriter, Shared};
 
-/// The body of a response through the layer: the inner service's, or the
-/// layer's own (a problem document).
-pub type LimitBody<B> = Either<B, Full<Bytes>>;
-
 /// The boxed future of the waiting state.
-type Waiting<B, E> = Pin<Box<dyn Future<Output = Result<Response<LimitBody<B>>, E>> + Send>>;
+type Waiting<B, E> = Pin<Box<dyn Future<Output = Result<Response<B>, E>> + Send>>;
 
 pin_project! {
     /// The future of [`RateLimitService::call`](crate::RateLimitService):
     /// the inner service's future `F` (whose response body is `B` and error
-    /// `E`), the layer's own answer, or a wait. The
+    /// `E`), the layer's own answer (in `B`, see [`AnswerBody`]), or a
+    /// wait. The
     /// only state that allocates is the wait (a grant whose slot is later,
     /// or a backend that decides asynchronously): one box for the wait and
     /// the call after it. Dropping it while it waits gives the grant back.
@@ -88,7 +86,7 @@ pin_project! {
         },
         Settling {
             charge: Charging,
-            response: Option<Response<LimitBody<B>>>,
+            response: Option<Response<B>>,
         },
     }
 }
@@ -173,25 +171,24 @@ impl<F, B, E> fmt::Debug for ResponseFuture<F, B, E> {
 impl<F, B, E> Future for ResponseFuture<F, B, E>
 where
     F: Future<Output = Result<Response<B>, E>>,
+    B: AnswerBody,
 {
-    type Output = Result<Response<LimitBody<B>>, E>;
+    type Output = Result<Response<B>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.project().state;
         match state.as_mut().project() {
-            StateProj::Pass { future } => {
-                Poll::Ready(ready!(future.poll(cx)).map(|r| r.map(Either::Left)))
-            }
+            StateProj::Pass { future } => future.poll(cx),
             StateProj::Answered { response } => Poll::Ready(Ok(response
                 .take()
                 .expect("ResponseFuture polled after it completed")
-                .map(Either::Right))),
+                .map(B::from_answer))),
             StateProj::WithHeaders {
                 future,
                 writer,
                 numbers,
             } => {
-                let mut response = ready!(future.poll(cx))?.map(Either::Left);
+                let mut response = ready!(future.poll(cx))?;
                 writer.write(*numbers, response.headers_mut());
                 Poll::Ready(Ok(response))
             }
@@ -202,7 +199,7 @@ where
                 numbers,
                 owed,
             } => {
-                let mut response = ready!(future.poll(cx))?.map(Either::Left);
+                let mut response = ready!(future.poll(cx))?;
                 if let (Some(writer), Some(numbers)) = (writer.as_ref(), *numbers) {
                     writer.write(numbers, response.headers_mut());
                 }
@@ -247,9 +244,10 @@ pub(crate) async fn decide_and_wait<S, B, E, ReqBody, ResBody>(
     mut inner: S,
     request: Request<ReqBody>,
     decided: Decided<B::Key, B::Ticket>,
-) -> Result<Response<LimitBody<ResBody>>, S::Error>
+) -> Result<Response<ResBody>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ResBody: AnswerBody,
     B: Backend,
     E: KeyExtractor<Key = B::Key>,
 {
@@ -273,9 +271,9 @@ where
     let grant = match decision {
         Ok(grant) => grant,
         Err(denial) => match shared.denied(&key, denial, metrics) {
-            Some(response) => return Ok(response.map(Either::Right)),
+            Some(response) => return Ok(response.map(ResBody::from_answer)),
             // Failed open: through, uncounted by the limiter.
-            None => return Ok(inner.call(request).await?.map(Either::Left)),
+            None => return inner.call(request).await,
         },
     };
     let numbers = shared.numbers(&key, &grant);
@@ -283,7 +281,7 @@ where
         delay(&shared, &key, grant, decided_at, metrics).await;
     }
     metrics.allowed.increment(1);
-    let mut response = inner.call(request).await?.map(Either::Left);
+    let mut response = inner.call(request).await?;
     if let (Some(writer), Some(numbers)) = (&shared.headers, numbers) {
         writer.write(numbers, response.headers_mut());
     }

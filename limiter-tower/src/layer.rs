@@ -109,11 +109,15 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitLayer<B, E> {
     /// layer per request (a rule set): an admitted request allocates
     /// nothing here, and `inner` is cloned only when the request waits (the
     /// ready service goes into the future, its clone stays in `inner`).
+    /// The response is in the inner service's body type `ResBody` (see
+    /// [`AnswerBody`](crate::AnswerBody)).
     ///
     /// # Examples
     ///
     /// ```
     /// use std::convert::Infallible;
+    /// use bytes::Bytes;
+    /// use http_body_util::Full;
     /// use limiter_core::{Quota, RateLimiter};
     /// use limiter_tower::{Global, RateLimitLayer};
     /// use tower::{Service, ServiceExt, service_fn};
@@ -122,7 +126,7 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitLayer<B, E> {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let layer = RateLimitLayer::new(RateLimiter::new(Quota::per_second(1)?), Global);
     /// let mut inner = service_fn(|_: http::Request<()>| async {
-    ///     Ok::<_, Infallible>(http::Response::new(String::from("hi")))
+    ///     Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from_static(b"hi"))))
     /// });
     /// inner.ready().await?;
     /// let response = layer.call_ready(&mut inner, http::Request::new(())).await?;
@@ -143,7 +147,7 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitLayer<B, E> {
         S::Future: Send + 'static,
         S::Error: Send + 'static,
         ReqBody: Send + 'static,
-        ResBody: Send + 'static,
+        ResBody: crate::AnswerBody + Send + 'static,
     {
         crate::service::limit(&self.shared, inner, request)
     }

@@ -46,6 +46,17 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Response body
+//!
+//! The layer answers in the inner service's own body type: around a
+//! service of `Response<B>` it is a service of `Response<B>`, its own
+//! responses written into `B` through [`AnswerBody`] (implemented for
+//! axum's `Body`, `Full<Bytes>`, `Either<B, Full<Bytes>>` and the boxed
+//! bodies). Under axum, whose handlers answer `axum::body::Body`, the
+//! response goes out as it is, without axum boxing it again. For a body
+//! that cannot carry a document (hyper's `Incoming`), map it into
+//! `Either::Left` below the layer: see [`AnswerBody`]'s module.
+//!
 //! # Cost after the response
 //!
 //! A request is admitted on its up-front cost
@@ -117,6 +128,7 @@
 //!   service shares one quota per key.
 
 mod backend;
+mod body;
 mod charge;
 mod client_ip;
 mod decimal;
@@ -136,8 +148,9 @@ mod service;
 mod shared;
 
 pub use backend::Backend;
+pub use body::AnswerBody;
 pub use client_ip::ClientIp;
-pub use future::{LimitBody, ResponseFuture};
+pub use future::ResponseFuture;
 pub use headers::{Draft10, HeaderStyle, LegacyHeaders, NoHeaders, RateLimitInfo};
 pub use ip::{PeerAddr, PeerIp, PrefixError};
 #[cfg(feature = "axum")]

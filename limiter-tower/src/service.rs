@@ -36,8 +36,9 @@ use tokio::time::Instant;
 use tower_service::Service;
 
 use crate::backend::Backend;
+use crate::body::AnswerBody;
 use crate::charge::Owed;
-use crate::future::{Decided, LimitBody, ResponseFuture, decide_and_wait};
+use crate::future::{Decided, ResponseFuture, decide_and_wait};
 use crate::key::{KeyExtractor, RequestHead};
 use crate::shared::{Prepared, Shared};
 
@@ -80,9 +81,9 @@ where
     B: Backend,
     E: KeyExtractor<Key = B::Key>,
     ReqBody: Send + 'static,
-    ResBody: Send + 'static,
+    ResBody: AnswerBody + Send + 'static,
 {
-    type Response = Response<LimitBody<ResBody>>;
+    type Response = Response<ResBody>;
     type Error = S::Error;
     type Future = ResponseFuture<S::Future, ResBody, S::Error>;
 
@@ -120,7 +121,7 @@ where
     B: Backend,
     E: KeyExtractor<Key = B::Key>,
     ReqBody: Send + 'static,
-    ResBody: Send + 'static,
+    ResBody: AnswerBody + Send + 'static,
 {
     let shared = &**shared_arc;
     let head = RequestHead::of(&request);

@@ -66,11 +66,7 @@ fn counters(snapshotter: &Snapshotter) -> HashMap<String, u64> {
 
 async fn status_and_retry<S>(svc: &mut S, req: Request<Body>) -> (StatusCode, Option<String>)
 where
-    S: Service<
-            Request<Body>,
-            Response = Response<limiter_tower::LimitBody<Body>>,
-            Error = Infallible,
-        >,
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>,
 {
     let response = svc.ready().await.unwrap().call(req).await.unwrap();
     let retry = response
