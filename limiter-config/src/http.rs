@@ -19,11 +19,11 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
 use http::{Request, Response};
 use http_body_util::Either;
-use limiter_tower::{LimitBody, ResponseFuture};
+use limiter_tower::{AnswerBody, ResponseFuture};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -34,6 +34,10 @@ use crate::layer::RoutedLayer;
 use crate::ruleset::RuleSet;
 
 /// A tower [`Layer`] routing requests to the rules of a [`RuleSet`].
+///
+/// Its service answers in the inner service's body type, its rules' own
+/// answers (429, 413, 503) included: see [`AnswerBody`] for the body types
+/// that can carry them (axum's among them) and for one that cannot.
 ///
 /// # Examples
 ///
@@ -91,9 +95,9 @@ where
     S::Error: Send + 'static,
     C: RuleClock,
     ReqBody: Send + 'static,
-    ResBody: Send + 'static,
+    ResBody: AnswerBody + Send + 'static,
 {
-    type Response = Response<LimitBody<ResBody>>;
+    type Response = Response<ResBody>;
     type Error = S::Error;
     type Future = RulesFuture<S::Future, ResBody, S::Error>;
 
@@ -114,9 +118,17 @@ where
             // ready service: a clone stays for the next poll_ready). Its
             // future holds the permit and the service, so it is boxed.
             RoutedLayer::Concurrency(layer) => {
+                // Its own answers (503) come as `Either::Right`: written
+                // into the inner service's body type here.
                 let clone = self.inner.clone();
                 let ready = std::mem::replace(&mut self.inner, clone);
-                return RulesFuture::boxed(Box::pin(layer.layer(ready).call(request)));
+                let future = layer.layer(ready).call(request);
+                return RulesFuture::boxed(Box::pin(async move {
+                    Ok(future.await?.map(|body| match body {
+                        Either::Left(body) => body,
+                        Either::Right(answer) => ResBody::from_answer(answer),
+                    }))
+                }));
             }
         };
         if !routed.rule.is_adaptive() {
@@ -167,7 +179,7 @@ pin_project! {
 }
 
 /// A concurrency rule's future: it holds its permit and the inner service.
-type BoxedFuture<B, E> = Pin<Box<dyn Future<Output = Result<Response<LimitBody<B>>, E>> + Send>>;
+type BoxedFuture<B, E> = Pin<Box<dyn Future<Output = Result<Response<B>, E>> + Send>>;
 
 impl<F, B, E> RulesFuture<F, B, E> {
     fn boxed(future: BoxedFuture<B, E>) -> Self {
@@ -212,14 +224,13 @@ impl<F, B, E> std::fmt::Debug for RulesFuture<F, B, E> {
 impl<F, B, E> Future for RulesFuture<F, B, E>
 where
     F: Future<Output = Result<Response<B>, E>>,
+    B: AnswerBody,
 {
-    type Output = Result<Response<LimitBody<B>>, E>;
+    type Output = Result<Response<B>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().state.project() {
-            StateProj::Unrouted { future } => {
-                Poll::Ready(ready!(future.poll(cx)).map(|r| r.map(Either::Left)))
-            }
+            StateProj::Unrouted { future } => future.poll(cx),
             StateProj::Limited { future } => future.poll(cx),
             StateProj::Timed { future } => future.poll(cx),
             StateProj::Boxed { future } => future.as_mut().poll(cx),

@@ -16,7 +16,7 @@ use axum::Router;
 use axum::routing::get;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use limiter_config::{ExplainRequest, RuleError, RuleSet, Verdict};
@@ -179,15 +179,18 @@ async fn the_limit_sheds_on_a_real_server_and_a_reload_keeps_the_permits_held() 
 
 /// The inner service of the paused-time tests: answers after the delay
 /// the request's path names in milliseconds (`/db/250`).
-fn sleeper()
--> impl Service<Request<String>, Response = Response<String>, Error = Infallible, Future = impl Send>
-+ Clone
+fn sleeper() -> impl Service<
+    Request<String>,
+    Response = Response<Full<Bytes>>,
+    Error = Infallible,
+    Future = impl Send,
+> + Clone
 + Send
 + 'static {
     service_fn(|request: Request<String>| async move {
         let ms: u64 = request.uri().path()["/db/".len()..].parse().unwrap();
         tokio::time::sleep(Duration::from_millis(ms)).await;
-        Ok::<_, Infallible>(Response::new(String::from("done")))
+        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"done"))))
     })
 }
 

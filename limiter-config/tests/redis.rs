@@ -8,7 +8,7 @@ mod support;
 mod redis_support;
 
 use http::{Request, StatusCode};
-use http_body_util::Empty;
+use http_body_util::{Empty, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -119,7 +119,7 @@ async fn redis_rules_limit_http_requests() {
 async fn through_layer(rules: &RuleSet, peer: &str) -> StatusCode {
     use tower::{Layer, ServiceExt};
     let inner = tower::service_fn(|_: Request<Empty<bytes::Bytes>>| async {
-        Ok::<_, std::convert::Infallible>(http::Response::new(Empty::<bytes::Bytes>::new()))
+        Ok::<_, std::convert::Infallible>(http::Response::new(Full::<bytes::Bytes>::default()))
     });
     let mut request = Request::get("/r").body(Empty::new()).unwrap();
     request
@@ -260,7 +260,7 @@ async fn a_calendar_quota_on_redis_survives_a_restart() {
     let clock = ManualClock::starting_at(1_709_244_000 * 1_000_000_000);
     let get = |rules: RuleSet<ManualClock>| async move {
         let inner = tower::service_fn(|_: Request<Empty<bytes::Bytes>>| async {
-            Ok::<_, std::convert::Infallible>(http::Response::new(Empty::<bytes::Bytes>::new()))
+            Ok::<_, std::convert::Infallible>(http::Response::new(Full::<bytes::Bytes>::default()))
         });
         let mut request = Request::get("/r").body(Empty::new()).unwrap();
         request

@@ -12,7 +12,9 @@ mod support;
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use bytes::Bytes;
 use http::{Request, Response, StatusCode};
+use http_body_util::Full;
 use limiter_config::RuleSet;
 use limiter_core::ManualClock;
 use limiter_tower::PeerAddr;
@@ -34,7 +36,7 @@ async fn a_rotating_source_is_always_answered_by_the_rule_within_max_keys() {
     let clock = ManualClock::new();
     let rules = RuleSet::load_with_clock(&path, clock).unwrap();
     let app = rules.layer().layer(service_fn(|_: Request<()>| async {
-        Ok::<_, Infallible>(Response::new(String::from("ok")))
+        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
     }));
     let send = |peer: IpAddr| {
         let mut request = Request::get("/orders").body(()).unwrap();
