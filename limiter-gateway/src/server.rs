@@ -32,7 +32,6 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use http::{Request, Response, StatusCode};
-use http_body_util::Either;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -54,7 +53,7 @@ use crate::conn::{Activity, Backoff, ClientCounts, Expiry, Guarded, Throttled, l
 use crate::dashboard::Dashboard;
 use crate::front::{self, Checks};
 use crate::logs::{RejectionLog, rule_of};
-use crate::proxy::Proxy;
+use crate::proxy::{Proxy, ProxyBody};
 use crate::tls::{ClientTls, ServerStream, Terminator};
 
 /// What a live connection reads from the configuration (replaced whole on
@@ -471,7 +470,7 @@ async fn accept_loop(
 /// rules and the proxy) on its own task, under `watcher`'s shutdown; the
 /// `hold`s (cap permits) are released when it ends.
 #[allow(clippy::too_many_arguments)]
-fn serve<S, B>(
+fn serve<S>(
     stream: ServerStream,
     peer: SocketAddr,
     https: bool,
@@ -481,14 +480,12 @@ fn serve<S, B>(
     watcher: hyper_util::server::graceful::Watcher,
     hold: impl Send + 'static,
 ) where
-    S: Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+    S: Service<Request<Incoming>, Response = Response<ProxyBody>, Error = Infallible>
         + Clone
         + Send
         + Sync
         + 'static,
     S::Future: Send + 'static,
-    B: http_body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let limits = settings.config.connections;
     let activity = Arc::new(Activity::default());
@@ -511,10 +508,10 @@ fn serve<S, B>(
         let activity = Arc::clone(&activity);
         async move {
             let response = match checked {
-                Err(refusal) => refusal.map(Either::Right),
+                Err(refusal) => refusal,
                 Ok(()) => {
                     std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
-                    service.call(request).await?.map(Either::Left)
+                    service.call(request).await?
                 }
             };
             if response.status() == StatusCode::SWITCHING_PROTOCOLS {
