@@ -174,7 +174,7 @@ fn response(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
 /// formatted anew each time.
 ///
 /// The fixed text is [`Problem`]'s own, byte for byte: the document is
-/// written once by the builder, with a [`Slot`] in each of the integer's
+/// written once by the builder, with a [`Placeholder`] in each of the integer's
 /// places, and cut there. [`fill`](Template::fill) then copies the pieces,
 /// with the integer's digits between them, into one allocation of the
 /// document's exact size (so `Bytes` takes it without allocating again).
@@ -189,14 +189,14 @@ pub(crate) struct Template {
 }
 
 impl Template {
-    /// The document that `write` builds when given a [`Slot`] for the
-    /// integer. Its fixed text must not contain `U+FFFF` (the slot's mark).
-    pub(crate) fn new(write: impl FnOnce(Slot) -> Problem) -> Template {
-        let problem = write(Slot);
+    /// The document that `write` builds when given a [`Placeholder`] for the
+    /// integer. Its fixed text must not contain `U+FFFF` (the placeholder's mark).
+    pub(crate) fn new(write: impl FnOnce(Placeholder) -> Problem) -> Template {
+        let problem = write(Placeholder);
         let status = problem.status;
         let body = problem.into_body();
         let pieces: Box<[Box<[u8]>]> = body
-            .split(Slot::MARK)
+            .split(Placeholder::MARK)
             .map(|p| p.as_bytes().into())
             .collect();
         let fixed = pieces.iter().map(|p| p.len()).sum();
@@ -228,21 +228,21 @@ impl Template {
 /// noncharacter, which Unicode reserves for a program's internal use), by
 /// `Display` (in a [`Problem::detail_fmt`]) and as a member's value.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Slot;
+pub(crate) struct Placeholder;
 
-impl Slot {
+impl Placeholder {
     const MARK: char = '\u{ffff}';
 }
 
-impl fmt::Display for Slot {
+impl fmt::Display for Placeholder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Write::write_char(f, Slot::MARK)
+        fmt::Write::write_char(f, Placeholder::MARK)
     }
 }
 
-impl JsonValue for Slot {
+impl JsonValue for Placeholder {
     fn write_json(&self, out: &mut String) {
-        out.push(Slot::MARK);
+        out.push(Placeholder::MARK);
     }
 }
 
@@ -541,7 +541,7 @@ mod tests {
             assert_eq!(response.headers().len(), 1);
             assert_eq!(full_body(response), written);
         }
-        // No slot: the document as it is, whatever the number.
+        // No placeholder: the document as it is, whatever the number.
         let fixed = Template::new(|_| Problem::new(StatusCode::BAD_GATEWAY).detail("d"));
         assert_eq!(
             full_body(fixed.fill(7)),
