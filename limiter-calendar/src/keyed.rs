@@ -7,9 +7,9 @@
 //!   epoch-protected lookup that writes no shared word), then the CAS loop
 //!   of [`CalendarLimiter`](crate::CalendarLimiter) on the key's word
 //!   (`[start | used]`, see `decide`). No allocation, no lock.
-//! * **New key**: claim a slot in the key count (a CAS that refuses past
+//! * **New key**: claim room in the key count (a CAS that refuses past
 //!   `max_keys`), decide on a fresh word while it is private, insert it; a
-//!   key inserted first by another thread gives the slot back and is
+//!   key inserted first by another thread gives the room back and is
 //!   decided on that thread's word. A first decision that refuses keeps
 //!   nothing.
 //!
@@ -35,7 +35,7 @@
 //! # Invariants
 //!
 //! * The key count never exceeds `max_keys`: a key is inserted only after
-//!   a successful slot claim, and a slot is freed only by the call that
+//!   a successful claim of room, and room is freed only by the call that
 //!   removed its key.
 //! * No grant is made on a word that has left the table: the sweeper
 //!   retires a word (CAS to `RETIRED`) before removing it, a decision that
@@ -156,7 +156,7 @@ pub struct KeyedCalendar<K: 'static, C: Clock = UnixClock> {
     /// `[start | end]` of the last window computed (see `window_cached`).
     window: AtomicU64,
     limit: AtomicU32,
-    /// Keys holding a slot; at most `max_keys`.
+    /// Keys counted (each claimed room); at most `max_keys`.
     count: AtomicUsize,
     max_keys: usize,
     /// The start of the period whose sweep has been claimed (0: none).
@@ -326,7 +326,7 @@ impl<K: Hash + Eq + Clone + 'static, C: Clock> KeyedCalendar<K, C> {
                         // Nothing to count: keep nothing.
                         return Ok(grant_of(&self.quota, word, window, limit, now)?);
                     }
-                    if !self.claim_slot(window) {
+                    if !self.claim_room(window) {
                         // Relaxed: a statistic.
                         self.refused.fetch_add(1, Ordering::Relaxed);
                         return Err(KeyedCalendarError::TooManyKeys {
@@ -341,16 +341,16 @@ impl<K: Hash + Eq + Clone + 'static, C: Clock> KeyedCalendar<K, C> {
                     {
                         return Ok(grant_of(&self.quota, word, window, limit, now)?);
                     }
-                    // Inserted by another thread first: give the slot back
+                    // Inserted by another thread first: give the room back
                     // and decide on its word.
-                    self.release_slot();
+                    self.release_room();
                 }
             }
         }
     }
 
-    /// Claims a slot for a new key, sweeping a full table once per period.
-    fn claim_slot(&self, window: Window) -> bool {
+    /// Claims room for a new key, sweeping a full table once per period.
+    fn claim_room(&self, window: Window) -> bool {
         let claim = || {
             // Relaxed: the count is a bound checked by this CAS alone;
             // nothing is published with it.
@@ -380,8 +380,8 @@ impl<K: Hash + Eq + Clone + 'static, C: Clock> KeyedCalendar<K, C> {
         claim()
     }
 
-    fn release_slot(&self) {
-        // Relaxed: see `claim_slot`.
+    fn release_room(&self) {
+        // Relaxed: see `claim_room`.
         self.count.fetch_sub(1, Ordering::Relaxed);
     }
 
@@ -401,7 +401,7 @@ impl<K: Hash + Eq + Clone + 'static, C: Clock> KeyedCalendar<K, C> {
             removed += usize::from(retire);
             !retire
         });
-        // Relaxed: see `claim_slot`.
+        // Relaxed: see `claim_room`.
         self.count.fetch_sub(removed, Ordering::Relaxed);
     }
 
@@ -411,7 +411,7 @@ impl<K: Hash + Eq + Clone + 'static, C: Clock> KeyedCalendar<K, C> {
             .map
             .remove_if_sync(key, |w| w.load(Ordering::Relaxed) == RETIRED)
         {
-            self.release_slot();
+            self.release_room();
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use core::fmt;
 
+use crate::partition_word::{MAX_PARTITIONED_LIMIT, MAX_PARTITIONS};
 use crate::word::MAX_LIMIT;
 
 /// A limiter, estimator or partition configuration that cannot work.
@@ -46,7 +47,7 @@ pub enum ConfigError {
         range: &'static str,
     },
     /// A partitioned limiter needs between 1 and
-    /// [`MAX_PARTITIONS`](crate::MAX_PARTITIONS) partitions.
+    /// [`MAX_PARTITIONS`] partitions.
     PartitionCount {
         /// How many were given.
         count: usize,
@@ -57,7 +58,7 @@ pub enum ConfigError {
         sum: f64,
     },
     /// A partitioned limit is at most
-    /// [`MAX_PARTITIONED_LIMIT`](crate::MAX_PARTITIONED_LIMIT).
+    /// [`MAX_PARTITIONED_LIMIT`].
     PartitionedLimitTooLarge {
         /// The value given.
         value: u32,
@@ -89,7 +90,7 @@ impl fmt::Display for ConfigError {
             ConfigError::PartitionCount { count } => write!(
                 f,
                 "{count} partitions given; a partitioned limiter takes 1 to {}",
-                crate::MAX_PARTITIONS
+                MAX_PARTITIONS
             ),
             ConfigError::PartitionShares { sum } => write!(
                 f,
@@ -98,7 +99,7 @@ impl fmt::Display for ConfigError {
             ConfigError::PartitionedLimitTooLarge { value } => write!(
                 f,
                 "the partitioned limit {value} is above the largest {}",
-                crate::MAX_PARTITIONED_LIMIT
+                MAX_PARTITIONED_LIMIT
             ),
         }
     }

@@ -39,6 +39,7 @@ mod limiter;
 #[doc(hidden)]
 pub mod loom_hooks;
 pub mod partition;
+mod partition_word;
 mod permit;
 mod queue;
 mod shared;

@@ -2,15 +2,10 @@
 //! guaranteed shares (live 90 % / batch 10 %), borrowing idle share, all in
 //! one atomic word.
 //!
-//! # The partition word
+//! # The rule
 //!
-//! ```text
-//!  127            96 95        72 71        48 47        24 23         0
-//! +----------------+------------+------------+------------+------------+
-//! |  limit (32)    |   n3 (24)  |   n2 (24)  |   n1 (24)  |   n0 (24)  |
-//! +----------------+------------+------------+------------+------------+
-//! ```
-//!
+//! The limit and every partition's count live in one `u128` (the layout
+//! and the admission decision as pure functions are in `partition_word`).
 //! `n_i` is the permits partition `i` holds. Partition `i`'s share is
 //! `g_i = ⌊limit · share_i⌋`; the shares add up to at most 1, so
 //! `Σ g_i <= limit`. Of its share, a partition keeps a reserve
@@ -38,55 +33,9 @@
 use core::fmt;
 
 use crate::error::{ConfigError, NoPermit, check_f64};
+use crate::partition_word::{self as word, admit, count, limit_of, with_limit};
+pub use crate::partition_word::{MAX_PARTITIONED_LIMIT, MAX_PARTITIONS};
 use crate::sync::{AtomicU128, Ordering};
-
-/// The most partitions a [`PartitionedLimiter`] holds.
-pub const MAX_PARTITIONS: usize = 4;
-
-/// The largest limit of a [`PartitionedLimiter`] (a count is 24 bits).
-pub const MAX_PARTITIONED_LIMIT: u32 = (1 << 24) - 1;
-
-const COUNT_BITS: u32 = 24;
-const COUNT_MASK: u128 = (1 << COUNT_BITS) - 1;
-const LIMIT_SHIFT: u32 = 96;
-
-fn count(w: u128, i: usize) -> u32 {
-    ((w >> (COUNT_BITS * i as u32)) & COUNT_MASK) as u32
-}
-
-fn limit_of(w: u128) -> u32 {
-    (w >> LIMIT_SHIFT) as u32
-}
-
-fn with_limit(w: u128, limit: u32) -> u128 {
-    (w & ((1u128 << LIMIT_SHIFT) - 1)) | (u128::from(limit) << LIMIT_SHIFT)
-}
-
-/// Share of a partition at `limit`.
-fn guaranteed(limit: u32, share: f64) -> u32 {
-    // share in (0, 1] and limit < 2^24: exact enough, never above limit.
-    (f64::from(limit) * share).floor() as u32
-}
-
-/// The part of a share that is never lent.
-fn reserved(limit: u32, share: f64, reserve: f64) -> u32 {
-    (f64::from(guaranteed(limit, share)) * reserve).ceil() as u32
-}
-
-/// The admission decision for partition `i` on word `w`: the next word, or
-/// `None`.
-fn admit(w: u128, i: usize, shares: &[f64], reserve: f64) -> Option<u128> {
-    let limit = limit_of(w);
-    let mut total: u64 = 0;
-    let mut reserved: u64 = 0;
-    for (j, &share) in shares.iter().enumerate() {
-        let n = u64::from(count(w, j)) + u64::from(j == i);
-        total += n;
-        reserved += n.max(u64::from(self::reserved(limit, share, reserve)));
-    }
-    (total <= u64::from(limit) && reserved <= u64::from(limit))
-        .then(|| w + (1u128 << (COUNT_BITS * i as u32)))
-}
 
 /// Why a partition got no permit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,7 +124,7 @@ impl PartitionedLimiter {
             return Err(ConfigError::PartitionShares { sum });
         }
         Ok(PartitionedLimiter {
-            state: AtomicU128::new(u128::from(limit) << LIMIT_SHIFT),
+            state: AtomicU128::new(word::new(limit)),
             shares: shares.to_vec(),
             reserve,
             #[cfg(loom)]
@@ -206,7 +155,7 @@ impl PartitionedLimiter {
         }
         let mut cur = self.state.load(Ordering::Relaxed);
         loop {
-            let next = cur + (1u128 << (COUNT_BITS * partition as u32));
+            let next = word::plus_one(cur, partition);
             match self
                 .state
                 .compare_exchange_weak(cur, next, Ordering::Acquire, Ordering::Relaxed)
@@ -272,7 +221,7 @@ impl PartitionedLimiter {
         // Relaxed: only the CAS decides.
         let mut w = self.state.load(Ordering::Relaxed);
         loop {
-            let next = w - (1u128 << (COUNT_BITS * partition as u32));
+            let next = word::minus_one(w, partition);
             // Release: the holder's work happens-before the next admission.
             match self
                 .state
@@ -334,7 +283,7 @@ impl PartitionedLimiter {
     pub fn guaranteed(&self, partition: usize) -> u32 {
         self.shares
             .get(partition)
-            .map_or(0, |&s| guaranteed(self.limit(), s))
+            .map_or(0, |&s| word::guaranteed(self.limit(), s))
     }
 
     /// The part of `partition`'s share never lent: admitted at once
@@ -342,7 +291,7 @@ impl PartitionedLimiter {
     pub fn reserved(&self, partition: usize) -> u32 {
         self.shares
             .get(partition)
-            .map_or(0, |&s| reserved(self.limit(), s, self.reserve))
+            .map_or(0, |&s| word::reserved(self.limit(), s, self.reserve))
     }
 
     /// How many partitions there are.
@@ -383,66 +332,5 @@ impl PartitionPermit<'_> {
 impl Drop for PartitionPermit<'_> {
     fn drop(&mut self) {
         self.limiter.release(self.partition);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The sequential reading of the rule, for comparison.
-    fn model_admits(counts: &[u32], limit: u32, shares: &[f64], reserve: f64, i: usize) -> bool {
-        let mut c = counts.to_vec();
-        c[i] += 1;
-        let total: u32 = c.iter().sum();
-        let kept: u32 = c
-            .iter()
-            .zip(shares)
-            .map(|(&n, &s)| n.max(((f64::from(limit) * s).floor() * reserve).ceil() as u32))
-            .sum();
-        total <= limit && kept <= limit
-    }
-
-    #[test]
-    fn every_small_state_matches_the_model_and_keeps_guarantees() {
-        let shares = [0.5, 0.3, 0.2];
-        // Every state up to a limit of 10 (4 under miri, which is slow).
-        let max = if cfg!(miri) { 4 } else { 10 };
-        for reserve in [0.0, 0.5, 1.0] {
-            for limit in 1..=max {
-                for a in 0..=limit {
-                    for b in 0..=limit - a {
-                        for c in 0..=limit - a - b {
-                            let w = (u128::from(limit) << LIMIT_SHIFT)
-                                | u128::from(a)
-                                | (u128::from(b) << 24)
-                                | (u128::from(c) << 48);
-                            for i in 0..3 {
-                                let got = admit(w, i, &shares, reserve).is_some();
-                                assert_eq!(
-                                    got,
-                                    model_admits(&[a, b, c], limit, &shares, reserve, i)
-                                );
-                                let g = reserved(limit, shares[i], reserve);
-                                // The guarantee holds in every state the rule
-                                // admits into (all but those a cut leaves).
-                                let reachable = [a, b, c]
-                                    .iter()
-                                    .zip(&shares)
-                                    .map(|(&n, &s)| n.max(reserved(limit, s, reserve)))
-                                    .sum::<u32>()
-                                    <= limit;
-                                if reachable && [a, b, c][i] < g {
-                                    assert!(
-                                        got,
-                                        "below its reserve {g}, partition {i} is admitted"
-                                    );
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
     }
 }

@@ -375,7 +375,7 @@ pub(crate) struct ClientCounts {
 
 /// One counted connection; its drop uncounts it.
 #[derive(Debug)]
-pub(crate) struct ClientSlot {
+pub(crate) struct CountedConnection {
     counts: Arc<ClientCounts>,
     ip: IpAddr,
     counted: bool,
@@ -384,9 +384,9 @@ pub(crate) struct ClientSlot {
 impl ClientCounts {
     /// Counts a connection from `ip`, or `None` at the cap (`cap` 0: none).
     /// Taken once per connection, never per request.
-    pub(crate) fn admit(self: &Arc<Self>, ip: IpAddr, cap: usize) -> Option<ClientSlot> {
+    pub(crate) fn admit(self: &Arc<Self>, ip: IpAddr, cap: usize) -> Option<CountedConnection> {
         if cap == 0 {
-            return Some(ClientSlot {
+            return Some(CountedConnection {
                 counts: Arc::clone(self),
                 ip,
                 counted: false,
@@ -398,7 +398,7 @@ impl ClientCounts {
             return None;
         }
         *n += 1;
-        Some(ClientSlot {
+        Some(CountedConnection {
             counts: Arc::clone(self),
             ip,
             counted: true,
@@ -406,7 +406,7 @@ impl ClientCounts {
     }
 }
 
-impl Drop for ClientSlot {
+impl Drop for CountedConnection {
     fn drop(&mut self) {
         if !self.counted {
             return;

@@ -54,7 +54,7 @@ impl<K> Cursor<K> {
 pub(crate) enum Room {
     /// Room in the key count, claimed: insert the key.
     Claimed,
-    /// No slot could be had without waiting for another insertion: decide
+    /// No room could be had without waiting for another insertion: decide
     /// on a fresh cell and keep it nowhere (eviction only).
     Unkept,
 }

@@ -15,10 +15,13 @@
 //! drift hits all of them alike); the medians over rounds are reported, and
 //! each ratio is the median over rounds of that round's ratio.
 //!
-//! Cases: no layer; two floors through axum's `Router::layer` (an
-//! identity layer, which still costs the route nesting every layer gets,
-//! and a response map adding our two rate-limit headers as static values:
-//! what sending those bytes costs without deciding or formatting); our
+//! Cases: no layer; three floors through axum's `Router::layer` (an
+//! identity layer, which still costs the route nesting every layer gets;
+//! a response map adding our two rate-limit headers as static values:
+//! what sending those bytes costs without deciding or formatting; and a
+//! layer answering every request with the reject case's 429, its headers
+//! and problem document taken once from our layer and cloned: what
+//! sending the refusal's bytes costs without deciding); our
 //! layer with a global limiter that never limits (with
 //! and without its rate-limit headers, and on the TSC clock); our layer
 //! keyed per peer IP (never limits; with and without headers);
@@ -128,6 +131,7 @@ enum Case {
     None,
     NoopLayer,
     StaticHeaders,
+    StaticReject,
     Ours,
     OursBare,
     OursTsc,
@@ -146,10 +150,11 @@ enum Case {
 }
 
 impl Case {
-    const ALL: [Case; 18] = [
+    const ALL: [Case; 19] = [
         Case::None,
         Case::NoopLayer,
         Case::StaticHeaders,
+        Case::StaticReject,
         Case::Ours,
         Case::OursBare,
         Case::OursTsc,
@@ -172,6 +177,7 @@ impl Case {
             Case::None => "none",
             Case::NoopLayer => "noop_layer",
             Case::StaticHeaders => "static_headers",
+            Case::StaticReject => "static_reject",
             Case::Ours => "ours_global",
             Case::OursBare => "ours_global_nohdr",
             Case::OursTsc => "ours_global_tsc",
@@ -224,6 +230,53 @@ fn static_headers(mut response: axum::response::Response) -> axum::response::Res
     response
 }
 
+/// `ours_reject_all`'s 429, byte for byte: its status, headers and
+/// problem document, as [`capture_reject`] took them from the layer.
+static REJECTION: std::sync::OnceLock<(http::HeaderMap, Bytes)> = std::sync::OnceLock::new();
+
+/// Takes one 429 from the reject case's layer (the second request to a
+/// quota of one per hour) and keeps it in [`REJECTION`], for the floor
+/// that sends the same bytes without deciding.
+async fn capture_reject() {
+    use tower::{Layer, ServiceExt};
+    let layer = RateLimitLayer::new(
+        RateLimiter::with_clock(
+            Quota::per_hour(1).expect("a valid quota"),
+            MonotonicClock::new(),
+        ),
+        Global,
+    );
+    let hello = tower::service_fn(|_: http::Request<axum::body::Body>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(axum::body::Body::from("hello")))
+    });
+    let service = layer.layer(hello);
+    let request = || http::Request::new(axum::body::Body::empty());
+    let first = service
+        .clone()
+        .oneshot(request())
+        .await
+        .expect("infallible");
+    assert_eq!(first.status(), http::StatusCode::OK);
+    let refused = service.oneshot(request()).await.expect("infallible");
+    assert_eq!(refused.status(), http::StatusCode::TOO_MANY_REQUESTS);
+    let (parts, body) = refused.into_parts();
+    let body = body.collect().await.expect("a full body").to_bytes();
+    let _ = REJECTION.set((parts.headers, body));
+}
+
+/// The floor of `ours_reject_all`: answers every request with its 429's
+/// bytes (a clone of the captured headers and body) without deciding or
+/// formatting, and without calling the route.
+fn static_reject(
+    _: http::Request<axum::body::Body>,
+) -> std::future::Ready<Result<axum::response::Response, std::convert::Infallible>> {
+    let (headers, body) = REJECTION.get().expect("captured before the app is built");
+    let mut response = axum::response::Response::new(axum::body::Body::from(body.clone()));
+    *response.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
+    *response.headers_mut() = headers.clone();
+    std::future::ready(Ok(response))
+}
+
 /// A delay-mode layer at `rate`/s, burst 1: every request held for its slot.
 fn delayed(rate: u32) -> RateLimitLayer<RateLimiter, Global> {
     let quota = Quota::per_second(rate)
@@ -259,6 +312,13 @@ fn app(case: Case, redis: Option<&RedisLimiter>) -> Router {
         // as `ours_global` sends, as static values (no formatting, no
         // allocation), inserted by a response map through `Router::layer`.
         Case::StaticHeaders => hello.layer(tower::util::MapResponseLayer::new(static_headers)),
+        // The floor of the 429: the reject case's bytes sent through
+        // `Router::layer` by a layer that neither decides nor formats
+        // (headers cloned from the captured map, the body a shared
+        // `Bytes`).
+        Case::StaticReject => {
+            hello.layer(tower::layer::layer_fn(|_| tower::service_fn(static_reject)))
+        }
         Case::Ours => hello.layer(RateLimitLayer::new(
             RateLimiter::with_clock(unlimited(), MonotonicClock::new()),
             Global,
@@ -399,6 +459,9 @@ async fn run(
     // Built here, before the load starts: a clock's calibration (the TSC's
     // varies from run to run) is setup, not a request's cost, and
     // `--instructions` counts from `load_process` on.
+    if case == Case::StaticReject {
+        capture_reject().await;
+    }
     let router = app(case, redis.as_ref());
     let server = tokio::spawn(async move {
         let _ = axum::serve(
@@ -641,13 +704,15 @@ fn arg_value<T: std::str::FromStr>(args: &[String], flag: &str) -> Option<T> {
 /// and ours over them, from `ratio` (capacity, a over b).
 fn print_floors(ratio: &dyn Fn(Case, Case) -> f64) {
     println!(
-        "floors through Router::layer: noop_vs_none={:.3} static_headers_vs_none={:.3}; the layer over them: ours_vs_static_headers={:.3} keyed_vs_static_headers={:.3} ours_nohdr_vs_noop={:.3} keyed_nohdr_vs_noop={:.3}",
+        "floors through Router::layer: noop_vs_none={:.3} static_headers_vs_none={:.3} static_reject_vs_static_headers={:.3}; the layer over them: ours_vs_static_headers={:.3} keyed_vs_static_headers={:.3} ours_nohdr_vs_noop={:.3} keyed_nohdr_vs_noop={:.3} reject_vs_static_reject={:.3}",
         ratio(Case::NoopLayer, Case::None),
         ratio(Case::StaticHeaders, Case::None),
+        ratio(Case::StaticReject, Case::StaticHeaders),
         ratio(Case::Ours, Case::StaticHeaders),
         ratio(Case::Keyed, Case::StaticHeaders),
         ratio(Case::OursBare, Case::NoopLayer),
         ratio(Case::KeyedBare, Case::NoopLayer),
+        ratio(Case::Reject, Case::StaticReject),
     );
 }
 
@@ -658,10 +723,11 @@ const INSTRUCTION_WORKERS: usize = 1;
 /// The cases counted by `--instructions`: every in-memory case that
 /// answers at once (the delay rows wait, the Redis row's work is mostly
 /// redis-server's).
-const COUNTED: [Case; 12] = [
+const COUNTED: [Case; 13] = [
     Case::None,
     Case::NoopLayer,
     Case::StaticHeaders,
+    Case::StaticReject,
     Case::Ours,
     Case::OursBare,
     Case::Keyed,
@@ -903,6 +969,7 @@ fn main() {
             );
             let expected = match case {
                 Case::Reject => r.ok <= 1 && r.other == 0,
+                Case::StaticReject => r.ok == 0 && r.other == 0,
                 _ => r.limited == 0 && r.other == 0,
             };
             if !expected {
