@@ -11,6 +11,7 @@ use bytes::{Buf, BufMut, Bytes};
 use http::uri::PathAndQuery;
 use limiter_concurrency::ConcurrencyLimiter;
 use limiter_concurrency::http::ConcurrencyLimitLayer;
+use tokio::sync::watch;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::server::UnaryService;
 use tonic::transport::server::TcpIncoming;
@@ -53,18 +54,25 @@ impl Decoder for BytesCodec {
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// `test.Echo/Echo` (the only method; served without a router): answers
-/// with the request after 1 s.
+/// with the request once the test opens `gate` (sends `true`).
 #[derive(Debug, Clone)]
-struct Echo;
+struct Echo {
+    gate: watch::Receiver<bool>,
+}
 
-struct Handler;
+struct Handler {
+    gate: watch::Receiver<bool>,
+}
 
 impl UnaryService<Bytes> for Handler {
     type Response = Bytes;
     type Future = BoxFuture<Result<tonic::Response<Bytes>, Status>>;
     fn call(&mut self, request: tonic::Request<Bytes>) -> Self::Future {
+        let mut gate = self.gate.clone();
         Box::pin(async move {
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            gate.wait_for(|&open| open)
+                .await
+                .expect("the test holds the gate");
             Ok(tonic::Response::new(request.into_inner()))
         })
     }
@@ -78,9 +86,12 @@ impl tower::Service<http::Request<tonic::body::Body>> for Echo {
         Poll::Ready(Ok(()))
     }
     fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        let handler = Handler {
+            gate: self.gate.clone(),
+        };
         Box::pin(async move {
             let mut grpc = tonic::server::Grpc::new(BytesCodec);
-            Ok(grpc.unary(Handler, request).await)
+            Ok(grpc.unary(handler, request).await)
         })
     }
 }
@@ -109,19 +120,30 @@ async fn a_call_without_a_permit_gets_resource_exhausted() {
     let limiter = ConcurrencyLimiter::new(1).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    // The first call is held in the handler until the second was refused:
+    // however slow a loaded machine makes the second, the first still holds
+    // the permit then.
+    let (open, gate) = watch::channel(false);
     let server = tokio::spawn(
         tonic::transport::Server::builder()
             .layer(ConcurrencyLimitLayer::new("grpc", limiter.clone()).grpc())
-            .serve_with_incoming(Echo, TcpIncoming::from(listener)),
+            .serve_with_incoming(Echo { gate }, TcpIncoming::from(listener)),
     );
     let holder = tokio::spawn(call(addr, b"first"));
-    // Wait (without a time bound) until the first call holds the permit.
+    // Wait (bounded: a call that never gets its permit fails the test)
+    // until the first call holds the permit.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while limiter.in_flight() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline && !holder.is_finished(),
+            "the first call never held the permit"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let shed = call(addr, b"second").await.expect_err("no permit");
     assert_eq!(shed.code(), Code::ResourceExhausted);
     assert_eq!(shed.message(), "concurrency limit reached");
+    open.send(true).unwrap();
     assert_eq!(holder.await.unwrap().unwrap(), Bytes::from_static(b"first"));
     assert_eq!(limiter.in_flight(), 0);
     server.abort();

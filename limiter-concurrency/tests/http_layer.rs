@@ -4,7 +4,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -20,14 +20,23 @@ use tower::{Layer, ServiceExt, service_fn};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_limit_across_routes_sheds_when_the_inner_latency_rises() {
-    let delay_ms = Arc::new(AtomicU64::new(0));
+    // The inner latency: none, or (once `slow` is set) until the test opens
+    // `gate`, so the slow requests stay in flight however long a loaded
+    // machine takes to send the others. `held` counts those that entered.
+    let slow = Arc::new(AtomicBool::new(false));
+    let held = Arc::new(AtomicU64::new(0));
+    let (open, gate) = tokio::sync::watch::channel(false);
     let limiter = ConcurrencyLimiter::new(4).unwrap();
     let handler = {
-        let delay_ms = delay_ms.clone();
+        let (slow, held) = (slow.clone(), held.clone());
         move || {
-            let delay_ms = delay_ms.clone();
+            let (slow, held, mut gate) = (slow.clone(), held.clone(), gate.clone());
             async move {
-                tokio::time::sleep(Duration::from_millis(delay_ms.load(Ordering::SeqCst))).await;
+                // SeqCst (both): test switches, read once per request.
+                if slow.load(Ordering::SeqCst) {
+                    held.fetch_add(1, Ordering::SeqCst);
+                    gate.wait_for(|&open| open).await.unwrap();
+                }
                 "ok"
             }
         }
@@ -59,13 +68,30 @@ async fn one_limit_across_routes_sheds_when_the_inner_latency_rises() {
     }
     assert_eq!(limiter.in_flight(), 0);
 
-    // The inner service slows down to 1.5 s: 12 concurrent requests over
-    // both routes; the 4 that got permits hold them, the other 8 are shed
-    // at once, whichever route they came by.
-    delay_ms.store(1_500, Ordering::SeqCst);
+    // The inner service slows down: 12 concurrent requests over both
+    // routes; the 4 that got permits hold them, the other 8 are shed at
+    // once, whichever route they came by. The slow ones are let go once
+    // every request is either held or answered (bounded: a request that
+    // is neither fails the test).
+    slow.store(true, Ordering::SeqCst);
     let calls: Vec<_> = (0..12)
         .map(|i| tokio::spawn(get(if i % 2 == 0 { "/a" } else { "/b" })))
         .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let answered = calls.iter().filter(|c| c.is_finished()).count();
+        // SeqCst: see the handler.
+        if held.load(Ordering::SeqCst) as usize + answered == calls.len() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{answered} answered and {held:?} held of {}",
+            calls.len()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    open.send(true).unwrap();
     let mut ok = 0;
     let mut shed = 0;
     for c in calls {

@@ -20,7 +20,7 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use limiter_config::{ExplainRequest, RuleError, RuleSet, Verdict};
-use support::{TempDir, serve_app};
+use support::{TempDir, serve_app, until, within};
 use tokio::sync::{mpsc, oneshot};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
@@ -89,7 +89,11 @@ async fn the_limit_sheds_on_a_real_server_and_a_reload_keeps_the_permits_held() 
         held.push(tokio::spawn(async move {
             get_path(addr, &format!("/db/{i}")).await
         }));
-        gates.push(entered.recv().await.unwrap());
+        gates.push(
+            within(&format!("request {i} in the handler"), entered.recv())
+                .await
+                .unwrap(),
+        );
     }
     assert_eq!(limiter.in_flight(), 2);
     // Explained as a concurrency rule: no key, the requests in flight and
@@ -137,7 +141,11 @@ async fn the_limit_sheds_on_a_real_server_and_a_reload_keeps_the_permits_held() 
     assert!(reloaded.concurrency().unwrap().same_limiter(&limiter));
     assert_eq!((limiter.limit(), limiter.in_flight()), (3, 2));
     held.push(tokio::spawn(async move { get_path(addr, "/db/2").await }));
-    gates.push(entered.recv().await.unwrap());
+    gates.push(
+        within("request 2 in the handler", entered.recv())
+            .await
+            .unwrap(),
+    );
     assert_eq!(limiter.in_flight(), 3);
     assert_eq!(
         get_path(addr, "/db/x").await.0,
@@ -155,9 +163,7 @@ async fn the_limit_sheds_on_a_real_server_and_a_reload_keeps_the_permits_held() 
     let first = held.remove(0).await.unwrap();
     assert_eq!((first.0, &first.2[..]), (StatusCode::OK, &b"done"[..]));
     // The permit goes back once the response is ready; wait for the count.
-    while limiter.in_flight() != 2 {
-        tokio::task::yield_now().await;
-    }
+    until("two requests in flight", || limiter.in_flight() == 2).await;
     assert_eq!(
         get_path(addr, "/db/x").await.0,
         StatusCode::SERVICE_UNAVAILABLE
@@ -168,12 +174,14 @@ async fn the_limit_sheds_on_a_real_server_and_a_reload_keeps_the_permits_held() 
     for h in held {
         assert_eq!(h.await.unwrap().0, StatusCode::OK);
     }
-    while limiter.in_flight() != 0 {
-        tokio::task::yield_now().await;
-    }
+    until("no request in flight", || limiter.in_flight() == 0).await;
     // Now one request at a time passes.
     let last = tokio::spawn(async move { get_path(addr, "/db/y").await });
-    entered.recv().await.unwrap().send(()).unwrap();
+    within("request y in the handler", entered.recv())
+        .await
+        .unwrap()
+        .send(())
+        .unwrap();
     assert_eq!(last.await.unwrap().0, StatusCode::OK);
 }
 

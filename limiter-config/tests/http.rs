@@ -16,7 +16,7 @@ use hyper_util::rt::TokioExecutor;
 use limiter_config::RuleSet;
 use limiter_core::Reason;
 use std::time::Duration;
-use support::TempDir;
+use support::{TempDir, within};
 
 const RULES: &str = r#"
 rate_limits:
@@ -291,11 +291,15 @@ async fn concurrent_requests_during_reloads_see_one_rule_set() {
         .route("/x", axum::routing::get(|| async { "x" }))
         .layer(rules.layer());
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Each client reports its first answer: the reloads start once both
+    // run, however late a loaded machine schedules them.
+    let (running, mut started) = tokio::sync::mpsc::unbounded_channel();
     let clients: Vec<_> = (0..2)
         .map(|_| {
-            let (app, stop) = (app.clone(), stop.clone());
+            let (app, stop, running) = (app.clone(), stop.clone(), running.clone());
             tokio::spawn(async move {
                 let mut seen = [0u32; 2];
+                let mut first = true;
                 // Relaxed: a stop flag; what is checked comes in the response.
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let request = Request::get("/x").body(axum::body::Body::empty()).unwrap();
@@ -313,12 +317,21 @@ async fn concurrent_requests_during_reloads_see_one_rule_set() {
                         }
                         other => panic!("a mixed or missing rule set: {other:?}"),
                     }
+                    if std::mem::take(&mut first) {
+                        let _ = running.send(());
+                    }
                     tokio::task::yield_now().await;
                 }
                 seen
             })
         })
         .collect();
+    drop(running);
+    for _ in 0..2 {
+        within("both clients' first answers", started.recv())
+            .await
+            .expect("a client ended before its first answer");
+    }
     for i in 0..100 {
         std::fs::write(&path, if i % 2 == 0 { v2 } else { v1 }).unwrap();
         rules.reload().unwrap();

@@ -243,9 +243,12 @@ fn readers_never_see_a_mixed_rule_set() {
     let path = dir.write("rules.yaml", &v1);
     let rules = RuleSet::load_with_clock(&path, ManualClock::new()).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
+    // Each reader reports its first read: the reloads start once both
+    // run, however late a loaded machine schedules their threads.
+    let (running, started) = std::sync::mpsc::channel();
     let readers: Vec<_> = (0..2)
         .map(|_| {
-            let (rules, stop) = (rules.clone(), Arc::clone(&stop));
+            let (rules, stop, running) = (rules.clone(), Arc::clone(&stop), running.clone());
             std::thread::spawn(move || {
                 let mut seen = [0u64; 2];
                 // Relaxed: a flag to stop; the data is read through the snapshot.
@@ -263,11 +266,20 @@ fn readers_never_see_a_mixed_rule_set() {
                         assert_eq!((names, bursts), (vec!["a", "c"], vec![2, 2]));
                     }
                     seen[version - 1] += 1;
+                    if seen[0] + seen[1] == 1 {
+                        let _ = running.send(());
+                    }
                 }
                 seen
             })
         })
         .collect();
+    drop(running);
+    for _ in 0..2 {
+        started
+            .recv_timeout(Duration::from_secs(20))
+            .expect("both readers read within 20 s");
+    }
     for i in 0..200 {
         dir.write("rules.yaml", if i % 2 == 0 { &v2 } else { &v1 });
         assert_eq!(rules.reload().unwrap().generation, i + 2);

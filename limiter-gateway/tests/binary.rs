@@ -194,25 +194,18 @@ rate_limits:
         tasks.push(tokio::spawn(get(format!("http://{addr}/paced"))));
     }
     // Wait until the held three and the first paced one are at the upstream.
-    for _ in 0..400 {
-        if echo.requests() >= 4 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert!(echo.requests() >= 4);
+    support::until("four requests at the upstream", || echo.requests() >= 4).await;
     signal(&p.child, "TERM");
     // Draining: /healthz says so (once the signal is handled) while the
     // requests finish.
-    let mut draining = false;
-    for _ in 0..100 {
-        if get(format!("http://{}/healthz", p.admin)).await.0 == StatusCode::SERVICE_UNAVAILABLE {
-            draining = true;
-            break;
-        }
+    let deadline = std::time::Instant::now() + support::PATIENCE;
+    while get(format!("http://{}/healthz", p.admin)).await.0 != StatusCode::SERVICE_UNAVAILABLE {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "/healthz never reported draining"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert!(draining, "/healthz never reported draining");
     // The drain delay: /healthz is 503 but the listener still accepts, so
     // a balancer that has not polled yet loses nothing.
     assert_eq!(

@@ -6,73 +6,8 @@
 
 mod support;
 
-use std::convert::Infallible;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use bytes::Bytes;
-use http::{Request, Response, StatusCode};
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use support::{Rig, client, empty, sample, text};
-use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, mpsc};
-
-/// An upstream that reports each request as it arrives and answers it
-/// only when the test opens the gate for it.
-struct Gated {
-    url: String,
-    entered: mpsc::UnboundedReceiver<()>,
-    gate: Arc<Semaphore>,
-    requests: Arc<AtomicU64>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Gated {
-    async fn start() -> Gated {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, entered) = mpsc::unbounded_channel();
-        let gate = Arc::new(Semaphore::new(0));
-        let requests = Arc::new(AtomicU64::new(0));
-        let (g, r) = (gate.clone(), requests.clone());
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let (tx, g, r) = (tx.clone(), g.clone(), r.clone());
-                let svc = service_fn(move |_: Request<Incoming>| {
-                    let (tx, g, r) = (tx.clone(), g.clone(), r.clone());
-                    async move {
-                        // Relaxed: a count the test reads after the answers.
-                        r.fetch_add(1, Ordering::Relaxed);
-                        let _ = tx.send(());
-                        g.acquire().await.unwrap().forget();
-                        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"done"))))
-                    }
-                });
-                tokio::spawn(async move {
-                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-        });
-        Gated {
-            url,
-            entered,
-            gate,
-            requests,
-            task,
-        }
-    }
-}
-
-impl Drop for Gated {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
+use http::{Request, StatusCode};
+use support::{Gated, Rig, client, empty, sample, text, until};
 
 fn rules(limit: u32) -> String {
     format!(
@@ -91,14 +26,14 @@ async fn get(url: String) -> (StatusCode, http::HeaderMap, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_concurrency_rule_sheds_in_the_gateway_and_a_reload_keeps_the_permits_held() {
-    let mut upstream = Gated::start().await;
-    let rig = Rig::start(&rules(2), &upstream.url, |_| {}).await;
+    let mut upstream = Gated::start("/db").await;
+    let rig = Rig::start(&rules(2), &upstream.url(), |_| {}).await;
     let limiter = rig.rules.get("db").unwrap().concurrency().unwrap().clone();
 
     let mut held = Vec::new();
     for i in 0..2 {
         held.push(tokio::spawn(get(rig.url(&format!("/db/{i}")))));
-        upstream.entered.recv().await.unwrap();
+        upstream.entered(1).await;
     }
     assert_eq!(limiter.in_flight(), 2);
     let (status, headers, body) = get(rig.url("/db/x")).await;
@@ -130,23 +65,21 @@ async fn a_concurrency_rule_sheds_in_the_gateway_and_a_reload_keeps_the_permits_
             .same_limiter(&limiter)
     );
     held.push(tokio::spawn(get(rig.url("/db/2"))));
-    upstream.entered.recv().await.unwrap();
+    upstream.entered(1).await;
     assert_eq!(limiter.in_flight(), 3);
     assert_eq!(
         get(rig.url("/db/y")).await.0,
         StatusCode::SERVICE_UNAVAILABLE
     );
 
-    upstream.gate.add_permits(3);
+    upstream.open();
     for h in held {
         let (status, _, body) = h.await.unwrap();
         assert_eq!((status, body.as_str()), (StatusCode::OK, "done"));
     }
     // Only the admitted requests reached the upstream.
-    assert_eq!(upstream.requests.load(Ordering::Relaxed), 3);
-    while limiter.in_flight() != 0 {
-        tokio::task::yield_now().await;
-    }
+    assert_eq!(upstream.requests(), 3);
+    until("no request in flight", || limiter.in_flight() == 0).await;
     let metrics = rig.admin("/metrics").await;
     assert_eq!(
         sample(&metrics, "concurrency_rejected_total{limiter=\"db\"}"),

@@ -14,9 +14,8 @@ use std::time::Duration;
 
 use http::Request;
 use limiter_gateway::Running;
-use limiter_gateway::echo::Echo;
 use peers::{Killable, NO_RULES, gateway};
-use support::{TempDir, client, empty, pattern_body, sample, text};
+use support::{Gated, TempDir, client, empty, pattern_body, sample, text, until};
 
 fn file(name: &str, addrs: &[String], extra: &str) -> String {
     let list = addrs
@@ -83,10 +82,12 @@ async fn round_robin_spreads_evenly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn least_requests_avoids_the_busy_address() {
-    let a = Echo::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let b = Echo::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    // Upstreams that hold `/hold` requests until opened: the slow ones stay
+    // in flight however long a loaded machine takes over the quick ones.
+    let mut a = Gated::start("/hold").await;
+    let mut b = Gated::start("/hold").await;
     let dir = TempDir::new();
-    let addrs = [a.addr().to_string(), b.addr().to_string()];
+    let addrs = [a.addr.to_string(), b.addr.to_string()];
     let gw = Arc::new(
         gateway(
             dir.path(),
@@ -99,24 +100,27 @@ async fn least_requests_avoids_the_busy_address() {
     let mut slow = Vec::new();
     for _ in 0..3 {
         let gw = Arc::clone(&gw);
-        slow.push(tokio::spawn(async move { get(&gw, "/hold/1500").await }));
+        slow.push(tokio::spawn(async move { get(&gw, "/hold").await }));
     }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while a.requests() + b.requests() < 3 {
-        assert!(tokio::time::Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until("three slow requests at the upstreams", || {
+        a.requests() + b.requests() == 3
+    })
+    .await;
     let held = (a.requests(), b.requests());
     assert!(held == (2, 1) || held == (1, 2), "{held:?}");
+    a.entered(held.0 as usize).await;
+    b.entered(held.1 as usize).await;
     // Quick requests all go to the less busy address (round robin would
     // alternate).
     for _ in 0..4 {
-        assert_eq!(get(&gw, "/gen/1").await.0, 200);
+        assert_eq!(get(&gw, "/quick").await.0, 200);
     }
     let expected = if held.0 == 1 { (5, 2) } else { (2, 5) };
     assert_eq!((a.requests(), b.requests()), expected);
+    a.open();
+    b.open();
     for s in slow {
-        assert_eq!(s.await.unwrap().0, 200);
+        assert_eq!(s.await.unwrap(), (200, "done".to_owned()));
     }
     Arc::into_inner(gw).unwrap().shutdown().await;
 }

@@ -11,7 +11,14 @@ mod support;
 mod redis_support;
 
 use redis_support::RedisServer;
-use support::{Envoy, Rls, free_port, temp_dir, upstream};
+use std::time::Duration;
+
+use support::{Envoy, Rls, clear_of_a_window_end, free_port, temp_dir, upstream};
+
+/// The unit of the fixed windows below, and the time a window must have
+/// left for a few requests to fall in it on a loaded machine.
+const MINUTE: Duration = Duration::from_secs(60);
+const MARGIN: Duration = Duration::from_secs(5);
 
 const CONFIG: &str = "domain: test
 descriptors:
@@ -58,18 +65,22 @@ fn failure_policies_behind_envoy() {
                 ("REDIS_URL", &url),
                 ("RLS_REDIS_FAILURE_POLICY", policy),
                 ("RLS_ALGORITHM", algorithm),
-                ("REDIS_TIMEOUT", "50ms"),
+                // Generous, so a loaded machine's slow Redis call is not
+                // taken for a failure; below Envoy's 2 s, so with Redis
+                // down the policy answers, not Envoy's own timeout.
+                ("REDIS_TIMEOUT", "1s"),
             ],
         );
         let user = format!("{policy}-{algorithm}");
         // Envoy reaches the new process (a blocked descriptor answers 429
         // only from limiter-rls; a failed call is admitted).
         support::eventually(
-            std::time::Duration::from_secs(10),
+            Duration::from_secs(10),
             "envoy reaches the new limiter-rls",
             || envoy.get(&[("x-tight", "probe")]).status == 429,
         );
-        // Redis up: the limit, decided on Redis.
+        // Redis up: the limit, decided on Redis (in one window).
+        clear_of_a_window_end(MINUTE, MARGIN);
         assert_eq!(
             statuses(&envoy, &user, 4),
             [200, 200, 200, 429],
@@ -91,6 +102,7 @@ fn failure_policies_behind_envoy() {
         }
         redis.kill();
         let down = format!("{user}-down");
+        clear_of_a_window_end(MINUTE, MARGIN);
         assert_eq!(
             statuses(&envoy, &down, while_down.len()),
             while_down,

@@ -88,7 +88,13 @@ async fn sigterm_drains_then_finishes_calls_in_flight() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     rls.send_term();
 
-    let next = watch.message().await.unwrap().unwrap();
+    // Bounded waits (generous, for a loaded machine): a missing event
+    // fails the test instead of hanging it.
+    let next = tokio::time::timeout(Duration::from_secs(20), watch.message())
+        .await
+        .expect("NOT_SERVING within 20 s of SIGTERM")
+        .unwrap()
+        .unwrap();
     assert_eq!(next.status, ServingStatus::NotServing as i32);
     let http = rls.http.port();
     let health = tokio::task::spawn_blocking(move || get(http, "/healthcheck", &[]).unwrap())
@@ -97,7 +103,11 @@ async fn sigterm_drains_then_finishes_calls_in_flight() {
     assert_eq!(health.status, 500, "{}", health.body);
     drop(watch);
 
-    let answer = in_flight.await.unwrap().unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(20), in_flight)
+        .await
+        .expect("the call in flight answered within 20 s")
+        .unwrap()
+        .unwrap();
     assert_eq!(answer.overall_code, Code::Ok as i32, "fail open");
     let status = tokio::task::spawn_blocking(move || rls.wait())
         .await

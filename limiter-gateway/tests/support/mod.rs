@@ -159,3 +159,128 @@ pub(crate) fn sample(metrics: &str, name_and_labels: &str) -> f64 {
         })
         .map_or(0.0, |v| v.trim().parse().unwrap())
 }
+
+/// How long a test waits for an event the gateway should cause before
+/// failing: generous, because a loaded machine may be slow; bounded, so
+/// that a bug fails the test instead of hanging it.
+pub(crate) const PATIENCE: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Awaits `future`, failing the test (naming `what`) if it has not finished
+/// within [`PATIENCE`] of real time.
+pub(crate) async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(PATIENCE, future)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within {PATIENCE:?}"))
+}
+
+/// Polls `done()` every millisecond until it holds, failing the test
+/// (naming `what`) after [`PATIENCE`] of real time. For tests on real
+/// time: under paused time each poll would move the clock. Sleeps rather
+/// than spins, so the wait leaves the cores to what it waits for.
+pub(crate) async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within {PATIENCE:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+}
+
+/// An upstream that holds every request whose path starts with `held`
+/// until the test calls [`Gated::open`], and answers `done` to it then
+/// (other paths at once). Each held request is reported on `entered` as it
+/// arrives. One gate for all: opening it lets every held request go at
+/// once, so nothing depends on the order in which a loaded machine runs
+/// their handlers.
+pub(crate) struct Gated {
+    pub(crate) addr: SocketAddr,
+    pub(crate) entered: mpsc::UnboundedReceiver<()>,
+    gate: tokio::sync::watch::Sender<bool>,
+    requests: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Gated {
+    pub(crate) async fn start(held: &'static str) -> Gated {
+        use hyper::service::service_fn;
+        use hyper_util::rt::TokioIo;
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicU64;
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, entered) = mpsc::unbounded_channel();
+        let (gate, open) = tokio::sync::watch::channel(false);
+        let requests = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&requests);
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (tx, open, counter) = (tx.clone(), open.clone(), Arc::clone(&counter));
+                let svc = service_fn(move |request: Request<Incoming>| {
+                    let (tx, mut open, counter) = (tx.clone(), open.clone(), Arc::clone(&counter));
+                    async move {
+                        // Relaxed: a count the test reads after the events
+                        // that follow it (`entered`, the answers).
+                        counter.fetch_add(1, Ordering::Relaxed);
+                        if request.uri().path().starts_with(held) {
+                            let _ = tx.send(());
+                            // An error: the test (the sender) is gone.
+                            let _ = open.wait_for(|&open| open).await;
+                        }
+                        Ok::<_, Infallible>(Response::new(http_body_util::Full::new(
+                            Bytes::from_static(b"done"),
+                        )))
+                    }
+                });
+                tokio::spawn(async move {
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        Gated {
+            addr,
+            entered,
+            gate,
+            requests,
+            task,
+        }
+    }
+
+    /// `http://ADDR`.
+    pub(crate) fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Requests that reached the upstream, held or not.
+    pub(crate) fn requests(&self) -> u64 {
+        // Relaxed: see the handler.
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Waits (bounded by [`PATIENCE`]) until `n` more held requests arrived.
+    pub(crate) async fn entered(&mut self, n: usize) {
+        for i in 0..n {
+            within(
+                &format!("held request {} of {n} at the upstream", i + 1),
+                self.entered.recv(),
+            )
+            .await
+            .expect("the upstream runs");
+        }
+    }
+
+    /// Lets every held request go, and any later one through at once.
+    pub(crate) fn open(&self) {
+        self.gate.send_replace(true);
+    }
+}
+
+impl Drop for Gated {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

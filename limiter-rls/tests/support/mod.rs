@@ -396,3 +396,21 @@ pub(crate) fn metric(debug: SocketAddr, name: &str, labels: &str) -> Option<f64>
         (want == have).then(|| v.trim().parse().ok()).flatten()
     })
 }
+
+/// Sleeps, if need be, until at least `margin` is left of the current
+/// fixed window of length `unit` (envoyproxy/ratelimit's windows start at
+/// multiples of their unit since the Unix epoch), so that the requests a
+/// test makes next all fall in one window: a window ending among them
+/// would start a fresh count. A wait for a wall-clock condition, not a
+/// timing assertion; `margin` is generous, for a loaded machine.
+pub(crate) fn clear_of_a_window_end(unit: Duration, margin: Duration) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let into = now.as_nanos() % unit.as_nanos();
+    let left = unit - Duration::from_nanos(u64::try_from(into).unwrap());
+    if left < margin {
+        // Just past the boundary: the new window has all of `unit` left.
+        std::thread::sleep(left + Duration::from_millis(10));
+    }
+}
