@@ -230,6 +230,18 @@ fn static_headers(mut response: axum::response::Response) -> axum::response::Res
     response
 }
 
+/// The reject case's layer: one request per hour, so every request after
+/// the first is refused.
+fn rejecting() -> RateLimitLayer<RateLimiter<MonotonicClock>, Global> {
+    RateLimitLayer::new(
+        RateLimiter::with_clock(
+            Quota::per_hour(1).expect("a valid quota"),
+            MonotonicClock::new(),
+        ),
+        Global,
+    )
+}
+
 /// `ours_reject_all`'s 429, byte for byte: its status, headers and
 /// problem document, as [`capture_reject`] took them from the layer.
 static REJECTION: std::sync::OnceLock<(http::HeaderMap, Bytes)> = std::sync::OnceLock::new();
@@ -239,13 +251,7 @@ static REJECTION: std::sync::OnceLock<(http::HeaderMap, Bytes)> = std::sync::Onc
 /// that sends the same bytes without deciding.
 async fn capture_reject() {
     use tower::{Layer, ServiceExt};
-    let layer = RateLimitLayer::new(
-        RateLimiter::with_clock(
-            Quota::per_hour(1).expect("a valid quota"),
-            MonotonicClock::new(),
-        ),
-        Global,
-    );
+    let layer = rejecting();
     let hello = tower::service_fn(|_: http::Request<axum::body::Body>| async {
         Ok::<_, std::convert::Infallible>(http::Response::new(axum::body::Body::from("hello")))
     });
@@ -365,13 +371,7 @@ fn app(case: Case, redis: Option<&RedisLimiter>) -> Router {
         // quanta's calibration of it takes a varying count of instructions
         // (10-14 million) that the `--instructions` difference of two runs
         // does not cancel.
-        Case::Reject => {
-            let one_per_hour = Quota::per_hour(1).expect("a valid quota");
-            hello.layer(RateLimitLayer::new(
-                RateLimiter::with_clock(one_per_hour, MonotonicClock::new()),
-                Global,
-            ))
-        }
+        Case::Reject => hello.layer(rejecting()),
         Case::Redis => hello.layer(RateLimitLayer::new(
             RedisBackend::<IpAddr>::new(redis.expect("the Redis case has its server").clone()),
             PeerIp::new(),
