@@ -123,7 +123,10 @@ fn get(path: &str, peer: &str) -> Request<Body> {
 }
 
 /// What writing the draft-10 headers of rule `name` into a fresh response
-/// costs, measured after a warm-up so the thread's policy value is cached.
+/// costs, measured after a warm-up so the thread's policy value is cached;
+/// the `RateLimit` value states another `r` than the warm-up's, so it is
+/// written anew (as on every request here: the clock stands still and each
+/// request leaves one permit fewer).
 fn draft10_cost(name: &str, policy: Policy) -> u64 {
     let info = RateLimitInfo {
         name,
@@ -132,6 +135,10 @@ fn draft10_cost(name: &str, policy: Policy) -> u64 {
         reset: Duration::from_millis(10),
     };
     Draft10.write(&info, &mut HeaderMap::new());
+    let info = RateLimitInfo {
+        remaining: 2,
+        ..info
+    };
     allocations(|| {
         let mut response = Response::new(());
         Draft10.write(&info, response.headers_mut());

@@ -141,74 +141,86 @@ pub struct Draft10;
 impl HeaderStyle for Draft10 {
     fn write(&self, info: &RateLimitInfo<'_>, headers: &mut HeaderMap) {
         let reset = ceil_secs(info.reset);
-        let limit = match info.remaining {
-            0 => empty_item_value(info.name, reset),
-            remaining => item_value(info.name, remaining.into(), reset),
-        };
-        // The policy is the same on every response of a limit: each thread
-        // keeps the last one it wrote and clones it (a reference count)
-        // while name and policy match.
-        let policy = LAST_POLICY.with_borrow_mut(|last| match last {
-            Some((name, policy, value)) if *policy == info.policy && **name == *info.name => {
-                Some(value.clone())
-            }
-            _ => {
-                let value = policy_value(info.name, &info.policy)?;
-                *last = Some((info.name.into(), info.policy, value.clone()));
-                Some(value)
-            }
+        let values = LAST_WRITTEN.with_borrow_mut(|last| {
+            last.of(info.name);
+            let policy = match &last.policy {
+                Some((policy, value)) if *policy == info.policy => value.clone(),
+                _ => {
+                    let value = policy_value(info.name, &info.policy)?;
+                    last.policy = Some((info.policy, value.clone()));
+                    value
+                }
+            };
+            let item = match &last.item {
+                Some((remaining, t, value)) if *remaining == info.remaining && *t == reset => {
+                    value.clone()
+                }
+                _ => {
+                    let value = item_value(info.name, info.remaining.into(), reset)?;
+                    last.item = Some((info.remaining, reset, value.clone()));
+                    value
+                }
+            };
+            Some((policy, item))
         });
-        if let (Some(p), Some(l)) = (policy, limit) {
-            headers.insert(RATELIMIT_POLICY, p);
-            headers.insert(RATELIMIT, l);
+        if let Some((policy, item)) = values {
+            headers.insert(RATELIMIT_POLICY, policy);
+            headers.insert(RATELIMIT, item);
+        }
+    }
+}
+
+/// The header values this thread last wrote for one limit, cloned (a
+/// reference count) while the limit's name and the numbers they state
+/// repeat, and written anew when they change.
+///
+/// They repeat on most responses: the policy changes only with the quota,
+/// a key far from its limit is answered the same `r` (its burst less the
+/// request) and `t` on every request, and every refusal of a second
+/// states `r=0` and the same `t`. A limit whose `r` moves on every request
+/// writes each value anew (one allocation, as without the cache).
+struct LastWritten {
+    /// The limit's name (a buffer reused when the name changes).
+    name: String,
+    /// The `RateLimit-Policy` value of this policy.
+    policy: Option<(Policy, HeaderValue)>,
+    /// The `RateLimit` value of this `r` and `t`.
+    item: Option<(u32, u64, HeaderValue)>,
+}
+
+impl LastWritten {
+    /// Keeps the values when they are `name`'s, else forgets them.
+    fn of(&mut self, name: &str) {
+        if self.name != name {
+            self.name.clear();
+            self.name.push_str(name);
+            self.policy = None;
+            self.item = None;
         }
     }
 }
 
 /// The `RateLimit` value `"name";r=remaining;t=reset`.
 ///
-/// Written by hand rather than through `format!`: this runs on every
-/// response, and the formatting machinery was most of its cost. The value
-/// is assembled on the stack (each piece a direct copy, no dynamic
-/// dispatch) and copied once into its `HeaderValue` (one allocation).
-// Inlined into `Draft10::write`: one frame on every admitted response.
-#[inline(always)]
+/// Written by hand rather than through `format!`: the formatting machinery
+/// was most of its cost. The value is assembled on the stack (each piece a
+/// direct copy, no dynamic dispatch) and moved into the one allocation
+/// that its `HeaderValue` and every clone of it share.
 fn item_value(name: &str, remaining: u64, reset: u64) -> Option<HeaderValue> {
     let mut stack = StackValue::new();
     write_item(&mut stack, name, remaining, reset);
     // The name was checked to be a valid sf-string when the layer was
     // built, so the value is visible ASCII.
-    match stack.bytes() {
-        Some(value) => HeaderValue::from_bytes(value).ok(),
-        None => {
-            let mut long = Vec::new();
-            write_item(&mut long, name, remaining, reset);
-            HeaderValue::from_maybe_shared(bytes::Bytes::from(long)).ok()
-        }
+    if stack.bytes().is_some() {
+        HeaderValue::from_maybe_shared(bytes::Bytes::from_owner(stack)).ok()
+    } else {
+        let mut long = Vec::new();
+        write_item(&mut long, name, remaining, reset);
+        HeaderValue::from_maybe_shared(bytes::Bytes::from(long)).ok()
     }
 }
 
-/// The `RateLimit` value `"name";r=0;t=reset`.
-///
-/// Every refusal (and the last grant) of a limit within a second states
-/// the same item: each thread keeps the last one it wrote and clones it (a
-/// reference count) while name and `t` match.
-// Out of line: the admitted path's `Draft10::write` stays as small.
-#[inline(never)]
-fn empty_item_value(name: &str, reset: u64) -> Option<HeaderValue> {
-    LAST_EMPTY.with_borrow_mut(|last| match last {
-        Some((last_name, t, value)) if *t == reset && **last_name == *name => Some(value.clone()),
-        _ => {
-            let value = item_value(name, 0, reset)?;
-            *last = Some((name.into(), reset, value.clone()));
-            Some(value)
-        }
-    })
-}
-
 /// Writes the `RateLimit` item `"name";r=remaining;t=reset` into `out`.
-// Inlined into `item_value`, as that is into `Draft10::write`.
-#[inline(always)]
 fn write_item(out: &mut impl Sink, name: &str, remaining: u64, reset: u64) {
     out.put(b"\"");
     out.put(name.as_bytes());
@@ -297,14 +309,15 @@ fn policy_value(name: &str, policy: &Policy) -> Option<HeaderValue> {
 }
 
 thread_local! {
-    /// The last `RateLimit-Policy` value this thread wrote, with the limit
-    /// name and policy it states.
-    static LAST_POLICY: std::cell::RefCell<Option<(Box<str>, Policy, HeaderValue)>> =
-        const { std::cell::RefCell::new(None) };
-    /// The last `RateLimit` value with `r=0` this thread wrote, with the
-    /// limit name and the `t` it states.
-    static LAST_EMPTY: std::cell::RefCell<Option<(Box<str>, u64, HeaderValue)>> =
-        const { std::cell::RefCell::new(None) };
+    /// The header values this thread last wrote for a limit.
+    static LAST_WRITTEN: std::cell::RefCell<LastWritten> =
+        const {
+            std::cell::RefCell::new(LastWritten {
+                name: String::new(),
+                policy: None,
+                item: None,
+            })
+        };
     /// The last `Retry-After` value this thread made, with its number.
     static LAST_RETRY_AFTER: std::cell::RefCell<Option<(u64, HeaderValue)>> =
         const { std::cell::RefCell::new(None) };
@@ -324,6 +337,8 @@ impl Sink for Vec<u8> {
 /// A header value on the stack: a quoted name of up to 64 bytes and two
 /// parameters with 20-digit numbers fit; a longer one overflows (`None`
 /// from [`bytes`](StackValue::bytes)) and is written again into a `Vec`.
+/// A value that fits is moved whole into its `Bytes` (the owner of the
+/// allocation its clones share).
 struct StackValue {
     buf: [u8; 128],
     len: usize,
@@ -341,6 +356,13 @@ impl StackValue {
 
     fn bytes(&self) -> Option<&[u8]> {
         (!self.overflow).then(|| &self.buf[..self.len])
+    }
+}
+
+/// The bytes written (all of them unless it overflowed).
+impl AsRef<[u8]> for StackValue {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf[..self.len]
     }
 }
 
@@ -478,7 +500,7 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_empty_item_is_rewritten_when_name_or_reset_change() {
+    fn a_cached_item_is_rewritten_when_name_remaining_or_reset_change() {
         let mut info = RateLimitInfo {
             name: "a",
             policy: Policy {
@@ -495,18 +517,61 @@ mod tests {
         assert_eq!(written(&info), "\"b\";r=0;t=1");
         info.reset = Duration::from_millis(1200);
         assert_eq!(written(&info), "\"b\";r=0;t=2");
-        // Another remaining is not cached, and does not disturb the cache.
         info.remaining = 3;
+        assert_eq!(written(&info), "\"b\";r=3;t=2");
         assert_eq!(written(&info), "\"b\";r=3;t=2");
         info.remaining = 0;
         assert_eq!(written(&info), "\"b\";r=0;t=2");
         info.name = "a";
         assert_eq!(written(&info), "\"a\";r=0;t=2");
+        // A name that is a prefix of the last one is another name.
+        info.name = "";
+        assert_eq!(written(&info), "\"\";r=0;t=2");
         // A name too long for the stack.
         let long = "n".repeat(200);
         info.name = &long;
         assert_eq!(written(&info), format!("\"{long}\";r=0;t=2"));
         assert_eq!(written(&info), format!("\"{long}\";r=0;t=2"));
+    }
+
+    #[test]
+    fn a_repeated_value_is_the_cached_one_and_a_new_one_is_written_anew() {
+        let info = RateLimitInfo {
+            name: "shared",
+            policy: Policy {
+                burst: 5,
+                interval: Duration::from_millis(200),
+            },
+            remaining: 4,
+            reset: Duration::from_millis(200),
+        };
+        let headers = |info: &RateLimitInfo<'_>| {
+            let mut h = HeaderMap::new();
+            Draft10.write(info, &mut h);
+            h
+        };
+        let (first, second) = (headers(&info), headers(&info));
+        // The same bytes, not a copy: the second response cloned the first's.
+        for name in ["ratelimit", "ratelimit-policy"] {
+            assert_eq!(
+                first[name].as_bytes().as_ptr(),
+                second[name].as_bytes().as_ptr(),
+                "{name}"
+            );
+        }
+        let third = headers(&RateLimitInfo {
+            remaining: 3,
+            ..info.clone()
+        });
+        assert_eq!(third["ratelimit"], "\"shared\";r=3;t=1");
+        assert_ne!(
+            first["ratelimit"].as_bytes().as_ptr(),
+            third["ratelimit"].as_bytes().as_ptr()
+        );
+        assert_eq!(
+            first["ratelimit-policy"].as_bytes().as_ptr(),
+            third["ratelimit-policy"].as_bytes().as_ptr()
+        );
     }
 
     /// The item of `burst` permits refilling in `window`.

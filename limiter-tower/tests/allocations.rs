@@ -128,9 +128,11 @@ fn from(peer: &str, forwarded: Option<&str>) -> Request<Body> {
 }
 
 /// What writing the draft-10 headers into a fresh response costs (the
-/// header map's first insert and the `RateLimit` value), measured after a
-/// warm-up so the thread's policy value is cached.
-fn draft10_cost(policy: Policy) -> u64 {
+/// header map's first insert, and the `RateLimit` value unless it repeats
+/// the last one), measured after a warm-up that left the thread's policy
+/// value and the `RateLimit` value of `r=3` cached: `remaining` 3 repeats
+/// it, any other is written anew.
+fn draft10_cost(policy: Policy, remaining: u32) -> u64 {
     let info = RateLimitInfo {
         name: "default",
         policy,
@@ -138,6 +140,7 @@ fn draft10_cost(policy: Policy) -> u64 {
         reset: Duration::from_millis(10),
     };
     Draft10.write(&info, &mut HeaderMap::new());
+    let info = RateLimitInfo { remaining, ..info };
     allocations(|| {
         let mut response = Response::new(());
         Draft10.write(&info, response.headers_mut());
@@ -191,17 +194,32 @@ fn admitted_and_rejected_requests_allocate_only_their_response() {
         assert_eq!(n, 0, "an admitted request without headers");
     }
 
-    // With headers: exactly the cost of the headers themselves.
+    // With headers: exactly the cost of the headers themselves. The clock
+    // stands still, so each request leaves one permit fewer and states a
+    // new `r`: its `RateLimit` value is written anew.
     let limiter = RateLimiter::with_clock(quota, clock.clone());
     let policy = Policy::from(quota);
     let mut service = RateLimitLayer::new(limiter, Global).layer(Hello);
     one(&mut service, Request::new(Body::default()));
-    let headers = draft10_cost(policy);
+    let headers = draft10_cost(policy, 2);
     for _ in 0..3 {
         let (n, response) = one(&mut service, Request::new(Body::default()));
         assert_eq!(response.status(), StatusCode::OK);
         assert!(response.headers().contains_key("ratelimit"));
         assert_eq!(n, headers, "an admitted request allocates its headers only");
+    }
+    // A limit far from its ceiling (a second between requests refills it):
+    // every response states the same `r` and `t`, and the thread's last
+    // value is cloned, not written again.
+    let repeated = draft10_cost(policy, 3);
+    assert!(repeated < headers, "{repeated} < {headers}");
+    clock.advance(Duration::from_secs(1));
+    one(&mut service, Request::new(Body::default()));
+    for _ in 0..3 {
+        clock.advance(Duration::from_secs(1));
+        let (n, response) = one(&mut service, Request::new(Body::default()));
+        assert_eq!(response.headers()["ratelimit"], "\"default\";r=999;t=1");
+        assert_eq!(n, repeated, "a repeated value is not written again");
     }
 
     // Keyed by peer and by forwarded client (a key already in the table).

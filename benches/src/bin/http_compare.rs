@@ -23,7 +23,8 @@
 //! and problem document taken once from our layer and cloned: what
 //! sending the refusal's bytes costs without deciding); our
 //! layer with a global limiter that never limits (with
-//! and without its rate-limit headers, and on the TSC clock); our layer
+//! and without its rate-limit headers, on the default clock (the TSC's),
+//! and with headers on the OS monotonic clock); our layer
 //! keyed per peer IP (never limits; with and without headers);
 //! tower_governor keyed per peer IP with the same quota (its default, no
 //! headers, and with `use_headers`); our layer rejecting every request (the
@@ -132,9 +133,10 @@ enum Case {
     NoopLayer,
     StaticHeaders,
     StaticReject,
+    DecideStaticHeaders,
     Ours,
     OursBare,
-    OursTsc,
+    OursMonotonic,
     Keyed,
     KeyedBare,
     TowerGovernor,
@@ -150,14 +152,15 @@ enum Case {
 }
 
 impl Case {
-    const ALL: [Case; 19] = [
+    const ALL: [Case; 20] = [
         Case::None,
         Case::NoopLayer,
         Case::StaticHeaders,
         Case::StaticReject,
+        Case::DecideStaticHeaders,
         Case::Ours,
         Case::OursBare,
-        Case::OursTsc,
+        Case::OursMonotonic,
         Case::Keyed,
         Case::KeyedBare,
         Case::TowerGovernor,
@@ -178,9 +181,10 @@ impl Case {
             Case::NoopLayer => "noop_layer",
             Case::StaticHeaders => "static_headers",
             Case::StaticReject => "static_reject",
+            Case::DecideStaticHeaders => "decide_static_headers",
             Case::Ours => "ours_global",
             Case::OursBare => "ours_global_nohdr",
-            Case::OursTsc => "ours_global_tsc",
+            Case::OursMonotonic => "ours_global_monotonic",
             Case::Keyed => "ours_keyed_ip",
             Case::KeyedBare => "ours_keyed_ip_nohdr",
             Case::TowerGovernor => "tower_governor_ip",
@@ -216,28 +220,49 @@ impl Case {
 }
 
 /// Adds `ours_global`'s two rate-limit headers, byte for byte, as static
-/// values.
+/// values (names and values constants: nothing is parsed or copied).
 fn static_headers(mut response: axum::response::Response) -> axum::response::Response {
+    const POLICY: http::HeaderName = http::HeaderName::from_static("ratelimit-policy");
+    const ITEM: http::HeaderName = http::HeaderName::from_static("ratelimit");
     let headers = response.headers_mut();
     headers.insert(
-        http::HeaderName::from_static("ratelimit-policy"),
+        POLICY,
         http::HeaderValue::from_static("\"default\";q=1000000;w=1"),
     );
     headers.insert(
-        http::HeaderName::from_static("ratelimit"),
+        ITEM,
         http::HeaderValue::from_static("\"default\";r=999999;t=1"),
     );
     response
 }
 
+/// The floor of a deciding layer that sends the two headers: governor's
+/// decision on a global limiter (the cheapest decision `compare` measures,
+/// on the TSC clock, with no headroom to compute) and then
+/// [`static_headers`], through one response map. A refusal (the quota
+/// never refuses here) would answer 429, which the status check catches.
+fn decide_static_headers() -> tower::util::MapResponseLayer<
+    impl Fn(axum::response::Response) -> axum::response::Response + Clone,
+> {
+    let burst = std::num::NonZeroU32::new(1_000_000).expect("not zero");
+    let quota = governor::Quota::with_period(Duration::from_micros(1))
+        .expect("a valid governor quota")
+        .allow_burst(burst);
+    let limiter = Arc::new(governor::RateLimiter::direct(quota));
+    tower::util::MapResponseLayer::new(move |response: axum::response::Response| {
+        let mut response = static_headers(response);
+        if limiter.check().is_err() {
+            *response.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
+        }
+        response
+    })
+}
+
 /// The reject case's layer: one request per hour, so every request after
 /// the first is refused.
-fn rejecting() -> RateLimitLayer<RateLimiter<MonotonicClock>, Global> {
+fn rejecting() -> RateLimitLayer<RateLimiter, Global> {
     RateLimitLayer::new(
-        RateLimiter::with_clock(
-            Quota::per_hour(1).expect("a valid quota"),
-            MonotonicClock::new(),
-        ),
+        RateLimiter::new(Quota::per_hour(1).expect("a valid quota")),
         Global,
     )
 }
@@ -325,20 +350,24 @@ fn app(case: Case, redis: Option<&RedisLimiter>) -> Router {
         Case::StaticReject => {
             hello.layer(tower::layer::layer_fn(|_| tower::service_fn(static_reject)))
         }
-        Case::Ours => hello.layer(RateLimitLayer::new(
+        // The layer as a user writes it: the limiter's default clock (the
+        // TSC's, as governor's), headers on.
+        // The floor of deciding and sending the headers: governor's
+        // decision, our headers as static values.
+        Case::DecideStaticHeaders => hello.layer(decide_static_headers()),
+        Case::Ours => hello.layer(RateLimitLayer::new(RateLimiter::new(unlimited()), Global)),
+        Case::OursBare => hello.layer(
+            RateLimitLayer::builder(RateLimiter::new(unlimited()), Global)
+                .without_headers()
+                .build()
+                .expect("valid options"),
+        ),
+        // The same on the OS monotonic clock (`Instant`): what a limiter
+        // built without the `tsc` feature costs.
+        Case::OursMonotonic => hello.layer(RateLimitLayer::new(
             RateLimiter::with_clock(unlimited(), MonotonicClock::new()),
             Global,
         )),
-        Case::OursBare => hello.layer(
-            RateLimitLayer::builder(
-                RateLimiter::with_clock(unlimited(), MonotonicClock::new()),
-                Global,
-            )
-            .without_headers()
-            .build()
-            .expect("valid options"),
-        ),
-        Case::OursTsc => hello.layer(RateLimitLayer::new(RateLimiter::new(unlimited()), Global)),
         Case::Keyed => hello.layer(RateLimitLayer::new(
             KeyedLimiter::<IpAddr>::new(unlimited()),
             PeerIp::new(),
@@ -367,10 +396,7 @@ fn app(case: Case, redis: Option<&RedisLimiter>) -> Router {
             hello.layer(tower_governor::GovernorLayer::new(Arc::new(config)))
         }
         // On `ours_global`'s clock, so that `reject_vs_allow` compares the
-        // same layer's two answers: the TSC clock reads cheaper, and
-        // quanta's calibration of it takes a varying count of instructions
-        // (10-14 million) that the `--instructions` difference of two runs
-        // does not cancel.
+        // same layer's two answers.
         Case::Reject => hello.layer(rejecting()),
         Case::Redis => hello.layer(RateLimitLayer::new(
             RedisBackend::<IpAddr>::new(redis.expect("the Redis case has its server").clone()),
@@ -704,11 +730,13 @@ fn arg_value<T: std::str::FromStr>(args: &[String], flag: &str) -> Option<T> {
 /// and ours over them, from `ratio` (capacity, a over b).
 fn print_floors(ratio: &dyn Fn(Case, Case) -> f64) {
     println!(
-        "floors through Router::layer: noop_vs_none={:.3} static_headers_vs_none={:.3} static_reject_vs_static_headers={:.3}; the layer over them: ours_vs_static_headers={:.3} keyed_vs_static_headers={:.3} ours_nohdr_vs_noop={:.3} keyed_nohdr_vs_noop={:.3} reject_vs_static_reject={:.3}",
+        "floors through Router::layer: noop_vs_none={:.3} static_headers_vs_none={:.3} decide_static_headers_vs_none={:.3} static_reject_vs_static_headers={:.3}; the layer over them: ours_vs_static_headers={:.3} ours_vs_decide_static_headers={:.3} keyed_vs_static_headers={:.3} ours_nohdr_vs_noop={:.3} keyed_nohdr_vs_noop={:.3} reject_vs_static_reject={:.3}",
         ratio(Case::NoopLayer, Case::None),
         ratio(Case::StaticHeaders, Case::None),
+        ratio(Case::DecideStaticHeaders, Case::None),
         ratio(Case::StaticReject, Case::StaticHeaders),
         ratio(Case::Ours, Case::StaticHeaders),
+        ratio(Case::Ours, Case::DecideStaticHeaders),
         ratio(Case::Keyed, Case::StaticHeaders),
         ratio(Case::OursBare, Case::NoopLayer),
         ratio(Case::KeyedBare, Case::NoopLayer),
@@ -723,11 +751,12 @@ const INSTRUCTION_WORKERS: usize = 1;
 /// The cases counted by `--instructions`: every in-memory case that
 /// answers at once (the delay rows wait, the Redis row's work is mostly
 /// redis-server's).
-const COUNTED: [Case; 13] = [
+const COUNTED: [Case; 14] = [
     Case::None,
     Case::NoopLayer,
     Case::StaticHeaders,
     Case::StaticReject,
+    Case::DecideStaticHeaders,
     Case::Ours,
     Case::OursBare,
     Case::Keyed,
