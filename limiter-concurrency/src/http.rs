@@ -35,6 +35,19 @@
 //! Nothing is boxed on the fast path (a permit free at once); the waiting
 //! path boxes its acquisition.
 //!
+//! # The response body
+//!
+//! The layer answers in the inner service's own body type, as
+//! limiter-tower's layer does: around a service of `Response<B>` it is a
+//! service of `Response<B>`, its rejections written into `B` through
+//! limiter-tower's [`AnswerBody`] (one trait for both layers). Under axum
+//! (`axum::body::Body`) a response goes out without axum boxing it again.
+//! Around a tonic service (`tonic::body::Body`, under
+//! `Server::builder().layer(..)`) turn on this crate's feature `tonic`,
+//! which implements the trait for tonic's body. A body that cannot carry
+//! an answer (hyper's `Incoming`) is mapped into `Either::Left` below the
+//! layer: see [`AnswerBody`].
+//!
 //! # With a rate limit
 //!
 //! A rate limit per client outside, a concurrency limit inside, in one
@@ -72,7 +85,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode, header};
-use http_body_util::{Either, Full};
+use http_body_util::Full;
+use limiter_tower::AnswerBody;
 use metrics::{Counter, Gauge, Histogram};
 use tokio::time::Instant;
 use tower_layer::Layer;
@@ -333,8 +347,9 @@ pub struct ConcurrencyLimit<S> {
 impl<S, ReqB, ResB> Service<Request<ReqB>> for ConcurrencyLimit<S>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
+    ResB: AnswerBody,
 {
-    type Response = Response<Either<ResB, Full<Bytes>>>;
+    type Response = Response<ResB>;
     type Error = S::Error;
     type Future = ResponseFuture<S, ReqB>;
 
@@ -427,8 +442,9 @@ where
 impl<S, ReqB, ResB> Future for ResponseFuture<S, ReqB>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
+    ResB: AnswerBody,
 {
-    type Output = Result<Response<Either<ResB, Full<Bytes>>>, S::Error>;
+    type Output = Result<Response<ResB>, S::Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
@@ -471,10 +487,10 @@ where
                         p.finish(outcome);
                     }
                     this.config.publish();
-                    return Poll::Ready(result.map(|r| r.map(Either::Left)));
+                    return Poll::Ready(result);
                 }
                 StateProj::Rejected => {
-                    return Poll::Ready(Ok(this.config.reject().map(Either::Right)));
+                    return Poll::Ready(Ok(this.config.reject().map(ResB::from_answer)));
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! The gRPC flavour against a real tonic server and client on loopback: a
 //! call that finds no permit gets `RESOURCE_EXHAUSTED` as the client sees
-//! it, and the call holding the permit completes.
+//! it, and the call holding the permit completes. The layer around a tonic
+//! service answers in tonic's own body type (the feature `tonic`).
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes};
 use http::uri::PathAndQuery;
+use hyper::body::Body as _;
 use limiter_concurrency::ConcurrencyLimiter;
 use limiter_concurrency::http::ConcurrencyLimitLayer;
 use tokio::sync::watch;
@@ -16,6 +18,7 @@ use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::server::UnaryService;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Status};
+use tower::{Layer, ServiceExt};
 
 /// Messages as raw bytes: no codegen needed.
 #[derive(Debug, Clone, Copy, Default)]
@@ -147,4 +150,22 @@ async fn a_call_without_a_permit_gets_resource_exhausted() {
     assert_eq!(holder.await.unwrap().unwrap(), Bytes::from_static(b"first"));
     assert_eq!(limiter.in_flight(), 0);
     server.abort();
+}
+
+#[tokio::test]
+async fn the_layer_answers_in_tonics_own_body() {
+    let limiter = ConcurrencyLimiter::new(1).unwrap();
+    let (_open, gate) = watch::channel(false);
+    let service = ConcurrencyLimitLayer::new("grpc", limiter.clone())
+        .grpc()
+        .layer(Echo { gate });
+    let _held = limiter.try_acquire_owned().unwrap();
+    // The layered service is a service of tonic's body, as the one it wraps
+    // (nothing for tonic to box again); its answer is tonic's empty body.
+    let response: http::Response<tonic::body::Body> = service
+        .oneshot(http::Request::new(tonic::body::Body::empty()))
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["grpc-status"], "8");
+    assert!(response.body().is_end_stream());
 }

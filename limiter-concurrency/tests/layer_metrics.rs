@@ -10,23 +10,25 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::{Request, Response, StatusCode};
+use http_body_util::Full;
 use limiter_concurrency::http::ConcurrencyLimitLayer;
 use limiter_concurrency::{Bounds, ConcurrencyLimiter, Gradient2, QueueOrder, Vegas};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
-/// The inner service: answers after the number of milliseconds its path
-/// names (`/25`).
+/// The inner service: answers (an empty body) after the number of
+/// milliseconds its path names (`/25`).
 fn sleeper()
--> impl Service<Request<()>, Response = Response<()>, Error = Infallible, Future = impl Send>
+-> impl Service<Request<()>, Response = Response<Full<Bytes>>, Error = Infallible, Future = impl Send>
 + Clone
 + Send
 + 'static {
     service_fn(|request: Request<()>| async move {
         let ms: u64 = request.uri().path()[1..].parse().unwrap();
         tokio::time::sleep(Duration::from_millis(ms)).await;
-        Ok::<_, Infallible>(Response::new(()))
+        Ok::<_, Infallible>(Response::new(Full::default()))
     })
 }
 

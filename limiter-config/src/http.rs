@@ -22,7 +22,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
-use http_body_util::Either;
 use limiter_tower::{AnswerBody, ResponseFuture};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
@@ -118,17 +117,11 @@ where
             // ready service: a clone stays for the next poll_ready). Its
             // future holds the permit and the service, so it is boxed.
             RoutedLayer::Concurrency(layer) => {
-                // Its own answers (503) come as `Either::Right`: written
-                // into the inner service's body type here.
+                // Its own answers (503) are written into the inner
+                // service's body type by the layer itself (`AnswerBody`).
                 let clone = self.inner.clone();
                 let ready = std::mem::replace(&mut self.inner, clone);
-                let future = layer.layer(ready).call(request);
-                return RulesFuture::boxed(Box::pin(async move {
-                    Ok(future.await?.map(|body| match body {
-                        Either::Left(body) => body,
-                        Either::Right(answer) => ResBody::from_answer(answer),
-                    }))
-                }));
+                return RulesFuture::boxed(Box::pin(layer.layer(ready).call(request)));
             }
         };
         if !routed.rule.is_adaptive() {

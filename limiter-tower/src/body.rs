@@ -2,7 +2,8 @@
 //! (429, 413, 503, no key) into.
 //!
 //! The trait is the one place that says how an answer becomes a body of
-//! each type; the layer (`future.rs`) calls it where it answers.
+//! each type; the layer (`future.rs`) calls it where it answers, and so
+//! does limiter-concurrency's layer (its 503 and gRPC answers).
 
 use bytes::Bytes;
 use http_body_util::combinators::{BoxBody, UnsyncBoxBody};
@@ -22,15 +23,16 @@ use http_body_util::{BodyExt as _, Either, Full};
 /// | `axum::body::Body` (feature `axum`) | `Body::new(full)`: one box, as axum would make of any body |
 /// | [`Full<Bytes>`] | the document itself |
 /// | [`Either<B, Full<Bytes>>`] for any `B` | `Either::Right(full)` |
+/// | `tonic::body::Body` (feature `tonic`) | `Body::new(full)`: one box, as tonic makes of any body (none for the empty body of a gRPC answer) |
 /// | [`BoxBody<Bytes, E>`], [`UnsyncBoxBody<Bytes, E>`] (tonic 0.12's body) | the document, boxed |
 ///
 /// # A body the layer cannot write into
 ///
-/// A body that only ever streams what it was given (hyper's `Incoming`,
-/// tonic's own body type) cannot carry the layer's answer. Map it into
-/// `Either<B, Full<Bytes>>` below the layer: the layer then answers
-/// `Either::Right`, and the inner service's responses go through as
-/// `Either::Left`. With tower's `ServiceBuilder` (outermost first):
+/// A body that only ever streams what it was given (hyper's `Incoming`)
+/// cannot carry the layer's answer. Map it into `Either<B, Full<Bytes>>`
+/// below the layer: the layer then answers `Either::Right`, and the inner
+/// service's responses go through as `Either::Left`. With tower's
+/// `ServiceBuilder` (outermost first):
 ///
 /// ```
 /// use std::convert::Infallible;
@@ -126,6 +128,16 @@ impl AnswerBody for axum::body::Body {
     }
 }
 
+#[cfg(feature = "tonic")]
+impl AnswerBody for tonic::body::Body {
+    /// The document in tonic's body: boxed once, here, as tonic boxes any
+    /// body that is not its own (an empty document, as a gRPC answer's
+    /// trailers-only response has, is tonic's empty body: no box).
+    fn from_answer(body: Full<Bytes>) -> Self {
+        tonic::body::Body::new(body)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,6 +181,15 @@ mod tests {
             let body = axum::body::Body::from_answer(answer());
             assert_eq!(body.size_hint().exact(), Some(expected.len() as u64));
             assert_eq!(text(body), expected);
+        }
+        #[cfg(feature = "tonic")]
+        {
+            let body = tonic::body::Body::from_answer(answer());
+            assert_eq!(body.size_hint().exact(), Some(expected.len() as u64));
+            assert_eq!(text(body), expected);
+            let empty = tonic::body::Body::from_answer(Full::new(Bytes::new()));
+            assert!(empty.is_end_stream());
+            assert_eq!(empty.size_hint().exact(), Some(0));
         }
     }
 }

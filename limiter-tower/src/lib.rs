@@ -51,11 +51,12 @@
 //! The layer answers in the inner service's own body type: around a
 //! service of `Response<B>` it is a service of `Response<B>`, its own
 //! responses written into `B` through [`AnswerBody`] (implemented for
-//! axum's `Body`, `Full<Bytes>`, `Either<B, Full<Bytes>>` and the boxed
-//! bodies). Under axum, whose handlers answer `axum::body::Body`, the
-//! response goes out as it is, without axum boxing it again. For a body
-//! that cannot carry a document (hyper's `Incoming`), map it into
-//! `Either::Left` below the layer: see [`AnswerBody`]'s module.
+//! axum's `Body`, tonic's `Body` with the feature `tonic`, `Full<Bytes>`,
+//! `Either<B, Full<Bytes>>` and the boxed bodies). Under axum, whose
+//! handlers answer `axum::body::Body`, the response goes out as it is,
+//! without axum boxing it again. For a body that cannot carry a document
+//! (hyper's `Incoming`), map it into `Either::Left` below the layer: see
+//! [`AnswerBody`]'s module.
 //!
 //! # Cost after the response
 //!
@@ -126,6 +127,9 @@
 //!   `limiter_redis::RedisLimiter` (plain names: without the feature
 //!   neither exists to link to), so every instance of a
 //!   service shares one quota per key.
+//! * `tonic`: [`AnswerBody`] for `tonic::body::Body`, so the layer goes
+//!   around a tonic service (`Server::builder().layer(..)`) as it is. The
+//!   dependency is tonic's body type alone, none of its features.
 
 mod backend;
 mod body;
