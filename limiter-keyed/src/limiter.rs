@@ -926,6 +926,15 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn quota_of(&self, key: &K) -> Quota {
+        // With no override anywhere, every key follows the shared quota:
+        // no hash, no probe (this is read for the headers of every
+        // response). Relaxed: a call ordered after `set_quota_for` returns
+        // (program order, or any synchronisation) sees its count; one
+        // concurrent with it may state either quota, as a read of the table
+        // just before the insertion would.
+        if self.override_count.load(Ordering::Relaxed) == 0 {
+            return self.shared.quota();
+        }
         self.override_of(key).unwrap_or_else(|| self.shared.quota())
     }
 

@@ -207,8 +207,8 @@ impl Template {
         }
     }
 
-    /// The response whose document states `n` in every place.
-    pub(crate) fn fill(&self, n: u64) -> Response<Full<Bytes>> {
+    /// The document stating `n` in every place.
+    pub(crate) fn document(&self, n: u64) -> Bytes {
         let digits = Decimal::new(n);
         let digits = digits.as_bytes();
         let places = self.pieces.len().saturating_sub(1);
@@ -220,7 +220,12 @@ impl Template {
             }
             body.extend_from_slice(last);
         }
-        response(self.status, Bytes::from(body))
+        Bytes::from(body)
+    }
+
+    /// The response of `document`, one of this template's documents.
+    pub(crate) fn respond(&self, document: Bytes) -> Response<Full<Bytes>> {
+        response(self.status, document)
     }
 }
 
@@ -535,7 +540,7 @@ mod tests {
                 .member("x\n", "y")
                 .member("n", n)
                 .into_body();
-            let response = template.fill(n);
+            let response = template.respond(template.document(n));
             assert_eq!(response.status(), StatusCode::BAD_REQUEST);
             assert_eq!(response.headers()[header::CONTENT_TYPE], CONTENT_TYPE);
             assert_eq!(response.headers().len(), 1);
@@ -544,7 +549,7 @@ mod tests {
         // No placeholder: the document as it is, whatever the number.
         let fixed = Template::new(|_| Problem::new(StatusCode::BAD_GATEWAY).detail("d"));
         assert_eq!(
-            full_body(fixed.fill(7)),
+            full_body(fixed.respond(fixed.document(7))),
             r#"{"type":"about:blank","title":"Bad Gateway","status":502,"detail":"d"}"#
         );
     }
