@@ -310,6 +310,9 @@ impl<C: Clock> RateLimiter<C> {
     /// assert_eq!((r.wait(), left.remaining, left.refill_in), (Duration::from_millis(100), 0, Duration::from_millis(200)));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    // Inlined into its caller (a front end's decision): the grant is then
+    // built where it is used, not moved out through three results.
+    #[inline(always)]
     pub fn reserve_n_with_headroom(
         &self,
         n: u32,
@@ -323,6 +326,7 @@ impl<C: Clock> RateLimiter<C> {
     /// the clock reading `clock_now`, for a caller that may use
     /// `usable(params)` permits of the burst (the priority tiers): the
     /// headroom is then what is left within that share.
+    #[inline(always)]
     pub(crate) fn reserve_with_headroom_at(
         &self,
         clock_now: u64,

@@ -751,7 +751,7 @@ const INSTRUCTION_WORKERS: usize = 1;
 /// The cases counted by `--instructions`: every in-memory case that
 /// answers at once (the delay rows wait, the Redis row's work is mostly
 /// redis-server's).
-const COUNTED: [Case; 14] = [
+const COUNTED: [Case; 15] = [
     Case::None,
     Case::NoopLayer,
     Case::StaticHeaders,
@@ -759,6 +759,7 @@ const COUNTED: [Case; 14] = [
     Case::DecideStaticHeaders,
     Case::Ours,
     Case::OursBare,
+    Case::OursMonotonic,
     Case::Keyed,
     Case::KeyedBare,
     Case::TowerGovernor,
