@@ -53,6 +53,7 @@ const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 use limiter_core::Policy;
 
 use crate::decimal::Decimal;
+use crate::last::Last;
 
 /// What one decision says about a key's limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,17 +86,13 @@ pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
 /// the number matches; another number is written anew (one allocation).
 pub(crate) fn retry_after_value(wait: Duration) -> HeaderValue {
     let secs = retry_after_secs(wait);
-    LAST_RETRY_AFTER.with_borrow_mut(|last| match last {
-        Some((n, value)) if *n == secs => value.clone(),
-        _ => {
-            let digits = Decimal::new(secs);
+    LAST_RETRY_AFTER.with_borrow_mut(|last| {
+        last.get(secs, || {
             // Decimal digits are a valid header value; http's own
             // formatter (two allocations) stands in should that ever fail.
-            let value = HeaderValue::from_bytes(digits.as_bytes())
-                .unwrap_or_else(|_| HeaderValue::from(secs));
-            *last = Some((secs, value.clone()));
-            value
-        }
+            HeaderValue::from_bytes(Decimal::new(secs).as_bytes())
+                .unwrap_or_else(|_| HeaderValue::from(secs))
+        })
     })
 }
 
@@ -141,38 +138,26 @@ pub struct Draft10;
 impl HeaderStyle for Draft10 {
     fn write(&self, info: &RateLimitInfo<'_>, headers: &mut HeaderMap) {
         let reset = ceil_secs(info.reset);
-        let values = LAST_WRITTEN.with_borrow_mut(|last| {
+        let (policy, item) = LAST_WRITTEN.with_borrow_mut(|last| {
             last.of(info.name);
-            let policy = match &last.policy {
-                Some((policy, value)) if *policy == info.policy => value.clone(),
-                _ => {
-                    let value = policy_value(info.name, &info.policy)?;
-                    last.policy = Some((info.policy, value.clone()));
-                    value
-                }
-            };
-            let item = match &last.item {
-                Some((remaining, t, value)) if *remaining == info.remaining && *t == reset => {
-                    value.clone()
-                }
-                _ => {
-                    let value = item_value(info.name, info.remaining.into(), reset)?;
-                    last.item = Some((info.remaining, reset, value.clone()));
-                    value
-                }
-            };
-            Some((policy, item))
+            let policy = last
+                .policy
+                .get(info.policy, || policy_value(info.name, &info.policy));
+            let item = last.item.get((info.remaining, reset), || {
+                item_value(info.name, info.remaining.into(), reset)
+            });
+            (policy, item)
         });
-        if let Some((policy, item)) = values {
+        if let (Some(policy), Some(item)) = (policy, item) {
             headers.insert(RATELIMIT_POLICY, policy);
             headers.insert(RATELIMIT, item);
         }
     }
 }
 
-/// The header values this thread last wrote for one limit, cloned (a
-/// reference count) while the limit's name and the numbers they state
-/// repeat, and written anew when they change.
+/// The header values this thread last wrote for one limit (see
+/// [`Last`]), written anew when the limit's name or the numbers they
+/// state change.
 ///
 /// They repeat on most responses: the policy changes only with the quota,
 /// a key far from its limit is answered the same `r` (its burst less the
@@ -182,10 +167,10 @@ impl HeaderStyle for Draft10 {
 struct LastWritten {
     /// The limit's name (a buffer reused when the name changes).
     name: String,
-    /// The `RateLimit-Policy` value of this policy.
-    policy: Option<(Policy, HeaderValue)>,
-    /// The `RateLimit` value of this `r` and `t`.
-    item: Option<(u32, u64, HeaderValue)>,
+    /// The `RateLimit-Policy` value of a policy.
+    policy: Last<Policy, Option<HeaderValue>>,
+    /// The `RateLimit` value of an `r` and a `t`.
+    item: Last<(u32, u64), Option<HeaderValue>>,
 }
 
 impl LastWritten {
@@ -194,8 +179,8 @@ impl LastWritten {
         if self.name != name {
             self.name.clear();
             self.name.push_str(name);
-            self.policy = None;
-            self.item = None;
+            self.policy.clear();
+            self.item.clear();
         }
     }
 }
@@ -314,13 +299,13 @@ thread_local! {
         const {
             std::cell::RefCell::new(LastWritten {
                 name: String::new(),
-                policy: None,
-                item: None,
+                policy: Last::new(),
+                item: Last::new(),
             })
         };
     /// The last `Retry-After` value this thread made, with its number.
-    static LAST_RETRY_AFTER: std::cell::RefCell<Option<(u64, HeaderValue)>> =
-        const { std::cell::RefCell::new(None) };
+    static LAST_RETRY_AFTER: std::cell::RefCell<Last<u64, HeaderValue>> =
+        const { std::cell::RefCell::new(Last::new()) };
 }
 
 /// Where a header value is written.

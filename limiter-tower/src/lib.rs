@@ -141,6 +141,7 @@ mod headers;
 mod ip;
 mod key;
 pub mod key_encoding;
+mod last;
 mod layer;
 mod metrics;
 pub mod problem;

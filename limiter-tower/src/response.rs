@@ -21,6 +21,7 @@ use http::{Response, StatusCode};
 use http_body_util::Full;
 
 use crate::key::KeyError;
+use crate::last::Last;
 use crate::problem::{Problem, Template};
 
 /// Why the layer answered a request itself.
@@ -109,25 +110,19 @@ static RATE_LIMITED: LazyLock<Template> = LazyLock::new(|| {
 /// The `429` of a wait of `ms` milliseconds.
 ///
 /// Refusals come in floods, and those of one millisecond state the same
-/// wait: each thread keeps the last document it wrote and shares it (a
-/// reference count) while the wait repeats; another wait is written anew
-/// (one allocation).
+/// wait: each thread keeps the last document it wrote ([`Last`]) and
+/// shares it (a reference count) while the wait repeats; another wait is
+/// written anew (one allocation).
 fn rate_limited(ms: u64) -> Response<Full<Bytes>> {
-    let document = LAST_RATE_LIMITED.with_borrow_mut(|last| match last {
-        Some((n, document)) if *n == ms => document.clone(),
-        _ => {
-            let document = RATE_LIMITED.document(ms);
-            *last = Some((ms, document.clone()));
-            document
-        }
-    });
+    let document =
+        LAST_RATE_LIMITED.with_borrow_mut(|last| last.get(ms, || RATE_LIMITED.document(ms)));
     RATE_LIMITED.respond(document)
 }
 
 thread_local! {
     /// The last `429` document this thread wrote, with its wait in ms.
-    static LAST_RATE_LIMITED: std::cell::RefCell<Option<(u64, Bytes)>> =
-        const { std::cell::RefCell::new(None) };
+    static LAST_RATE_LIMITED: std::cell::RefCell<Last<u64, Bytes>> =
+        const { std::cell::RefCell::new(Last::new()) };
 }
 
 /// The detail of [`Rejection::RateLimited`] for a wait of `ms`
