@@ -52,14 +52,9 @@
 //! parsing the answers is not the server's cost). Throughput swings by a
 //! third between rounds on a shared 2-core machine, because other
 //! processes take the cores; the CPU time per request moves far less,
-//! since it counts only the time the server ran. It still has two modes
-//! on this machine (about 8.3 and 10 µs a request for every case, by how
-//! the server's and the load's four threads fall on the two cores), so a
-//! case's CPU time is its least over rounds: the machine only ever adds to
-//! it. So the summary's ratios are CPU-based, ratios of those least
-//! times, the throughput ratios a saturated machine of our own would show
-//! (the wall-clock ratios, and the medians of per-round CPU ratios, are
-//! printed beside them):
+//! since it counts only the time the server ran. So the summary's ratios
+//! are CPU-based, the throughput ratios a saturated machine of our own
+//! would show (the wall-clock ratios are printed beside them):
 //! * `ours_vs_none`, `keyed_vs_none`: the layer as configured by default,
 //!   rate-limit headers included;
 //! * `ours_vs_tower_governor`: the two keyed layers without headers
@@ -1016,16 +1011,6 @@ fn main() {
     let rps = |c: Case| median(results[c as usize].iter().map(|r| r.rps).collect());
     let p99 = |c: Case| median(results[c as usize].iter().map(|r| r.p99_us).collect());
     let cpu = |c: Case| median(results[c as usize].iter().map(|r| r.cpu_us).collect());
-    // The least CPU per request over rounds: the server's time is only
-    // ever added to by the machine (another process's cache traffic, a
-    // migration, the slower of the two placements of four threads on two
-    // cores), never taken away, so its least is its own cost.
-    let least = |c: Case| {
-        results[c as usize]
-            .iter()
-            .map(|r| r.cpu_us)
-            .fold(f64::INFINITY, f64::min)
-    };
     let achieved = |c: Case| median(results[c as usize].iter().map(|r| r.achieved_pct).collect());
     let async_1k = median(paced[0].clone());
     let async_10k = median(paced[1].clone());
@@ -1047,45 +1032,32 @@ fn main() {
         );
         return;
     }
-    println!("medians (and the least CPU per request of any round):");
+    println!("medians:");
     for case in Case::ALL {
         println!(
-            "  {:<18} {:>9.0} req/s  {:>6.2} us cpu/req (least {:>6.2})  p99 {:>7.1} us",
+            "  {:<18} {:>9.0} req/s  {:>6.2} us cpu/req  p99 {:>7.1} us",
             case.name(),
             rps(case),
             cpu(case),
-            least(case),
             p99(case)
         );
     }
-    // Ratios of capacity, a over b: from the server's least CPU per
-    // request over rounds (b's over a's), or, where the CPU measure is
-    // off, the median over rounds of each round's wall-clock ratio (the
-    // two cases ran minutes apart at most, so a slow stretch of the
-    // machine moves both).
+    // Ratios of capacity, a over b: the median over rounds of each
+    // round's ratio (the two cases ran minutes apart at most, so a slow
+    // stretch of the machine moves both), from the server's CPU per
+    // request (b's over a's), or from wall-clock throughput where the CPU
+    // measure is off.
     let per_round = |a: Case, b: Case, f: fn(&Round, &Round) -> f64| {
         let (ra, rb) = (&results[a as usize], &results[b as usize]);
         median(ra.iter().zip(rb).map(|(x, y)| f(x, y)).collect())
     };
     let ratio = |a: Case, b: Case| {
         if cpu(a) > 0.0 {
-            least(b) / least(a)
+            per_round(a, b, |x, y| y.cpu_us / x.cpu_us)
         } else {
             per_round(a, b, |x, y| x.rps / y.rps)
         }
     };
-    // The same from the median of each round's CPU ratio: what the summary
-    // read before, printed to show how much one round's placement moves it.
-    let cpu_per_round = |a: Case, b: Case| per_round(a, b, |x, y| y.cpu_us / x.cpu_us);
-    println!(
-        "CPU ratios as the median of per-round ratios: ours_vs_none={:.3} keyed_vs_none={:.3} ours_vs_tower_governor={:.3} reject_vs_allow={:.3} static_headers_vs_none={:.3} decide_static_headers_vs_none={:.3}",
-        cpu_per_round(Case::Ours, Case::None),
-        cpu_per_round(Case::Keyed, Case::None),
-        cpu_per_round(Case::KeyedBare, Case::TowerGovernor),
-        cpu_per_round(Case::Reject, Case::Ours),
-        cpu_per_round(Case::StaticHeaders, Case::None),
-        cpu_per_round(Case::DecideStaticHeaders, Case::None),
-    );
     let wall = |a: Case, b: Case| per_round(a, b, |x, y| x.rps / y.rps);
     println!(
         "wall-clock ratios: ours_vs_none={:.3} keyed_vs_none={:.3} ours_vs_tower_governor={:.3} reject_vs_allow={:.3} redis_vs_none={:.3}",
