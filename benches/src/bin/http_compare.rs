@@ -15,10 +15,12 @@
 //! drift hits all of them alike); the medians over rounds are reported, and
 //! each ratio is the median over rounds of that round's ratio.
 //!
-//! Cases: no layer; three floors through axum's `Router::layer` (an
+//! Cases: no layer; four floors through axum's `Router::layer` (an
 //! identity layer, which still costs the route nesting every layer gets;
 //! a response map adding our two rate-limit headers as static values:
-//! what sending those bytes costs without deciding or formatting; and a
+//! what sending those bytes costs without deciding or formatting; the
+//! same map asking governor's global limiter first: what deciding and
+//! sending them costs without headroom or formatting; and a
 //! layer answering every request with the reject case's 429, its headers
 //! and problem document taken once from our layer and cloned: what
 //! sending the refusal's bytes costs without deciding); our
