@@ -6,13 +6,10 @@
 //!
 //! A counting global allocator (this test binary's own) counts the
 //! allocations each thread makes; every measurement runs on the test's
-//! thread, in steady state (after warm-up requests, so the thread's cached
-//! `RateLimit-Policy` value, a refusal's `Retry-After` and `r=0` `RateLimit`
-//! values, and the limiter's keys exist), and is compared with what the
-//! same response costs when built by hand.
+//! thread, in steady state (after warm-up requests, so the thread's last
+//! header values and `429` document, and the limiter's keys, exist), and
+//! is compared with what the same response costs when built by hand.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -30,49 +27,9 @@ use limiter_tower::{
 };
 use tower::{Layer, Service};
 
-struct Counting;
-
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-// Safety: every call is forwarded to `System` unchanged; the counter is a
-// const-initialised thread-local without a destructor, which is safe to
-// touch from inside the allocator.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|n| n.set(n.get() + 1));
-        // Safety: the caller's contract is System's.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // Safety: the caller's contract is System's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|n| n.set(n.get() + 1));
-        // Safety: the caller's contract is System's.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.with(|n| n.set(n.get() + 1));
-        // Safety: the caller's contract is System's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Allocations `f` makes on this thread.
-fn allocations<T>(f: impl FnOnce() -> T) -> (u64, T) {
-    let before = ALLOCATIONS.with(Cell::get);
-    let out = f();
-    (ALLOCATIONS.with(Cell::get) - before, out)
-}
+#[path = "support/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::allocations;
 
 type Body = Full<Bytes>;
 
