@@ -15,7 +15,7 @@ use std::time::Duration;
 use http::Request;
 use limiter_gateway::Running;
 use peers::{Killable, NO_RULES, gateway};
-use support::{Gated, TempDir, client, empty, pattern_body, sample, text, until};
+use support::{Gated, TempDir, client, empty, pattern_body, refusing_address, sample, text, until};
 
 fn file(name: &str, addrs: &[String], extra: &str) -> String {
     let list = addrs
@@ -55,12 +55,6 @@ async fn available(gw: &Running, name: &str) -> f64 {
         &text(response).await,
         &format!("gateway_upstream_available_addresses{{upstream=\"{name}\"}}"),
     )
-}
-
-/// A loopback address nothing listens on.
-async fn dead_address() -> String {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    l.local_addr().unwrap().to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,7 +122,8 @@ async fn least_requests_avoids_the_busy_address() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_address_is_ejected_after_one_connect_failure() {
     let a = Killable::start("a").await;
-    let dead = dead_address().await;
+    let (dead, _refusing) = refusing_address();
+    let dead = dead.to_string();
     let dir = TempDir::new();
     let gw = gateway(
         dir.path(),

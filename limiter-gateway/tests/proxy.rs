@@ -12,7 +12,7 @@ use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use limiter_gateway::echo::{Echo, pattern, pattern_byte};
-use support::{ChannelBody, Rig, client, empty, pattern_body, text};
+use support::{ChannelBody, Rig, client, empty, pattern_body, refusing_address, text};
 use tokio::sync::{mpsc, oneshot};
 
 const NO_RULES: &str = "rate_limits: {}\n";
@@ -204,11 +204,7 @@ async fn problem_of(response: hyper::Response<Incoming>) -> (StatusCode, String)
 
 #[tokio::test]
 async fn a_refused_connection_is_502_with_a_problem_document() {
-    // A port that was just free: nothing listens there.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let (closed, _refusing) = refusing_address();
     let rig = Rig::start(NO_RULES, &format!("http://{closed}"), |_| {}).await;
     let response = client()
         .request(Request::get(rig.url("/x")).body(empty()).unwrap())

@@ -82,6 +82,15 @@ pub(crate) fn pattern_body(len: u64, sized: bool) -> ClientBody {
     Either::Left(Either::Right(PatternBody::new(len, sized)))
 }
 
+/// A loopback address that refuses connections for as long as the
+/// returned socket lives: bound, so no other test (they run in parallel)
+/// can take the port, and never listening, so a connection gets a reset.
+pub(crate) fn refusing_address() -> (std::net::SocketAddr, tokio::net::TcpSocket) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    (socket.local_addr().unwrap(), socket)
+}
+
 pub(crate) fn client() -> Client<HttpConnector, ClientBody> {
     Client::builder(TokioExecutor::new()).build(HttpConnector::new())
 }
