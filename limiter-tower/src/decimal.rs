@@ -59,6 +59,14 @@ impl Decimal {
     }
 }
 
+/// The digits, so that a `Bytes` can own them where they are
+/// (`Bytes::from_owner`: one allocation, shared by every clone).
+impl AsRef<[u8]> for Decimal {
+    fn as_ref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

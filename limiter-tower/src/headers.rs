@@ -88,9 +88,10 @@ pub(crate) fn retry_after_value(wait: Duration) -> HeaderValue {
     let secs = retry_after_secs(wait);
     LAST_RETRY_AFTER.with_borrow_mut(|last| {
         last.get(secs, || {
-            // Decimal digits are a valid header value; http's own
-            // formatter (two allocations) stands in should that ever fail.
-            HeaderValue::from_bytes(Decimal::new(secs).as_bytes())
+            // Decimal digits are a valid header value, moved whole into
+            // the one allocation the kept copy shares; http's own
+            // formatter stands in should that ever fail.
+            HeaderValue::from_maybe_shared(bytes::Bytes::from_owner(Decimal::new(secs)))
                 .unwrap_or_else(|_| HeaderValue::from(secs))
         })
     })

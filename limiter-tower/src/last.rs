@@ -9,7 +9,11 @@
 //! own (a `thread_local!`: no lock, no atomic on the lookup) and answers a
 //! repeat with a clone, which for `Bytes` and `HeaderValue` is a reference
 //! count instead of formatting and an allocation. A key that changes on
-//! every response costs what it would without the cache, plus the compare.
+//! every response pays the compare, and a value that is not shared from
+//! the start (a `Bytes` made from a `Vec` allocates its shared count on
+//! its first clone) one allocation more: so the values whose numbers can
+//! change on every response (`RateLimit`, `Retry-After`) are made shared
+//! from the start (`Bytes::from_owner`, one allocation).
 
 /// The last value made, with the key it was made from.
 #[derive(Debug)]

@@ -112,7 +112,8 @@ static RATE_LIMITED: LazyLock<Template> = LazyLock::new(|| {
 /// Refusals come in floods, and those of one millisecond state the same
 /// wait: each thread keeps the last document it wrote ([`Last`]) and
 /// shares it (a reference count) while the wait repeats; another wait is
-/// written anew (one allocation).
+/// written anew (two allocations: the document, and the count its kept
+/// copy shares).
 fn rate_limited(ms: u64) -> Response<Full<Bytes>> {
     let document =
         LAST_RATE_LIMITED.with_borrow_mut(|last| last.get(ms, || RATE_LIMITED.document(ms)));
