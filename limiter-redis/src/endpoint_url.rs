@@ -6,7 +6,8 @@ use std::collections::HashMap;
 
 use redis::{ConnectionAddr, IntoConnectionInfo};
 
-use crate::endpoint::{Credentials, EndpointError, RedisEndpoint, RedisTls, Servers};
+use crate::endpoint::{Credentials, EndpointError, RedisEndpoint, Servers};
+use crate::tls::RedisTls;
 
 impl RedisEndpoint {
     /// The endpoint a URL describes (forms in the
@@ -81,6 +82,11 @@ fn one_server(url: &str) -> Result<RedisEndpoint, EndpointError> {
             },
             false,
         ),
+        other => {
+            return Err(EndpointError::InvalidUrl {
+                reason: format!("an address this client cannot reach: {other}"),
+            });
+        }
     };
     if let Some(password) = settings.password() {
         endpoint = endpoint.with_auth(settings.username(), password);

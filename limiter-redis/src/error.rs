@@ -319,21 +319,25 @@ impl From<redis::RedisError> for RedisLimitError {
 }
 
 /// Whether a rustls error is among the causes of `e` (a handshake that
-/// failed, on our side or by the server's alert).
+/// failed, on our side or by the server's alert). redis-rs keeps an I/O
+/// error behind an `Arc`, and the rustls error inside the I/O error: both
+/// are looked through.
 fn is_tls_failure(e: &redis::RedisError) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(c) = cause {
-        if c.downcast_ref::<rustls::Error>().is_some() {
+    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+    fn is_tls(e: &(dyn std::error::Error + 'static)) -> bool {
+        if e.downcast_ref::<rustls::Error>().is_some() {
             return true;
         }
-        if let Some(io) = c.downcast_ref::<std::io::Error>()
-            && io
-                .get_ref()
-                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+        if let Some(shared) = e.downcast_ref::<Shared>() {
+            return is_tls(&**shared);
+        }
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
         {
-            return true;
+            return is_tls(inner);
         }
-        cause = c.source();
+        e.source().is_some_and(is_tls)
     }
-    false
+    std::error::Error::source(e).is_some_and(is_tls)
 }

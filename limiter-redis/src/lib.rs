@@ -84,15 +84,17 @@ mod script;
 mod sentinel;
 mod take;
 mod time;
+mod tls;
 mod two_tier;
 
 pub use admission::{Admission, Source};
 pub use builder::RedisLimiterBuilder;
 pub use connection::RedisConnection;
-pub use endpoint::{EndpointError, RedisEndpoint, RedisTls};
+pub use endpoint::{EndpointError, RedisEndpoint};
 pub use error::RedisLimitError;
 pub use limiter::RedisLimiter;
 pub use policy::FailurePolicy;
 pub use sentinel::SentinelConnection;
 pub use time::{SystemClock, TimeSource, quota_in_micros};
+pub use tls::RedisTls;
 pub use two_tier::TwoTierLimiter;

@@ -146,7 +146,7 @@ async fn watch(shared: Weak<Shared>) {
             None => None,
         };
         let reported = match reported {
-            Some(addr) => addr,
+            Some(addr) => Some(addr),
             None => {
                 // (Re)connect to the first sentinel that answers.
                 sentinel = None;

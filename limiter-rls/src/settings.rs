@@ -20,7 +20,7 @@ pub enum Store {
     /// Redis (`BACKEND_TYPE=redis`): one server, a cluster or a Sentinel
     /// master, with TLS and credentials, from `REDIS_TYPE`, `REDIS_URL`,
     /// `REDIS_AUTH`, `REDIS_SENTINEL_AUTH` and `REDIS_TLS*` (docs/rls.md).
-    Redis(limiter_redis::RedisEndpoint),
+    Redis(Box<limiter_redis::RedisEndpoint>),
 }
 
 /// Everything the binary reads from the environment.
@@ -231,7 +231,7 @@ impl Settings {
             .as_str()
         {
             "memory" => Store::Memory,
-            "redis" => Store::Redis(crate::redis_env::endpoint(&get, &bool_of)?),
+            "redis" => Store::Redis(Box::new(crate::redis_env::endpoint(&get, &bool_of)?)),
             other => {
                 return Err(SettingError {
                     name: "BACKEND_TYPE",

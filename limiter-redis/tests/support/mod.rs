@@ -10,7 +10,6 @@
 
 pub(crate) mod cluster;
 pub(crate) mod sentinel;
-pub(crate) mod tls;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
