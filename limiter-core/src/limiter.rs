@@ -384,9 +384,7 @@ impl<C: Clock> RateLimiter<C> {
     /// (`None` for a grant made of a refund, which writes no word).
     /// `REREAD`: this is the decision again on a fresh clock reading, after
     /// a refusal on a stale one (see the refusal arms); it is not repeated.
-    /// Always inlined: out of line it cost the deny path a quarter more
-    /// instructions (callgrind).
-    #[inline(always)]
+    #[inline]
     fn decide_at<const CANCELLABLE: bool, const REREAD: bool>(
         &self,
         clock_now: u64,
