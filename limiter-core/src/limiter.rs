@@ -95,6 +95,16 @@ struct Changes {
     pending: Pending,
 }
 
+/// What a decision is for: a plain try, or a reservation that may be
+/// cancelled (and may be served from a refund).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ask {
+    /// `try_acquire*`: now or never, not cancellable.
+    Try,
+    /// `reserve_n*`: a slot within `max_wait`, cancellable.
+    Reserve,
+}
+
 /// What a successful decision wrote: the new `tat` at limiter time `now`,
 /// under `params`, for a caller that may use `usable` permits of the burst.
 #[derive(Debug, Clone, Copy)]
@@ -253,7 +263,7 @@ impl<C: Clock> RateLimiter<C> {
     #[cold]
     #[inline(never)]
     fn try_contended(&self, n: u32) -> Result<(), AcquireError> {
-        self.reserve_at::<false>(self.clock.now(), n, 0, |p| p.burst)
+        self.reserve_at(Ask::Try, self.clock.now(), n, 0, |p| p.burst)
             .map(|_| ())
     }
 
@@ -289,7 +299,7 @@ impl<C: Clock> RateLimiter<C> {
     #[inline]
     pub fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
         let now = self.clock.now();
-        self.reserve_at::<true>(now, n, saturating_nanos(max_wait), |p| p.burst)
+        self.reserve_at(Ask::Reserve, now, n, saturating_nanos(max_wait), |p| p.burst)
     }
 
     /// As [`reserve_n`](RateLimiter::reserve_n), with the [`Headroom`] the
@@ -344,7 +354,7 @@ impl<C: Clock> RateLimiter<C> {
         usable: impl Fn(Params) -> u32,
     ) -> Result<(Reservation, Headroom), AcquireError> {
         let (reservation, decided) =
-            self.decide_at::<true, false>(clock_now, n, max_wait, usable)?;
+            self.decide_at(Ask::Reserve, clock_now, n, max_wait, usable)?;
         let headroom = match decided {
             Some(d) => {
                 let (remaining, refill_in) =
@@ -365,41 +375,44 @@ impl<C: Clock> RateLimiter<C> {
     /// The decision at the clock reading `clock_now`, shared by every
     /// acquiring method. `usable(params)` is how much of the quota's burst
     /// this caller may use (all of it, except for the lower priority tiers).
-    /// `CANCELLABLE` reservations record the quota-change count so `cancel`
-    /// can check it, and may take a refund; plain tries skip both.
+    /// A reservation (`Ask::Reserve`) records the quota-change count so
+    /// `cancel` can check it, and may take a refund; a plain try skips both.
     #[inline]
-    pub(crate) fn reserve_at<const CANCELLABLE: bool>(
+    pub(crate) fn reserve_at(
         &self,
+        ask: Ask,
         clock_now: u64,
         n: u32,
         max_wait: u64,
         usable: impl Fn(Params) -> u32,
     ) -> Result<Reservation, AcquireError> {
         // Inlined: the unused `Decided` costs nothing.
-        self.decide_at::<CANCELLABLE, false>(clock_now, n, max_wait, usable)
+        self.decide_at(ask, clock_now, n, max_wait, usable)
             .map(|(reservation, _)| reservation)
     }
 
     /// [`reserve_at`](RateLimiter::reserve_at), with what the decision wrote
     /// (`None` for a grant made of a refund, which writes no word).
-    /// `REREAD`: this is the decision again on a fresh clock reading, after
-    /// a refusal on a stale one (see the refusal arms); it is not repeated.
     #[inline]
-    fn decide_at<const CANCELLABLE: bool, const REREAD: bool>(
+    fn decide_at(
         &self,
-        clock_now: u64,
+        ask: Ask,
+        mut clock_now: u64,
         n: u32,
         max_wait: u64,
         usable: impl Fn(Params) -> u32,
     ) -> Result<(Reservation, Option<Decided>), AcquireError> {
-        let now = self.epoch.elapsed(clock_now);
+        let cancellable = ask == Ask::Reserve;
         let limit = self.epoch.limit();
+        // Whether the clock was read again after a refusal on a stale reading.
+        let mut reread = false;
         loop {
+            let now = self.epoch.elapsed(clock_now);
             let decided = self.state.update_retried(|word| {
                 // Read before the decision: a quota change that begins after
                 // this read moves the word, so our CAS fails and we read it
                 // again.
-                let changes = if CANCELLABLE { self.changes_made() } else { 0 };
+                let changes = if cancellable { self.changes_made() } else { 0 };
                 let read = self.read(word);
                 let usable = usable(read.params);
                 match gcra::reserve_within(tat(word), now, n, max_wait, read.params, usable, limit) {
@@ -409,7 +422,7 @@ impl<C: Clock> RateLimiter<C> {
                         // The word with its tat replaced, generation kept.
                         let after = (word ^ tat(word)) | grant.tat;
                         let slot = now + grant.wait;
-                        let undo = if CANCELLABLE && n != 0 {
+                        let undo = if cancellable && n != 0 {
                             Undo::Word {
                                 before: word,
                                 after,
@@ -445,7 +458,7 @@ impl<C: Clock> RateLimiter<C> {
                         continue;
                     }
                     #[cfg(feature = "std")]
-                    if CANCELLABLE && full && reservation.wait != 0 && self.refunds_pending() {
+                    if cancellable && full && reservation.wait != 0 && self.refunds_pending() {
                         let fresh = reservation.undo;
                         let chosen = self.prefer_refund(reservation, now, max_wait);
                         let decided = (chosen.undo == fresh).then_some(decided);
@@ -459,12 +472,13 @@ impl<C: Clock> RateLimiter<C> {
                 // may have moved the word past what that reading allows. Read
                 // the clock once more and decide afresh, so contention alone
                 // does not refuse a request that conforms now.
-                Err(((AcquireError::RateLimited { .. }, _), true)) if !REREAD => {
-                    return self.decide_on_a_fresh_reading::<CANCELLABLE>(n, max_wait, &usable);
+                Err(((AcquireError::RateLimited { .. }, _), true)) if !reread => {
+                    clock_now = self.clock.now();
+                    reread = true;
                 }
                 #[cfg(feature = "std")]
                 Err(((AcquireError::RateLimited { wait }, read), _))
-                    if CANCELLABLE
+                    if cancellable
                         && usable(read.params) == read.params.burst
                         && self.refunds_pending() =>
                 {
@@ -488,20 +502,6 @@ impl<C: Clock> RateLimiter<C> {
                 Err(((error, _), _)) => return Err(error),
             }
         }
-    }
-
-    /// The decision again on a new clock reading, once: out of line, so the
-    /// common paths stay as small as they were (`dyn`, so that instantiating
-    /// it does not instantiate another `decide_at` without end).
-    #[cold]
-    #[inline(never)]
-    fn decide_on_a_fresh_reading<const CANCELLABLE: bool>(
-        &self,
-        n: u32,
-        max_wait: u64,
-        usable: &dyn Fn(Params) -> u32,
-    ) -> Result<(Reservation, Option<Decided>), AcquireError> {
-        self.decide_at::<CANCELLABLE, true>(self.clock.now(), n, max_wait, usable)
     }
 
     /// A reservation of this limiter for `n` permits at limiter time `slot`,
