@@ -71,7 +71,10 @@ async fn follows_paused_time(limiter: &AsyncLimiter) {
     let start = Instant::now();
     limiter.take().await.expect("in range");
     let late = start.elapsed() - Duration::from_millis(40);
-    assert!(late <= Duration::from_millis(1), "woke {late:?} after the slot");
+    assert!(
+        late <= Duration::from_millis(1),
+        "woke {late:?} after the slot"
+    );
     assert_eq!(
         limiter.try_acquire(),
         Err(AcquireError::RateLimited {

@@ -30,7 +30,9 @@ use crate::error::AcquireError;
 use crate::gcra::{self, Params, Refusal};
 use crate::identity::Owner;
 use crate::quota::{Quota, saturating_nanos};
-use crate::quota_versions::{QuotaRead, QuotaVersions, generation, next_change_generation, pack, tat};
+use crate::quota_versions::{
+    QuotaRead, QuotaVersions, generation, next_change_generation, pack, tat,
+};
 #[cfg(feature = "std")]
 use crate::refunds::{Pending, Refund, WordUndo};
 use crate::reservation::{Headroom, Reservation, Undo};
@@ -248,8 +250,7 @@ impl<C: Clock> RateLimiter<C> {
                 // only if the CAS succeeds on the word decided on and the
                 // entry was not rewritten meanwhile (rule 2).
                 let after = (word ^ tat(word)) | grant.tat;
-                (self.state.replace_if(word, after) && self.unchanged_since(read))
-                    .then_some(Ok(()))
+                (self.state.replace_if(word, after) && self.unchanged_since(read)).then_some(Ok(()))
             }
             // A refusal writes nothing, and was decided on a whole quota.
             Err(refusal) => Some(Err(acquire_error(refusal, n, clock_now, p.burst))),
@@ -299,7 +300,9 @@ impl<C: Clock> RateLimiter<C> {
     #[inline]
     pub fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
         let now = self.clock.now();
-        self.reserve_at(Ask::Reserve, now, n, saturating_nanos(max_wait), |p| p.burst)
+        self.reserve_at(Ask::Reserve, now, n, saturating_nanos(max_wait), |p| {
+            p.burst
+        })
     }
 
     /// As [`reserve_n`](RateLimiter::reserve_n), with the [`Headroom`] the
@@ -415,7 +418,8 @@ impl<C: Clock> RateLimiter<C> {
                 let changes = if cancellable { self.changes_made() } else { 0 };
                 let read = self.read(word);
                 let usable = usable(read.params);
-                match gcra::reserve_within(tat(word), now, n, max_wait, read.params, usable, limit) {
+                match gcra::reserve_within(tat(word), now, n, max_wait, read.params, usable, limit)
+                {
                     Ok(grant) => {
                         #[cfg(all(test, not(loom)))]
                         tests::stall_before_cas();
@@ -814,7 +818,9 @@ impl<C: Clock> RateLimiter<C> {
     /// How many quota changes have begun (0 before the first).
     #[inline]
     fn changes_made(&self) -> u64 {
-        self.changes.get().map_or(0, |changes| changes.quotas.changes())
+        self.changes
+            .get()
+            .map_or(0, |changes| changes.quotas.changes())
     }
 
     /// Whether the refund table may hold refunds (a hint, read without the
@@ -822,7 +828,9 @@ impl<C: Clock> RateLimiter<C> {
     #[cfg(feature = "std")]
     #[inline]
     fn refunds_pending(&self) -> bool {
-        self.changes.get().is_some_and(|changes| changes.pending.any())
+        self.changes
+            .get()
+            .is_some_and(|changes| changes.pending.any())
     }
 
     /// The change table, made on first use. Threads that race to make it

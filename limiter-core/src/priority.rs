@@ -318,7 +318,9 @@ impl<C: Clock> PriorityLimiter<C> {
         };
         let now = self.limiter.clock().now();
         self.limiter
-            .reserve_at(Ask::Reserve, now, n, max_wait, |p: Params| share.usable(p.burst))
+            .reserve_at(Ask::Reserve, now, n, max_wait, |p: Params| {
+                share.usable(p.burst)
+            })
     }
 
     /// Permits `class` could take now: the largest `n` for which

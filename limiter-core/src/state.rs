@@ -97,9 +97,7 @@ pub(crate) struct AtomicState<A: AtomicWord = AtomicU64> {
 
 impl<A: AtomicWord> AtomicState<A> {
     pub(crate) fn new(word: A::Value) -> AtomicState<A> {
-        AtomicState {
-            word: A::new(word),
-        }
+        AtomicState { word: A::new(word) }
     }
 
     /// The current word.

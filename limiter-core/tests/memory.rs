@@ -39,7 +39,11 @@ fn quota_changes_and_cancellations_work_from_the_compact_limiter() {
     let _second = limiter.reserve_n(1, Duration::MAX).unwrap(); // slot at 200 ms
     assert!(limiter.cancel(first), "not the last: its slot is refunded");
     let next = limiter.reserve_n(1, Duration::MAX).unwrap();
-    assert_eq!(next.wait(), Duration::from_millis(100), "the refunded slot, reused");
+    assert_eq!(
+        next.wait(),
+        Duration::from_millis(100),
+        "the refunded slot, reused"
+    );
     limiter.set_quota(Quota::per_second(20).unwrap());
     assert_eq!(limiter.quota(), Quota::per_second(20).unwrap());
     clock.advance(Duration::from_secs(1));
