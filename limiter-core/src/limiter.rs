@@ -952,6 +952,22 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn the_change_table_is_432_bytes_and_made_on_first_use() {
+        // The size the README states for the block a change allocates.
+        assert_eq!(core::mem::size_of::<Changes>(), 432);
+        let limiter = RateLimiter::with_clock(Quota::per_second(10).unwrap(), ManualClock::new());
+        limiter.try_acquire().unwrap();
+        let _ = limiter.reserve_n(1, Duration::MAX).unwrap();
+        assert!(
+            limiter.changes.get().is_none(),
+            "decisions allocate nothing"
+        );
+        limiter.set_quota(Quota::per_second(20).unwrap());
+        assert!(limiter.changes.get().is_some());
+    }
+
+    #[test]
     fn a_refusal_after_a_lost_cas_reads_the_clock_again() {
         // t = 100 ms, burst 2, idle at 0. A decision reads the clock at 0;
         // before its CAS the clock reaches 1 s and another caller takes one
