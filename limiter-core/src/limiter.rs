@@ -157,14 +157,20 @@ impl<C: Clock> RateLimiter<C> {
     /// # Ok::<(), limiter_core::QuotaError>(())
     /// ```
     pub fn with_clock(quota: Quota, clock: C) -> RateLimiter<C> {
-        RateLimiter {
+        let limiter = RateLimiter {
             state: AtomicState::new(pack(0, 0)),
             first: Params::from(quota),
             changes: OnceBox::new(),
             epoch: Epoch::at(clock.now()),
             owner: Owner::new(),
             clock,
-        }
+        };
+        // loom does not model `OnceBox`'s pointer, so it would not see the
+        // block's atomics published: the models make it here, before the
+        // limiter is shared, and check the protocol on the word and slots.
+        #[cfg(loom)]
+        limiter.changes();
+        limiter
     }
 
     /// Takes one permit if it is available now.
