@@ -5,10 +5,10 @@
 //! clock is made, and "now" is the time since then, read one of two ways,
 //! chosen when the clock is made:
 //!
-//! * **Virtual time** (tokio's clock is paused when the clock is made, as in
-//!   `#[tokio::test(start_paused = true)]`, or the clock was made with
-//!   [`TokioClock::tokio_time`]): `tokio::time::Instant::now()` minus the
-//!   origin. Paused time drives the limiter, exactly: its decisions and its
+//! * **Virtual time** (the `test-util` feature, the clock made with
+//!   [`TokioClock::tokio_time`], or tokio's clock paused when the clock is
+//!   made): `tokio::time::Instant::now()` minus the origin, read at each
+//!   call. Paused time drives the limiter, exactly: its decisions and its
 //!   timers see the same instants.
 //! * **Real time** (every other case, i.e. production): the process-wide
 //!   fast clock of [`crate::real_time`] (the CPU counter the core's default
@@ -29,9 +29,12 @@
 //!   real time they pair the two clocks at the call (`instant_at(n) =
 //!   Instant::now() + (n − now())`), so no drift between the counter and
 //!   the system clock can accumulate.
-//! * A clock made in real time keeps reading real time if tokio's time is
-//!   paused later: make the limiter after pausing (as `start_paused` does),
-//!   or on [`TokioClock::tokio_time`].
+//! * With the `test-util` feature every clock is made in virtual time
+//!   ([`TokioClock::tokio_time`]): it reads tokio's clock at each call and
+//!   follows paused time whenever time is paused, however the clock was
+//!   made. Without it, tokio's time is only paused if tokio's own
+//!   `test-util` is enabled by another crate; a clock made while it is
+//!   paused then reads tokio's clock, one made before does not.
 
 use core::time::Duration;
 
@@ -43,11 +46,14 @@ use crate::real_time::{Counter, tokio_follows_real_time};
 /// A [`Clock`] on tokio's time scale: nanoseconds since an origin
 /// [`Instant`].
 ///
-/// Made while tokio's time is paused (`#[tokio::test(start_paused = true)]`,
-/// or after `tokio::time::pause`), it reads tokio's clock, so limiter tests
-/// run in exact virtual time. Made at any other time, it reads the core's
-/// fast real-time clock (the CPU counter), at a third of the cost, on the
-/// same scale. Copies share the origin and the mode.
+/// With the crate's `test-util` feature (enable it in `[dev-dependencies]`
+/// where you would enable tokio's), it reads tokio's clock at every call,
+/// so it follows paused time whenever time is paused, whether it was made
+/// before or after `tokio::time::pause`: limiter tests run in exact
+/// virtual time. Without the feature it reads the core's fast real-time
+/// clock (the CPU counter), at a third of the cost of an `Instant` read, on
+/// the same scale (unless made while tokio's time is paused). Copies share
+/// the origin and the mode.
 ///
 /// # Examples
 ///
@@ -75,8 +81,8 @@ pub struct TokioClock {
 impl TokioClock {
     /// A clock whose origin is tokio's "now" (the runtime's clock when
     /// called inside a runtime, the system's monotonic clock otherwise).
-    /// It reads tokio's clock if that is paused now, the fast real-time
-    /// clock otherwise.
+    /// It reads tokio's clock with the `test-util` feature (or if tokio's
+    /// clock is paused now), the fast real-time clock otherwise.
     ///
     /// # Examples
     ///
@@ -95,8 +101,9 @@ impl TokioClock {
     }
 
     /// A clock counting from `origin`. Instants before it read as 0. Like
-    /// [`new`](TokioClock::new), it reads tokio's clock if that is paused
-    /// now, the fast real-time clock otherwise.
+    /// [`new`](TokioClock::new), it reads tokio's clock with the `test-util`
+    /// feature (or if tokio's clock is paused now), the fast real-time clock
+    /// otherwise.
     ///
     /// # Examples
     ///
@@ -113,7 +120,7 @@ impl TokioClock {
     /// # }
     /// ```
     pub fn with_origin(origin: Instant) -> TokioClock {
-        if !tokio_follows_real_time() {
+        if cfg!(feature = "test-util") || !tokio_follows_real_time() {
             return TokioClock::tokio_time(origin);
         }
         match Counter::since(origin) {
@@ -129,8 +136,8 @@ impl TokioClock {
 
     /// A clock counting from `origin` that reads tokio's clock on every
     /// call, whatever the runtime's state: it follows `tokio::time::pause`,
-    /// `advance` and `resume` at any point, for tests that pause time after
-    /// making their limiter. Costs an `Instant` read per decision.
+    /// `advance` and `resume` at any point. Costs an `Instant` read per
+    /// decision. With the `test-util` feature every clock is made so.
     ///
     /// # Examples
     ///
@@ -152,17 +159,20 @@ impl TokioClock {
         TokioClock { origin, fast: None }
     }
 
-    /// Whether this clock reads tokio's clock (virtual time: made while
-    /// time was paused, or by [`tokio_time`](TokioClock::tokio_time)) rather
-    /// than the fast real-time clock.
+    /// Whether this clock reads tokio's clock (virtual time: the
+    /// `test-util` feature, made while time was paused, or by
+    /// [`tokio_time`](TokioClock::tokio_time)) rather than the fast
+    /// real-time clock.
     ///
     /// # Examples
     ///
     /// ```
     /// use limiter_async::TokioClock;
     ///
-    /// // Outside a runtime, tokio's clock is the system clock: real time.
+    /// // Without `test-util`, outside a runtime: real time.
+    /// # if !cfg!(feature = "test-util") {
     /// assert!(!TokioClock::new().reads_tokio());
+    /// # }
     /// ```
     pub fn reads_tokio(&self) -> bool {
         self.fast.is_none()
@@ -326,10 +336,11 @@ mod tests {
     }
 
     #[test]
-    fn a_real_time_clock_reads_on_the_origin_scale() {
-        // Made outside a runtime: real time. An origin a minute back reads
-        // at least a minute (less if the machine booted less than a minute
-        // ago), and converting back and forth stays on that side of it.
+    fn a_clock_made_outside_a_runtime_reads_on_the_origin_scale() {
+        // Made outside a runtime: real time, unless `test-util` makes it
+        // read tokio's clock (the system clock here). An origin a minute
+        // back reads at least a minute (less if the machine booted less than
+        // a minute ago), and converting back and forth stays on that side.
         // As far back as the monotonic clock reaches (it starts at boot).
         let now = Instant::now();
         let back = [60_000, 1_000, 1]
@@ -339,7 +350,7 @@ mod tests {
             .expect("the monotonic clock is at least 1 ms past its start");
         let origin = now - back;
         let clock = TokioClock::with_origin(origin);
-        assert!(!clock.reads_tokio());
+        assert_eq!(clock.reads_tokio(), cfg!(feature = "test-util"));
         assert!(clock.now() >= u64::try_from(back.as_nanos()).expect("fits"));
         assert!(clock.instant_at(0) <= Instant::now());
         assert_eq!(clock.nanos_at(origin - Duration::from_secs(1)), 0);

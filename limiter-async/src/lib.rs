@@ -33,11 +33,12 @@
 //!   timer thread within tens of microseconds ([`WakeUp::Precise`], the
 //!   default) rather than on tokio's next 1 ms tick, so even burst 1 keeps
 //!   its rate up to about 10,000/s for one task (see `docs/async.md`).
-//! * **Exact under paused time.** A [`TokioClock`] made while tokio's time
-//!   is paused reads tokio's clock, and every wait in paused time sleeps on
-//!   tokio's timer: tests run in exact virtual time. Made in real time it
-//!   reads the CPU counter, so a free permit costs what the sync path
-//!   costs.
+//! * **Exact under paused time.** With the `test-util` feature (enable it
+//!   in `[dev-dependencies]`, as tokio's), every [`TokioClock`] reads
+//!   tokio's clock, whenever it was made, and every wait in paused time
+//!   sleeps on tokio's timer: tests run in exact virtual time. Without it a
+//!   `TokioClock` reads the CPU counter, so a free permit costs what the
+//!   sync path costs.
 //! * **Deadlines decided up front.** A timed acquisition computes its slot
 //!   first and fails at once, consuming nothing, when the slot is too late.
 //! * **Cancel safety.** Dropping a waiting future gives its permits back to
@@ -53,6 +54,14 @@
 //! cancels on drop), `wake` ([`WakeUp`]: which timer), `precise` (the timer
 //! thread) and `alarm` (how it sleeps: a timerfd on Linux), `limiter`
 //! ([`AsyncLimiter`]), `throttle` ([`Throttled`]).
+//!
+//! # Features
+//!
+//! * `test-util`: every [`TokioClock`] reads tokio's clock at each call and
+//!   follows tokio's paused time (`start_paused`, `pause`, `advance`,
+//!   `resume`) whenever time is paused. For tests; enables tokio's
+//!   `test-util`. Without it a clock reads the CPU counter (a third of an
+//!   `Instant` read), or tokio's clock if it was made while time was paused.
 //!
 //! # Example
 //!

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
-use limiter_async::{AsyncLimiter, PRECISE_RANGE, TokioClock, WakeUp};
+use limiter_async::{AsyncLimiter, PRECISE_RANGE, WakeUp};
 use limiter_core::{AcquireError, ManualClock, Quota, RateLimiter};
 use tokio::time::Instant;
 
@@ -52,15 +52,9 @@ async fn both_wake_ups_give_the_same_exact_virtual_times() {
     }
 }
 
-#[tokio::test]
-async fn a_clock_made_before_pausing_follows_paused_time_when_asked_to() {
-    // `TokioClock::new` made in real time reads real time; `tokio_time`
-    // reads tokio's clock whenever it is paused, so this test, which
-    // pauses time after making its limiter, stays exact.
-    assert!(!TokioClock::new().reads_tokio());
-    let clock = TokioClock::tokio_time(Instant::now());
-    let limiter = AsyncLimiter::with_clock(quota(10, 1), clock);
-    tokio::time::pause();
+/// Takes one free permit, then checks that the wait of a 10/s, burst 1
+/// limiter shrinks exactly as paused time is advanced.
+async fn follows_paused_time(limiter: &AsyncLimiter) {
     limiter.take().await.expect("free");
     let limited = |ms| {
         Err(AcquireError::RateLimited {
@@ -71,8 +65,36 @@ async fn a_clock_made_before_pausing_follows_paused_time_when_asked_to() {
     assert_eq!(limiter.try_acquire(), limited(100));
     tokio::time::advance(Duration::from_millis(60)).await;
     assert_eq!(limiter.try_acquire(), limited(40));
-    tokio::time::advance(Duration::from_millis(40)).await;
-    assert_eq!(limiter.try_acquire(), Ok(()));
+    // A waiter sleeps in virtual time to its slot 40 ms on (tokio's timer
+    // wakes on its next millisecond tick, which a limiter made in real time
+    // need not be aligned with), and the limiter saw that time pass.
+    let start = Instant::now();
+    limiter.take().await.expect("in range");
+    let late = start.elapsed() - Duration::from_millis(40);
+    assert!(
+        late <= Duration::from_millis(1),
+        "woke {late:?} after the slot"
+    );
+    assert_eq!(
+        limiter.try_acquire(),
+        Err(AcquireError::RateLimited {
+            wait: Duration::from_millis(100) - late
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_limiter_made_before_pausing_follows_paused_time() {
+    let limiter = AsyncLimiter::new(quota(10, 1));
+    tokio::time::pause();
+    follows_paused_time(&limiter).await;
+}
+
+#[tokio::test]
+async fn a_limiter_made_after_pausing_follows_paused_time() {
+    tokio::time::pause();
+    let limiter = AsyncLimiter::new(quota(10, 1));
+    follows_paused_time(&limiter).await;
 }
 
 #[tokio::test]

@@ -22,11 +22,6 @@
 //! `burst_span ≤ MAX_SPAN`, with `MAX_SPAN < 2^60`. Every sum below therefore
 //! stays under 2^62 and cannot overflow a `u64`; `now` beyond `limit` is
 //! refused before any arithmetic, and so is a new `tat` beyond it.
-//! [`reserve_in_span`] also takes a torn read (`t`, `usable` and the span
-//! each a valid quota's, possibly of different quotas; see
-//! [`crate::quota_versions`]): its one product saturates, so it cannot
-//! overflow, and a saturated `tat` is refused as out of range (its caller
-//! discards such an outcome).
 //!
 //! Nothing here touches an atomic: the CAS loop lives in [`crate::state`], and
 //! these functions are tested on their own (and against a `u128` reference
@@ -41,14 +36,6 @@ pub(crate) struct Params {
     pub(crate) t: u64,
     /// Burst, at least 1, with `t · burst ≤ MAX_SPAN`.
     pub(crate) burst: u32,
-}
-
-impl Params {
-    /// The burst span `t · burst`, at most `MAX_SPAN` for a valid quota.
-    #[inline]
-    pub(crate) fn span(self) -> u64 {
-        self.t * u64::from(self.burst)
-    }
 }
 
 impl From<Params> for Quota {
@@ -120,61 +107,16 @@ pub(crate) fn reserve_within(
     if n > usable {
         return Err(Refusal::Insufficient);
     }
-    // usable ≤ burst, so usable·t ≤ burst_span ≤ MAX_SPAN.
-    reserve_in_span(
-        tat,
-        now,
-        n,
-        max_wait,
-        p.t,
-        usable,
-        u64::from(usable) * p.t,
-        limit,
-    )
-}
-
-/// [`reserve_within`] with the usable span `usable · t` given (`span`), for
-/// a caller that reads it from the quota entry rather than multiplying. On
-/// a valid quota the two agree exactly. A torn read may pass any `t ≤
-/// MAX_SPAN`, `usable` and `span ≤ 2^62` (module docs): nothing overflows,
-/// and the caller discards the outcome.
-///
-/// `n > usable` is refused as [`Refusal::Insufficient`]; `usable` is taken
-/// as at least 1 (every valid quota's is), so that a one-permit request
-/// needs no such check at all.
-#[inline]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn reserve_in_span(
-    tat: u64,
-    now: u64,
-    n: u32,
-    max_wait: u64,
-    t: u64,
-    usable: u32,
-    span: u64,
-    limit: u64,
-) -> Result<Grant, Refusal> {
-    debug_assert!(limit <= MAX_SPAN && span <= 1 << 62);
-    if n > usable.max(1) {
-        return Err(Refusal::Insufficient);
-    }
     if now > limit {
         return Err(Refusal::OutOfRange);
     }
     if n == 0 {
         return Ok(Grant { tat, wait: 0 });
     }
-    // n ≤ usable, so for a valid quota cost ≤ span ≤ MAX_SPAN and every sum
-    // stays < 2^62. On a torn read the product saturates and is bounded (a
-    // few instructions, which a one-permit request skips: its cost is `t`,
-    // at most MAX_SPAN whatever entry it came from).
-    let cost = if n == 1 {
-        t
-    } else {
-        u64::from(n).saturating_mul(t).min(1 << 62)
-    };
-    let new_tat = tat.max(now) + cost;
-    let wait = new_tat.saturating_sub(now + span);
+    // n ≤ usable ≤ burst, so n·t ≤ burst_span ≤ MAX_SPAN and every sum
+    // stays below 2^62.
+    let new_tat = tat.max(now) + u64::from(n) * p.t;
+    let wait = new_tat.saturating_sub(now + u64::from(usable) * p.t);
     if wait > max_wait {
         return Err(Refusal::Wait(wait));
     }
@@ -247,55 +189,6 @@ mod tests {
     use super::*;
 
     const P: Params = Params { t: 100, burst: 3 };
-
-    #[test]
-    fn a_torn_read_cannot_overflow_or_grant_past_the_range() {
-        // Fields of different quotas, each valid alone: the largest `t`, the
-        // largest burst, any span. Nothing overflows, and what cannot fit
-        // the range is refused.
-        let (t, burst) = (MAX_SPAN, u32::MAX);
-        for span in [0, 1, MAX_SPAN] {
-            for n in [1, 2, u32::MAX] {
-                for max_wait in [0, u64::MAX] {
-                    let r =
-                        reserve_in_span(MAX_SPAN, MAX_SPAN, n, max_wait, t, burst, span, MAX_SPAN);
-                    assert!(r.is_err(), "n = {n}, span = {span}: {r:?}");
-                }
-            }
-        }
-        // A one-permit request on a torn read at time 0 stays in range.
-        let r = reserve_in_span(0, 0, 1, u64::MAX, MAX_SPAN, 1, 1, MAX_SPAN);
-        assert_eq!(
-            r,
-            Ok(Grant {
-                tat: MAX_SPAN,
-                wait: MAX_SPAN - 1
-            })
-        );
-    }
-
-    #[test]
-    fn reserve_in_span_agrees_with_reserve_within_on_valid_quotas() {
-        for (tat, now) in [
-            (0, 0),
-            (1_000, 500),
-            (500, 1_000),
-            (MAX_SPAN - 10, MAX_SPAN - 300),
-        ] {
-            for n in 0..5 {
-                for usable in 1..=P.burst {
-                    for max_wait in [0, 50, 1_000] {
-                        let span = u64::from(usable) * P.t;
-                        assert_eq!(
-                            reserve_in_span(tat, now, n, max_wait, P.t, usable, span, MAX_SPAN),
-                            reserve_within(tat, now, n, max_wait, P, usable, MAX_SPAN),
-                            "tat {tat} now {now} n {n} usable {usable} max_wait {max_wait}"
-                        );
-                    }
-                }
-            }
-        }
-    }
 
     #[test]
     fn headroom_counts_whole_permits_and_the_time_to_the_next() {

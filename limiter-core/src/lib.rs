@@ -30,9 +30,10 @@
 //! # How it works
 //!
 //! [`RateLimiter`]'s whole state is one `AtomicU64` (`[generation:4 |
-//! tat:60]`) updated by one CAS loop; a denial writes nothing; the quota
-//! lives in 16 versioned slots named by the generation, so `set_quota` is hot
-//! and no decision ever uses a stale quota. Time is nanoseconds since the
+//! tat:60]`) updated by one CAS loop; a denial writes nothing. The limiter
+//! is one 128-byte block holding its first quota (generation 0); the first
+//! `set_quota` or `cancel` allocates versioned slots for later generations,
+//! so `set_quota` is hot and no decision ever uses a stale quota. Time is nanoseconds since the
 //! limiter's epoch (the clock's reading when it was made), so any clock
 //! origin works. The GCRA names are `t` (emission interval),
 //! `tau = t · (burst − 1)` (tolerance) and `tat` (theoretical arrival time);

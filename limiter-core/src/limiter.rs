@@ -6,8 +6,21 @@
 //! pure decision, and on admission one `compare_exchange_weak` (retried with
 //! the decision recomputed from the value the failed CAS returned). A denial
 //! writes nothing. Nothing allocates and nothing locks.
+//!
+//! # Layout
+//!
+//! The limiter is 128 bytes, aligned to 128 (the pair of cache lines x86_64
+//! and aarch64 fetch together), so a hot limiter shares no line with its
+//! neighbours: the state word, the quota it was made with (generation 0 of
+//! the word, never rewritten), its epoch, identity and clock, and one
+//! pointer to [`Changes`], which the first `set_quota` or `cancel` allocates:
+//! the quota table of hot changes, the change lock and the refund table.
+//! Until then a decision reads nothing but the limiter's own block.
 
+use alloc::boxed::Box;
 use core::time::Duration;
+
+use once_cell::race::OnceBox;
 
 use crate::change_lock::ChangeLock;
 use crate::clock::{Clock, DefaultClock, Epoch};
@@ -17,7 +30,9 @@ use crate::error::AcquireError;
 use crate::gcra::{self, Params, Refusal};
 use crate::identity::Owner;
 use crate::quota::{Quota, saturating_nanos};
-use crate::quota_versions::{QuotaVersions, generation, next_generation, pack, tat};
+use crate::quota_versions::{
+    QuotaRead, QuotaVersions, generation, next_change_generation, pack, tat,
+};
 #[cfg(feature = "std")]
 use crate::refunds::{Pending, Refund, WordUndo};
 use crate::reservation::{Headroom, Reservation, Undo};
@@ -56,18 +71,40 @@ use crate::state::AtomicState;
 /// # Ok::<(), limiter_core::QuotaError>(())
 /// ```
 #[derive(Debug)]
+#[repr(align(128))]
 pub struct RateLimiter<C: Clock = DefaultClock> {
     /// `[gen:4 | tat:60]`, `tat` in ns since `epoch` (see `quota_versions`).
     state: AtomicState,
+    /// The quota of generation 0: the one the limiter was made with.
+    first: Params,
+    /// Allocated by the first quota change or cancellation.
+    changes: OnceBox<Changes>,
+    epoch: Epoch,
+    owner: Owner,
+    clock: C,
+}
+
+/// What only quota changes and cancellations need, out of the limiter's
+/// block (module docs, "Layout").
+#[derive(Debug)]
+struct Changes {
+    /// The quotas of generations 1 to 15, and the count of changes.
     quotas: QuotaVersions,
     /// Serialises quota changes, cancellations and the refund table.
     lock: ChangeLock,
     /// Whether the refund table may hold refunds (read without the lock).
     #[cfg(feature = "std")]
     pending: Pending,
-    epoch: Epoch,
-    owner: Owner,
-    clock: C,
+}
+
+/// What a decision is for: a plain try, or a reservation that may be
+/// cancelled (and may be served from a refund).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ask {
+    /// `try_acquire*`: now or never, not cancellable.
+    Try,
+    /// `reserve_n*`: a slot within `max_wait`, cancellable.
+    Reserve,
 }
 
 /// What a successful decision wrote: the new `tat` at limiter time `now`,
@@ -120,16 +157,20 @@ impl<C: Clock> RateLimiter<C> {
     /// # Ok::<(), limiter_core::QuotaError>(())
     /// ```
     pub fn with_clock(quota: Quota, clock: C) -> RateLimiter<C> {
-        RateLimiter {
+        let limiter = RateLimiter {
             state: AtomicState::new(pack(0, 0)),
-            quotas: QuotaVersions::new(quota),
-            lock: ChangeLock::new(),
-            #[cfg(feature = "std")]
-            pending: Pending::default(),
+            first: Params::from(quota),
+            changes: OnceBox::new(),
             epoch: Epoch::at(clock.now()),
             owner: Owner::new(),
             clock,
-        }
+        };
+        // loom does not model `OnceBox`'s pointer, so it would not see the
+        // block's atomics published: the models make it here, before the
+        // limiter is shared, and check the protocol on the word and slots.
+        #[cfg(loom)]
+        limiter.changes();
+        limiter
     }
 
     /// Takes one permit if it is available now.
@@ -193,10 +234,9 @@ impl<C: Clock> RateLimiter<C> {
 
     /// The first round of [`decide_at`](RateLimiter::decide_at) for a plain
     /// try (no wait, the whole burst, nothing to cancel), and nothing else:
-    /// one load, the entry its generation names, the pure decision, one CAS
+    /// one load, the quota its generation names, the pure decision, one CAS
     /// and the version check. `None` when that round cannot answer alone
-    /// (its CAS was lost, its read of the entry raced a quota change, or a
-    /// grant was voided): [`try_contended`](RateLimiter::try_contended) then
+    /// (its CAS was lost, or a grant was voided): [`try_contended`](RateLimiter::try_contended) then
     /// decides afresh. Kept this small so that a caller's loop can inline
     /// it: the same steps as `decide_at`'s first round, in the same order,
     /// so the protocol (docs/design.md, `quota_versions`) is unchanged.
@@ -205,18 +245,9 @@ impl<C: Clock> RateLimiter<C> {
         // A reading behind the epoch or past the span: the full path answers.
         let now = self.epoch.elapsed_in_range(clock_now)?;
         let word = self.state.load();
-        let read = self.quotas.read_unchecked(word);
+        let read = self.read(word);
         let p = read.params;
-        match gcra::reserve_in_span(
-            tat(word),
-            now,
-            n,
-            0,
-            p.t,
-            p.burst,
-            read.span,
-            self.epoch.limit(),
-        ) {
+        match gcra::reserve_within(tat(word), now, n, 0, p, p.burst, self.epoch.limit()) {
             Ok(_) if n == 0 => Some(Ok(())),
             Ok(grant) => {
                 #[cfg(all(test, not(loom)))]
@@ -225,15 +256,10 @@ impl<C: Clock> RateLimiter<C> {
                 // only if the CAS succeeds on the word decided on and the
                 // entry was not rewritten meanwhile (rule 2).
                 let after = (word ^ tat(word)) | grant.tat;
-                (self.state.replace_if(word, after) && self.quotas.unchanged_since(read))
-                    .then_some(Ok(()))
+                (self.state.replace_if(word, after) && self.unchanged_since(read)).then_some(Ok(()))
             }
-            // A refusal writes nothing; it stands if the entry it read was
-            // whole ("Torn reads").
-            Err(refusal) => self
-                .quotas
-                .whole_since(read)
-                .then(|| Err(acquire_error(refusal, n, clock_now, p.burst))),
+            // A refusal writes nothing, and was decided on a whole quota.
+            Err(refusal) => Some(Err(acquire_error(refusal, n, clock_now, p.burst))),
         }
     }
 
@@ -244,7 +270,7 @@ impl<C: Clock> RateLimiter<C> {
     #[cold]
     #[inline(never)]
     fn try_contended(&self, n: u32) -> Result<(), AcquireError> {
-        self.reserve_at::<false>(self.clock.now(), n, 0, |p| p.burst)
+        self.reserve_at(Ask::Try, self.clock.now(), n, 0, |p| p.burst)
             .map(|_| ())
     }
 
@@ -280,7 +306,9 @@ impl<C: Clock> RateLimiter<C> {
     #[inline]
     pub fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
         let now = self.clock.now();
-        self.reserve_at::<true>(now, n, saturating_nanos(max_wait), |p| p.burst)
+        self.reserve_at(Ask::Reserve, now, n, saturating_nanos(max_wait), |p| {
+            p.burst
+        })
     }
 
     /// As [`reserve_n`](RateLimiter::reserve_n), with the [`Headroom`] the
@@ -335,7 +363,7 @@ impl<C: Clock> RateLimiter<C> {
         usable: impl Fn(Params) -> u32,
     ) -> Result<(Reservation, Headroom), AcquireError> {
         let (reservation, decided) =
-            self.decide_at::<true, false>(clock_now, n, max_wait, usable)?;
+            self.decide_at(Ask::Reserve, clock_now, n, max_wait, usable)?;
         let headroom = match decided {
             Some(d) => {
                 let (remaining, refill_in) =
@@ -356,68 +384,55 @@ impl<C: Clock> RateLimiter<C> {
     /// The decision at the clock reading `clock_now`, shared by every
     /// acquiring method. `usable(params)` is how much of the quota's burst
     /// this caller may use (all of it, except for the lower priority tiers).
-    /// `CANCELLABLE` reservations record the quota-change count so `cancel`
-    /// can check it, and may take a refund; plain tries skip both.
+    /// A reservation (`Ask::Reserve`) records the quota-change count so
+    /// `cancel` can check it, and may take a refund; a plain try skips both.
     #[inline]
-    pub(crate) fn reserve_at<const CANCELLABLE: bool>(
+    pub(crate) fn reserve_at(
         &self,
+        ask: Ask,
         clock_now: u64,
         n: u32,
         max_wait: u64,
         usable: impl Fn(Params) -> u32,
     ) -> Result<Reservation, AcquireError> {
         // Inlined: the unused `Decided` costs nothing.
-        self.decide_at::<CANCELLABLE, false>(clock_now, n, max_wait, usable)
+        self.decide_at(ask, clock_now, n, max_wait, usable)
             .map(|(reservation, _)| reservation)
     }
 
     /// [`reserve_at`](RateLimiter::reserve_at), with what the decision wrote
     /// (`None` for a grant made of a refund, which writes no word).
-    /// `REREAD`: this is the decision again on a fresh clock reading, after
-    /// a refusal on a stale one (see the refusal arms); it is not repeated.
-    /// Always inlined: out of line it cost the deny path a quarter more
-    /// instructions (callgrind).
-    #[inline(always)]
-    fn decide_at<const CANCELLABLE: bool, const REREAD: bool>(
+    #[inline]
+    fn decide_at(
         &self,
-        clock_now: u64,
+        ask: Ask,
+        mut clock_now: u64,
         n: u32,
         max_wait: u64,
         usable: impl Fn(Params) -> u32,
     ) -> Result<(Reservation, Option<Decided>), AcquireError> {
-        let now = self.epoch.elapsed(clock_now);
+        let cancellable = ask == Ask::Reserve;
         let limit = self.epoch.limit();
+        // Whether the clock was read again after a refusal on a stale reading.
+        let mut reread = false;
         loop {
+            let now = self.epoch.elapsed(clock_now);
             let decided = self.state.update_retried(|word| {
                 // Read before the decision: a quota change that begins after
                 // this read moves the word, so our CAS fails and we read it
                 // again.
-                let changes = if CANCELLABLE {
-                    self.quotas.changes()
-                } else {
-                    0
-                };
-                // Unchecked: the pair may be torn by a setter rewriting the
-                // entry (a word 16 changes stale); the arithmetic saturates
-                // and the checks below discard such an outcome.
-                let read = self.quotas.read_unchecked(word);
+                let changes = if cancellable { self.changes_made() } else { 0 };
+                let read = self.read(word);
                 let usable = usable(read.params);
-                // The whole burst's span from the entry (no product); a
-                // priority tier's share multiplied, bounded for a torn read.
-                let span = if usable == read.params.burst {
-                    read.span
-                } else {
-                    u64::from(usable).saturating_mul(read.params.t).min(1 << 62)
-                };
-                let t = read.params.t;
-                match gcra::reserve_in_span(tat(word), now, n, max_wait, t, usable, span, limit) {
+                match gcra::reserve_within(tat(word), now, n, max_wait, read.params, usable, limit)
+                {
                     Ok(grant) => {
                         #[cfg(all(test, not(loom)))]
                         tests::stall_before_cas();
                         // The word with its tat replaced, generation kept.
                         let after = (word ^ tat(word)) | grant.tat;
                         let slot = now + grant.wait;
-                        let undo = if CANCELLABLE && n != 0 {
+                        let undo = if cancellable && n != 0 {
                             Undo::Word {
                                 before: word,
                                 after,
@@ -445,7 +460,7 @@ impl<C: Clock> RateLimiter<C> {
             match decided {
                 // A zero-permit grant writes nothing: nothing to check.
                 Ok((reservation, read, full, decided)) => {
-                    if n != 0 && !self.quotas.unchanged_since(read) {
+                    if n != 0 && !self.unchanged_since(read) {
                         // The slot was rewritten while we decided: the CAS
                         // may have matched a word that now names another
                         // quota (`quota_versions`, rule 2). Void: grant nothing
@@ -453,7 +468,7 @@ impl<C: Clock> RateLimiter<C> {
                         continue;
                     }
                     #[cfg(feature = "std")]
-                    if CANCELLABLE && full && reservation.wait != 0 && self.pending.any() {
+                    if cancellable && full && reservation.wait != 0 && self.refunds_pending() {
                         let fresh = reservation.undo;
                         let chosen = self.prefer_refund(reservation, now, max_wait);
                         let decided = (chosen.undo == fresh).then_some(decided);
@@ -462,57 +477,41 @@ impl<C: Clock> RateLimiter<C> {
                     let _ = full;
                     return Ok((reservation, Some(decided)));
                 }
-                // A refusal decided on parameters a quota change was
-                // rewriting (`quota_versions`, "Torn reads"): decide again
-                // from a fresh load. A refusal writes nothing.
-                Err(((_, read), _)) if !self.quotas.whole_since(read) => continue,
                 // A refusal decided again after a lost CAS used the reading
                 // taken before the winner's (later) decision: the winner
                 // may have moved the word past what that reading allows. Read
                 // the clock once more and decide afresh, so contention alone
                 // does not refuse a request that conforms now.
-                Err(((AcquireError::RateLimited { .. }, _), true)) if !REREAD => {
-                    return self.decide_on_a_fresh_reading::<CANCELLABLE>(n, max_wait, &usable);
+                Err(((AcquireError::RateLimited { .. }, _), true)) if !reread => {
+                    clock_now = self.clock.now();
+                    reread = true;
                 }
                 #[cfg(feature = "std")]
                 Err(((AcquireError::RateLimited { wait }, read), _))
-                    if CANCELLABLE
+                    if cancellable
                         && usable(read.params) == read.params.burst
-                        && self.pending.any() =>
+                        && self.refunds_pending() =>
                 {
                     // Too far for `max_wait`; a refund may come sooner.
                     let fresh_slot = now.saturating_add(saturating_nanos(wait));
-                    let mut guard = self.lock.lock();
-                    let changes = self.quotas.changes();
+                    let changes = self.changes();
+                    let mut guard = changes.lock.lock();
+                    let made = changes.quotas.changes();
                     return match guard.refunds().take(
                         self.owner.get(),
                         now,
                         n,
                         max_wait,
                         fresh_slot,
-                        &self.pending,
+                        &changes.pending,
                     ) {
-                        Some(refund) => Ok((self.refunded(refund, now, changes), None)),
+                        Some(refund) => Ok((self.refunded(refund, now, made), None)),
                         None => Err(AcquireError::RateLimited { wait }),
                     };
                 }
                 Err(((error, _), _)) => return Err(error),
             }
         }
-    }
-
-    /// The decision again on a new clock reading, once: out of line, so the
-    /// common paths stay as small as they were (`dyn`, so that instantiating
-    /// it does not instantiate another `decide_at` without end).
-    #[cold]
-    #[inline(never)]
-    fn decide_on_a_fresh_reading<const CANCELLABLE: bool>(
-        &self,
-        n: u32,
-        max_wait: u64,
-        usable: &dyn Fn(Params) -> u32,
-    ) -> Result<(Reservation, Option<Decided>), AcquireError> {
-        self.decide_at::<CANCELLABLE, true>(self.clock.now(), n, max_wait, usable)
     }
 
     /// A reservation of this limiter for `n` permits at limiter time `slot`,
@@ -534,8 +533,9 @@ impl<C: Clock> RateLimiter<C> {
     #[cfg(feature = "std")]
     #[cold]
     fn prefer_refund(&self, fresh: Reservation, now: u64, max_wait: u64) -> Reservation {
-        let mut guard = self.lock.lock();
-        let changes = self.quotas.changes();
+        let table = self.changes();
+        let mut guard = table.lock.lock();
+        let changes = table.quotas.changes();
         let Undo::Word {
             changes: made_at, ..
         } = fresh.undo
@@ -553,7 +553,7 @@ impl<C: Clock> RateLimiter<C> {
             fresh.permits,
             max_wait,
             fresh_slot,
-            &self.pending,
+            &table.pending,
         ) {
             Some(refund) => {
                 self.give_back(&mut guard, fresh, now);
@@ -613,7 +613,7 @@ impl<C: Clock> RateLimiter<C> {
             return false;
         }
         let now = self.epoch.elapsed(self.clock.now());
-        let mut guard = self.lock.lock();
+        let mut guard = self.changes().lock.lock();
         self.give_back(&mut guard, reservation, now)
     }
 
@@ -626,7 +626,7 @@ impl<C: Clock> RateLimiter<C> {
         reservation: Reservation,
         now: u64,
     ) -> bool {
-        let changes = self.quotas.changes();
+        let changes = self.changes_made();
         match reservation.undo {
             Undo::Word {
                 before,
@@ -677,7 +677,7 @@ impl<C: Clock> RateLimiter<C> {
             permits,
             undo,
         };
-        guard.refunds().record(refund, now, &self.pending);
+        guard.refunds().record(refund, now, &self.changes().pending);
         // The word may already equal this refund's `after`.
         self.collapse(guard, now);
         true
@@ -690,7 +690,7 @@ impl<C: Clock> RateLimiter<C> {
         guard.refunds().collapse(
             self.owner.get(),
             now,
-            &self.pending,
+            &self.changes().pending,
             || self.state.load(),
             |after, before| self.state.replace_if(after, before),
         );
@@ -723,7 +723,7 @@ impl<C: Clock> RateLimiter<C> {
     pub(crate) fn available_within(&self, usable: impl Fn(Params) -> u32) -> u32 {
         let now = self.epoch.elapsed(self.clock.now());
         let word = self.state.load();
-        let params = self.quotas.params(word);
+        let params = self.read(word).params;
         gcra::available_within(tat(word), now, params, usable(params), self.epoch.limit())
     }
 
@@ -740,7 +740,7 @@ impl<C: Clock> RateLimiter<C> {
     /// # Ok::<(), limiter_core::QuotaError>(())
     /// ```
     pub fn quota(&self) -> Quota {
-        self.quotas.params(self.state.load()).into()
+        self.read(self.state.load()).params.into()
     }
 
     /// Replaces the quota, atomically as a unit, keeping the fill level in
@@ -773,25 +773,83 @@ impl<C: Clock> RateLimiter<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn set_quota(&self, quota: Quota) {
+        let changes = self.changes();
         #[cfg_attr(not(feature = "std"), allow(unused_mut))]
-        let mut guard = self.lock.lock();
+        let mut guard = changes.lock.lock();
         let now = self.epoch.elapsed(self.clock.now());
         let limit = self.epoch.limit();
         let new = Params::from(quota);
         let current = self.state.load();
         // Only setters change the generation and we hold the lock, so the
         // generation (and hence `old`) is fixed for the whole loop.
-        let old = self.quotas.params(current);
-        let next = next_generation(generation(current));
-        self.quotas.begin_change(&guard, next, new);
+        let old = self.read(current).params;
+        let next = next_change_generation(generation(current));
+        changes.quotas.begin_change(&guard, next, new);
         let installed: Result<(), core::convert::Infallible> = self.state.update(|word| {
             let moved = moved_tat(tat(word), now, old, new, limit);
             Ok((pack(next, moved), ()))
         });
         let Ok(()) = installed;
         #[cfg(feature = "std")]
-        guard.refunds().clear(&self.pending);
+        guard.refunds().clear(&changes.pending);
         drop(guard);
+    }
+
+    /// The quota the state word `word` names, as a decision reads it: the
+    /// limiter's own for generation 0, else its entry of the change table.
+    #[inline]
+    fn read(&self, word: u64) -> QuotaRead {
+        if generation(word) == 0 {
+            return QuotaRead::first(self.first);
+        }
+        // A word past generation 0 was installed by a quota change, after
+        // the table was made (and published by the word's release CAS).
+        let Some(changes) = self.changes.get() else {
+            unreachable!("a changed quota without a change table")
+        };
+        changes.quotas.read(word)
+    }
+
+    /// Whether the quota `read` came from is still the one it read
+    /// (`quota_versions`, rule 2). Generation 0 is never rewritten.
+    #[inline]
+    fn unchanged_since(&self, read: QuotaRead) -> bool {
+        read.generation() == 0
+            || self
+                .changes
+                .get()
+                .is_some_and(|changes| changes.quotas.unchanged_since(read))
+    }
+
+    /// How many quota changes have begun (0 before the first).
+    #[inline]
+    fn changes_made(&self) -> u64 {
+        self.changes
+            .get()
+            .map_or(0, |changes| changes.quotas.changes())
+    }
+
+    /// Whether the refund table may hold refunds (a hint, read without the
+    /// lock).
+    #[cfg(feature = "std")]
+    #[inline]
+    fn refunds_pending(&self) -> bool {
+        self.changes
+            .get()
+            .is_some_and(|changes| changes.pending.any())
+    }
+
+    /// The change table, made on first use. Threads that race to make it
+    /// all use the one that was published first.
+    fn changes(&self) -> &Changes {
+        self.changes.get_or_init(|| {
+            Box::new(Changes {
+                quotas: QuotaVersions::new(self.first.into()),
+                lock: ChangeLock::new(),
+                #[cfg(feature = "std")]
+                pending: Pending::default(),
+            })
+        })
     }
 
     /// The clock this limiter reads.
@@ -900,6 +958,22 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn the_change_table_is_432_bytes_and_made_on_first_use() {
+        // The size the README states for the block a change allocates.
+        assert_eq!(core::mem::size_of::<Changes>(), 432);
+        let limiter = RateLimiter::with_clock(Quota::per_second(10).unwrap(), ManualClock::new());
+        limiter.try_acquire().unwrap();
+        let _ = limiter.reserve_n(1, Duration::MAX).unwrap();
+        assert!(
+            limiter.changes.get().is_none(),
+            "decisions allocate nothing"
+        );
+        limiter.set_quota(Quota::per_second(20).unwrap());
+        assert!(limiter.changes.get().is_some());
+    }
+
+    #[test]
     fn a_refusal_after_a_lost_cas_reads_the_clock_again() {
         // t = 100 ms, burst 2, idle at 0. A decision reads the clock at 0;
         // before its CAS the clock reaches 1 s and another caller takes one
@@ -921,19 +995,20 @@ mod tests {
     }
 
     #[test]
-    fn sixteen_quota_changes_during_a_decision_cannot_admit_under_the_old_quota() {
+    fn fifteen_quota_changes_during_a_decision_cannot_admit_under_the_old_quota() {
         // A frozen clock and an idle limiter: every change leaves tat = now,
-        // so after 16 changes the word is bit-identical to the one the
-        // stalled decision loaded, but its generation's slot now holds a
-        // burst of 1.
+        // so after 15 changes (through generations 2 to 15 and back to 1) the
+        // word is bit-identical to the one the stalled decision loaded, but
+        // its generation's slot now holds a burst of 1.
         let big = Quota::per_second(1_000).unwrap().with_burst(100).unwrap();
         let small = Quota::per_second(1_000).unwrap();
-        let limiter = std::sync::Arc::new(RateLimiter::with_clock(big, ManualClock::new()));
+        let limiter = std::sync::Arc::new(RateLimiter::with_clock(small, ManualClock::new()));
+        limiter.set_quota(big); // generation 1
         let word = limiter.state.load();
         let setter = std::sync::Arc::clone(&limiter);
         STALL.with(|s| {
             *s.borrow_mut() = Some(Box::new(move || {
-                for _ in 0..16 {
+                for _ in 0..15 {
                     setter.set_quota(small);
                 }
                 assert_eq!(setter.state.load(), word, "the ABA precondition");
@@ -953,18 +1028,19 @@ mod tests {
     #[test]
     fn a_speed_up_and_slow_down_during_a_decision_cannot_admit_under_the_old_quota() {
         // An owed tat returns to the same value when the rate is doubled and
-        // halved again; sixteen such changes bring the word back.
+        // halved again; fifteen such changes bring the word back.
         let clock = ManualClock::new();
         let slow = Quota::per_second(10).unwrap().with_burst(4).unwrap();
         let fast = Quota::per_second(20).unwrap().with_burst(4).unwrap();
         let tiny = Quota::per_second(10).unwrap().with_burst(1).unwrap();
         let limiter = std::sync::Arc::new(RateLimiter::with_clock(slow, clock));
+        limiter.set_quota(slow); // generation 1
         limiter.try_acquire_n(2).unwrap(); // owes 200 ms
         let word = limiter.state.load();
         let setter = std::sync::Arc::clone(&limiter);
         STALL.with(|s| {
             *s.borrow_mut() = Some(Box::new(move || {
-                for i in 0..15 {
+                for i in 0..14 {
                     setter.set_quota(if i % 2 == 0 { fast } else { slow });
                 }
                 setter.set_quota(tiny); // same t as slow: the debt is kept

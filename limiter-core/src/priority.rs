@@ -43,7 +43,7 @@ use crate::clock::Clock;
 use crate::decision::{Decide, Decider, Denial, Grant, Policy};
 use crate::error::{AcquireError, QuotaError};
 use crate::gcra::Params;
-use crate::limiter::RateLimiter;
+use crate::limiter::{Ask, RateLimiter};
 use crate::limiter_trait::Limiter;
 use crate::quota::{Quota, saturating_nanos};
 use crate::reservation::Reservation;
@@ -318,7 +318,9 @@ impl<C: Clock> PriorityLimiter<C> {
         };
         let now = self.limiter.clock().now();
         self.limiter
-            .reserve_at::<true>(now, n, max_wait, |p: Params| share.usable(p.burst))
+            .reserve_at(Ask::Reserve, now, n, max_wait, |p: Params| {
+                share.usable(p.burst)
+            })
     }
 
     /// Permits `class` could take now: the largest `n` for which

@@ -10,8 +10,12 @@
 //! +---------+-------------------------------------------------------+
 //! ```
 //!
-//! `gen` (4 bits) names the entry in [`QuotaVersions`] that holds the quota in
-//! force; `tat` is the GCRA theoretical arrival time.
+//! `gen` (4 bits) names the quota in force; `tat` is the GCRA theoretical
+//! arrival time. For a [`RateLimiter`](crate::RateLimiter), generation 0 is
+//! the quota it was made with, held inline and never rewritten; quota
+//! changes cycle through generations 1 to 15, whose entries live in a
+//! [`QuotaVersions`] table allocated by the first change. A
+//! [`SharedQuota`](crate::SharedQuota) keeps all 16 generations in its table.
 //!
 //! # Why the generation lives in the state word
 //!
@@ -31,7 +35,7 @@
 //!
 //! # The 4-bit tag, and why ABA cannot admit under a stale quota
 //!
-//! An entry is reused after 16 quota changes, so the word can come back to a
+//! An entry is reused after 15 quota changes, so the word can come back to a
 //! value a stalled decision loaded: with a clock that stands still, an idle
 //! `tat` is the same after any number of changes, and a speed-up followed by
 //! a slow-down by the same factor restores an owed `tat` exactly. A decision
@@ -49,7 +53,7 @@
 //!    decision may have used a stale quota: its outcome is void. The caller
 //!    is not granted anything on it; the decision is made again from a fresh
 //!    load. The permits the void CAS claimed stay counted, which can only
-//!    make the limiter stricter. (Voiding needs 16 quota changes within one
+//!    make the limiter stricter. (Voiding needs 15 quota changes within one
 //!    decision; nothing else triggers it.)
 //! 3. If the version is unchanged after the CAS, no setter rewrote the entry
 //!    between the decision's read and its CAS. Returning the word to
@@ -58,42 +62,26 @@
 //!    (release sequence of the word), so the re-read would see it. Hence
 //!    the parameters the decision used are the ones the word names.
 //!
-//! # Torn reads, and the decision path that does not check for them
+//! A limiter's generation 0 is never rewritten, so a decision on it needs
+//! none of this: its parameters are the limiter's own, fixed at construction.
 //!
-//! A reader that races a setter rewriting the same entry may see `t` of one
-//! quota and `burst` of another. Each field alone is always a valid quota's
-//! (`1 ≤ t ≤ MAX_SPAN`, `burst ≥ 1`), but the pair may break `t · burst ≤
-//! MAX_SPAN`. There are two ways to read an entry:
+//! # Torn reads
 //!
-//! * [`QuotaVersions::read`] (quota reports, keyed cells, setters) re-reads
-//!   until the pair satisfies the quota invariants and the entry is not
-//!   being written.
-//! * [`QuotaVersions::read_unchecked`] (the decision of `RateLimiter`) reads
-//!   the version and the pair once and checks nothing: a decision that does
-//!   not race a change pays one load for the version and, after deciding,
-//!   one load and a compare ([`QuotaVersions::unchanged_since`] after a
-//!   grant's CAS, [`QuotaVersions::whole_since`] after a refusal). The
-//!   decision takes the span from the entry instead of multiplying, and
-//!   saturates where it multiplies (`gcra::reserve_in_span`), so a torn
-//!   read cannot overflow it, and its outcome is never used: a torn read
-//!   is caught by the check after it.
+//! A reader that races a setter rewriting the same entry could see `t` of
+//! one quota and `burst` of another. [`QuotaVersions::read`] never returns
+//! such a pair: a setter marks the entry before it writes the pair (the
+//! version with [`WRITING`] set, then `t` and `burst` with release) and
+//! stores the finished version last; a reader loads the version, then the
+//! pair with acquire, then the version again, and retries unless both loads
+//! saw the same finished version. If it read either field from a setter's
+//! store, that setter's mark happens before the second load, which
+//! therefore sees the mark or a later version: the two loads differ. If both
+//! saw the same finished version, no setter wrote the pair in between, and
+//! the pair is that version's.
 //!
-//! Why the check catches a torn pair: a setter marks the entry before it
-//! writes the pair (the version with [`WRITING`] set, then `t` and `burst`
-//! with release) and stores the finished version last. A reader loads the
-//! version, then the pair with acquire, then the version again. If it read
-//! either field from a setter's store, that setter's mark happens before the
-//! second load, which therefore sees the mark or a later version: the two
-//! loads differ. If both loads saw the same finished version, no setter
-//! wrote the pair in between and the pair is that version's. A first load
-//! that saw a mark is never accepted by [`QuotaVersions::whole_since`]; a
-//! grant made on one cannot pass [`QuotaVersions::unchanged_since`] either,
-//! since its CAS can succeed only on a word that names the entry again,
-//! installed after the setter stored the finished version (rule 3).
-//!
-//! Cancellation does not rely on the tag at all: [`QuotaVersions`] counts every
-//! quota change in a full 64-bit counter, a reservation records it, and
-//! `cancel` refuses when it has moved, checking it and undoing the word
+//! Cancellation does not rely on the tag at all: [`QuotaVersions`] counts
+//! every quota change in a full 64-bit counter, a reservation records it,
+//! and `cancel` refuses when it has moved, checking it and undoing the word
 //! under the same lock that serialises quota changes (see
 //! [`crate::change_lock`]).
 
@@ -134,28 +122,41 @@ pub(crate) fn generation(word: u64) -> usize {
     (word >> TAT_BITS) as usize
 }
 
-/// How many generations quota changes cycle through before an entry is
-/// reused: all 16, except under loom, where a cycle of 2 lets a model reach
-/// entry reuse (and the ABA it could cause) with two quota changes.
+/// How many generations a [`SharedQuota`](crate::SharedQuota)'s changes
+/// cycle through before an entry is reused: all 16, except under loom,
+/// where a cycle of 2 lets a model reach entry reuse (and the ABA it could
+/// cause) with two quota changes.
 #[cfg(not(loom))]
 pub(crate) const CYCLE: usize = GENERATIONS;
 #[cfg(loom)]
 pub(crate) const CYCLE: usize = 2;
 
-/// The generation after `generation`, wrapping after [`CYCLE`].
+/// The generation after `generation` for a [`SharedQuota`](crate::SharedQuota),
+/// wrapping after [`CYCLE`].
 #[inline]
 pub(crate) fn next_generation(generation: usize) -> usize {
     (generation + 1) % CYCLE
+}
+
+/// The generation a [`RateLimiter`](crate::RateLimiter)'s quota change
+/// installs after `generation`: 1 to 15 in turn (1 and 2 under loom, so a
+/// model reaches entry reuse with three changes), never 0, which names the
+/// limiter's first quota.
+#[inline]
+pub(crate) fn next_change_generation(generation: usize) -> usize {
+    #[cfg(not(loom))]
+    const CHANGE_CYCLE: usize = GENERATIONS - 1;
+    #[cfg(loom)]
+    const CHANGE_CYCLE: usize = 2;
+    generation % CHANGE_CYCLE + 1
 }
 
 #[derive(Debug)]
 struct Versioned {
     t: AtomicU64,
     burst: AtomicU32,
-    /// `t · burst`, so a decision needs no product of the two (and a torn
-    /// read no overflow check): each field alone is at most `MAX_SPAN`.
-    span: AtomicU64,
-    /// The number of the quota change that wrote this entry.
+    /// The number of the quota change that wrote this entry, with
+    /// [`WRITING`] set while a setter writes the pair.
     version: AtomicU64,
 }
 
@@ -164,14 +165,12 @@ struct Versioned {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct QuotaRead {
     pub(crate) params: Params,
-    /// `t · burst` as the entry holds it (the burst span).
-    pub(crate) span: u64,
     generation: usize,
     version: u64,
 }
 
 /// The parameters of each quota generation and the count of quota changes
-/// so far. Changes are serialised by the [`ChangeLock`] beside it.
+/// so far. Changes are serialised by a [`ChangeLock`](crate::change_lock::ChangeLock).
 #[derive(Debug)]
 pub(crate) struct QuotaVersions {
     entries: [Versioned; GENERATIONS],
@@ -179,6 +178,22 @@ pub(crate) struct QuotaVersions {
 }
 
 impl QuotaRead {
+    /// A limiter's first quota, generation 0, which no change rewrites.
+    #[inline]
+    pub(crate) fn first(params: Params) -> QuotaRead {
+        QuotaRead {
+            params,
+            generation: 0,
+            version: 0,
+        }
+    }
+
+    /// The generation read.
+    #[inline]
+    pub(crate) fn generation(&self) -> usize {
+        self.generation
+    }
+
     /// The number of the quota change that wrote the entry (0: the first
     /// quota).
     #[inline]
@@ -188,85 +203,53 @@ impl QuotaRead {
 }
 
 impl QuotaVersions {
-    /// Slots holding `quota` as generation 0.
+    /// Entries holding `quota` as generation 0 (and, unused, every other).
     pub(crate) fn new(quota: Quota) -> QuotaVersions {
         let p = Params::from(quota);
         QuotaVersions {
             entries: core::array::from_fn(|_| Versioned {
                 t: AtomicU64::new(p.t),
                 burst: AtomicU32::new(p.burst),
-                span: AtomicU64::new(p.span()),
                 version: AtomicU64::new(0),
             }),
             changes: AtomicU64::new(0),
         }
     }
 
-    /// The parameters of the generation named by `word`.
-    ///
-    /// The caller must have obtained `word` with acquire ordering (every
-    /// load and failed CAS in [`crate::state`] does).
-    #[inline]
-    pub(crate) fn params(&self, word: u64) -> Params {
-        self.read(word).params
-    }
-
-    /// The parameters of the generation named by `word`, with the entry's
-    /// version, so that a decision can check after its CAS that the entry was
-    /// not rewritten meanwhile (module docs, rule 2). The pair satisfies the
-    /// quota invariants and the version is a finished one.
+    /// The parameters of the generation named by `word`, whole (one finished
+    /// version's, see "Torn reads"), with the entry's version, so that a
+    /// decision can check after its CAS that the entry was not rewritten
+    /// meanwhile (module docs, rule 2). The caller must have obtained `word`
+    /// with acquire ordering (every load and failed CAS in [`crate::state`]
+    /// does).
     #[inline]
     pub(crate) fn read(&self, word: u64) -> QuotaRead {
-        loop {
-            let read = self.read_unchecked(word);
-            let p = read.params;
-            // A marked version, or a pair that breaks the quota invariants,
-            // can only come from a setter rewriting this entry 16 generations
-            // on: our word is stale. The setter finishes its stores; read
-            // again.
-            if read.version & WRITING == 0
-                && p.t != 0
-                && p.burst != 0
-                && p.t
-                    .checked_mul(u64::from(p.burst))
-                    .is_some_and(|s| s <= MAX_SPAN && s == read.span)
-            {
-                return read;
-            }
-            spin_hint();
-        }
-    }
-
-    /// The entry of the generation named by `word` as it is now, unchecked:
-    /// the version may carry [`WRITING`] and the pair may be torn (each field
-    /// valid alone, see the module docs). Only for a decision whose
-    /// arithmetic saturates and that checks its outcome with
-    /// [`unchanged_since`](QuotaVersions::unchanged_since) (a grant, after
-    /// its CAS) or [`whole_since`](QuotaVersions::whole_since) (a refusal)
-    /// before using it.
-    #[inline]
-    pub(crate) fn read_unchecked(&self, word: u64) -> QuotaRead {
         let generation = generation(word);
         let entry = &self.entries[generation];
-        // Acquire: pairs with the setter's release store of the finished
-        // version, made after its parameter stores, so a reader that sees
-        // this version sees at least those parameters.
-        let version = entry.version.load(Ordering::Acquire);
-        // Acquire: a load that reads a setter's (release) store of a field
-        // sees the setter's mark, made before it, in every later load of
-        // the version (module docs, "Torn reads"). The acquire that
-        // produced `word` already made the entry it names visible.
-        let params = Params {
-            t: entry.t.load(Ordering::Acquire),
-            burst: entry.burst.load(Ordering::Acquire),
-        };
-        // Acquire: as the pair.
-        let span = entry.span.load(Ordering::Acquire);
-        QuotaRead {
-            params,
-            span,
-            generation,
-            version,
+        loop {
+            // Acquire: pairs with the setter's release store of the finished
+            // version, made after its parameter stores, so a reader that sees
+            // this version sees at least those parameters.
+            let version = entry.version.load(Ordering::Acquire);
+            // Acquire: a load that reads a setter's (release) store of a
+            // field sees the setter's mark, made before it, in the load of
+            // the version below ("Torn reads"). The acquire that produced
+            // `word` already made the entry it names visible.
+            let params = Params {
+                t: entry.t.load(Ordering::Acquire),
+                burst: entry.burst.load(Ordering::Acquire),
+            };
+            // Acquire: as the first load.
+            if version & WRITING == 0 && entry.version.load(Ordering::Acquire) == version {
+                return QuotaRead {
+                    params,
+                    generation,
+                    version,
+                };
+            }
+            // A setter is rewriting this entry 15 generations on: our word is
+            // stale. The setter finishes its stores; read again.
+            spin_hint();
         }
     }
 
@@ -276,23 +259,11 @@ impl QuotaVersions {
     pub(crate) fn unchanged_since(&self, read: QuotaRead) -> bool {
         // Acquire: the successful CAS acquired the word; a setter that
         // rewrote this entry stored the new version before the word that CAS
-        // read (module docs, rule 3), so this load cannot miss it. It also
-        // follows the acquire loads of the pair, so a setter whose stores
-        // they read has its mark seen here (module docs, "Torn reads").
+        // read (module docs, rule 3), so this load cannot miss it.
         self.entries[read.generation]
             .version
             .load(Ordering::Acquire)
             == read.version
-    }
-
-    /// Whether the parameters of `read` are one finished version's, whole:
-    /// the version was not being written when first read and is unchanged
-    /// now. Called after a decision that wrote nothing (a refusal), which
-    /// has no CAS to order it: the acquire loads of the pair do (module
-    /// docs, "Torn reads").
-    #[inline]
-    pub(crate) fn whole_since(&self, read: QuotaRead) -> bool {
-        read.version & WRITING == 0 && self.unchanged_since(read)
     }
 
     /// How many quota changes have begun so far.
@@ -315,13 +286,11 @@ impl QuotaVersions {
         // Release: a reader that sees the mark (acquire) then sees the word
         // this change's predecessors installed, so the fresh load it decides
         // on after rejecting a torn read names another entry: progress.
-        // (The stores of the fields below publish the mark to a torn read.)
         entry.version.store(change | WRITING, Ordering::Release);
         // Release: a reader whose (acquire) load reads either store sees the
         // mark above in its next load of the version.
         entry.t.store(params.t, Ordering::Release);
         entry.burst.store(params.burst, Ordering::Release);
-        entry.span.store(params.span(), Ordering::Release);
         // Release: a reader that sees this version sees the stores above;
         // and it is sequenced before the release CAS that installs the
         // generation, so a decision whose CAS reads that word sees it too.
@@ -341,6 +310,10 @@ mod tests {
         assert_eq!(tat(w), MAX_SPAN);
         assert_eq!(tat(pack(3, 12345)), 12345);
         assert_eq!(next_generation(15), 0);
+        // A limiter's changes skip generation 0, its first quota.
+        assert_eq!(next_change_generation(0), 1);
+        assert_eq!(next_change_generation(14), 15);
+        assert_eq!(next_change_generation(15), 1);
     }
 
     #[test]
@@ -350,8 +323,8 @@ mod tests {
         let lock = ChangeLock::new();
         let before = entries.read(pack(1, 0));
         entries.begin_change(&lock.lock(), 1, Params { t: 7, burst: 2 });
-        assert_eq!(entries.params(pack(0, 0)), Params::from(q));
-        assert_eq!(entries.params(pack(1, 0)), Params { t: 7, burst: 2 });
+        assert_eq!(entries.read(pack(0, 0)).params, Params::from(q));
+        assert_eq!(entries.read(pack(1, 0)).params, Params { t: 7, burst: 2 });
         assert_eq!(entries.changes(), 1);
         assert!(!entries.unchanged_since(before));
         assert!(entries.unchanged_since(entries.read(pack(1, 0))));
@@ -359,30 +332,26 @@ mod tests {
     }
 
     #[test]
-    fn a_read_that_overlaps_a_rewrite_is_never_whole() {
+    fn a_read_never_returns_a_pair_being_rewritten() {
         let q = Quota::per_second(10).unwrap();
         let entries = QuotaVersions::new(q);
-        let before = entries.read_unchecked(pack(1, 0));
-        assert!(entries.whole_since(before), "no change: whole");
-        // A setter half-way through rewriting entry 1: marked, `t` stored,
-        // `burst` and the span not yet.
+        let before = entries.read(pack(1, 0));
+        // A setter half-way through rewriting entry 1 (marked, `t` stored,
+        // `burst` not yet) on another thread; it finishes after a while.
         let entry = &entries.entries[1];
         entry.version.store(1 | WRITING, Ordering::Relaxed);
         entry.t.store(7, Ordering::Release);
-        let torn = entries.read_unchecked(pack(1, 0));
-        assert_eq!(torn.params.t, 7);
-        assert_ne!(torn.span, torn.params.span(), "a torn read");
-        assert!(!entries.whole_since(before), "read before the mark");
-        assert!(!entries.whole_since(torn), "read during the rewrite");
-        // The setter finishes: the torn read stays rejected, a fresh one is
-        // whole, and the checked read returns it.
-        entry.burst.store(2, Ordering::Release);
-        entry.span.store(14, Ordering::Release);
-        entry.version.store(1, Ordering::Release);
-        assert!(!entries.whole_since(torn));
-        let after = entries.read_unchecked(pack(1, 0));
-        assert!(entries.whole_since(after));
-        assert_eq!(entries.read(pack(1, 0)), after);
-        assert_eq!(after.params, Params { t: 7, burst: 2 });
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                entry.burst.store(2, Ordering::Release);
+                entry.version.store(1, Ordering::Release);
+            });
+            // The read waits for the finished version: never (7, 10's burst).
+            let after = entries.read(pack(1, 0));
+            assert_eq!(after.params, Params { t: 7, burst: 2 });
+            assert_eq!(after.version(), 1);
+        });
+        assert!(!entries.unchanged_since(before));
     }
 }

@@ -59,6 +59,8 @@
 
 use core::time::Duration;
 
+use crossbeam_utils::CachePadded;
+
 use crate::clock::{Clock, Epoch};
 use crate::decision::{Decide, Decider, Denial, Grant, Policy};
 use crate::error::{AcquireError, QuotaError};
@@ -151,7 +153,7 @@ impl Counts {
 /// ```
 #[derive(Debug)]
 pub struct SlidingWindow<C: Clock = DefaultClock> {
-    state: AtomicState<AtomicU128>,
+    state: CachePadded<AtomicState<AtomicU128>>,
     limit: u32,
     window: u64,
     epoch: Epoch,
@@ -251,7 +253,7 @@ impl<C: Clock> SlidingWindow<C> {
             curr: 0,
         };
         Ok(SlidingWindow {
-            state: AtomicState::new(start.pack()),
+            state: CachePadded::new(AtomicState::new(start.pack())),
             limit,
             window: w,
             epoch: Epoch::at(clock.now()),

@@ -1,8 +1,8 @@
 //! The atomic state word and the CAS loop that every algorithm shares.
 //!
-//! An [`AtomicState`] is one atomic word alone on its cache line
-//! (`CachePadded`, so a hot limiter does not false-share with its
-//! neighbours): an `AtomicU64` for GCRA and the priority tiers, an
+//! An [`AtomicState`] is one atomic word (its owner keeps it off its
+//! neighbours' cache lines: `CachePadded`, or an aligned limiter): an
+//! `AtomicU64` for GCRA and the priority tiers, an
 //! `AtomicU128` for the sliding window (a full window index beside two
 //! counts) and the warm-up limiter (next free instant beside stored
 //! permits), whose fields do not fit in 64 bits. Its meaning belongs
@@ -25,8 +25,6 @@
 //! The loop is lock-free: a CAS fails only because another thread's
 //! succeeded. It is not wait-free; under contention a thread may retry, each
 //! retry costing one pure decision and one CAS.
-
-use crossbeam_utils::CachePadded;
 
 use crate::sync::{AtomicU64, AtomicU128, Ordering};
 
@@ -91,17 +89,15 @@ macro_rules! atomic_word {
 atomic_word!(AtomicU64, u64);
 atomic_word!(AtomicU128, u128);
 
-/// One state word on its own cache line.
+/// One state word.
 #[derive(Debug)]
 pub(crate) struct AtomicState<A: AtomicWord = AtomicU64> {
-    word: CachePadded<A>,
+    word: A,
 }
 
 impl<A: AtomicWord> AtomicState<A> {
     pub(crate) fn new(word: A::Value) -> AtomicState<A> {
-        AtomicState {
-            word: CachePadded::new(A::new(word)),
-        }
+        AtomicState { word: A::new(word) }
     }
 
     /// The current word.
@@ -128,7 +124,7 @@ impl<A: AtomicWord> AtomicState<A> {
         // as for the load, release so a word that publishes data (a new quota
         // generation) does so; on x86 all of these are free.
         update_word(
-            &*self.word,
+            &self.word,
             Ordering::Acquire,
             Ordering::AcqRel,
             Ordering::Acquire,
@@ -149,7 +145,7 @@ impl<A: AtomicWord> AtomicState<A> {
     ) -> Result<T, (E, bool)> {
         // Orderings as in `update`.
         update_word_retried(
-            &*self.word,
+            &self.word,
             Ordering::Acquire,
             Ordering::AcqRel,
             Ordering::Acquire,

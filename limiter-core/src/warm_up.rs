@@ -56,6 +56,8 @@
 
 use core::time::Duration;
 
+use crossbeam_utils::CachePadded;
+
 use crate::clock::{Clock, Epoch};
 use crate::decision::{Decide, Decider, Denial, Grant, Policy};
 use crate::error::{AcquireError, QuotaError};
@@ -199,7 +201,7 @@ fn ceil_nanos(x: f64) -> u64 {
 /// ```
 #[derive(Debug)]
 pub struct WarmUpLimiter<C: Clock = DefaultClock> {
-    state: AtomicState<AtomicU128>,
+    state: CachePadded<AtomicState<AtomicU128>>,
     curve: Curve,
     epoch: Epoch,
     owner: Owner,
@@ -437,7 +439,7 @@ impl<C: Clock> WarmUpLimiter<C> {
         }
         let curve = Curve::new(quota.period_nanos(), w, cold_factor)?;
         Ok(WarmUpLimiter {
-            state: AtomicState::new(pack(0, curve.max)),
+            state: CachePadded::new(AtomicState::new(pack(0, curve.max))),
             curve,
             epoch: Epoch::at(clock.now()),
             owner: Owner::new(),

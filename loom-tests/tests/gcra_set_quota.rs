@@ -111,10 +111,11 @@ fn quota_change_racing_two_acquirers() {
 
 #[test]
 fn a_decision_across_a_whole_generation_cycle_never_uses_the_stale_quota() {
-    // Under loom, quota changes cycle through 2 generations, so two changes
-    // on an idle limiter at a frozen time bring the state word back to the
-    // very value a stalled decision loaded, while its generation's slot now
-    // holds another quota: the ABA case. t = 10, burst 4 → t = 20, burst 1
+    // Under loom, quota changes cycle through generations 1 and 2 (0 is the
+    // limiter's first quota, never rewritten), so after one change made in
+    // setup, two more on an idle limiter at a frozen time bring the state
+    // word back to the very value a stalled decision loaded, while its
+    // generation's slot now holds another quota: the ABA case. t = 10, burst 4 → t = 20, burst 1
     // (twice). A decision for 4 permits is either made before both changes
     // (admitted, its 40 ns of debt rescaled to 80) or after them (refused:
     // more than the burst of 1). Had it passed its CAS with the stale quota,
@@ -136,6 +137,7 @@ fn a_decision_across_a_whole_generation_cycle_never_uses_the_stale_quota() {
         || {
             let (big, small) = (quota(10, 4), quota(20, 1));
             let limiter = Arc::new(RateLimiter::with_clock(big, FixedClock(NOW)));
+            limiter.set_quota(big); // generation 1
             let l = limiter.clone();
             let setter = thread::spawn(move || {
                 l.set_quota(small);
