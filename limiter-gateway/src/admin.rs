@@ -69,12 +69,16 @@ pub(crate) fn register() {
     );
     describe_counter!(
         "gateway_upstream_errors_total",
-        "Requests an upstream failed (connect, timeout, protocol), by upstream and kind."
+        "Requests an upstream failed (connect, timeout, protocol) that the client got as 502 or 504, by upstream and kind."
     );
     describe_histogram!(
         "gateway_upstream_latency_seconds",
         metrics::Unit::Seconds,
         "Time from sending a request upstream to its response head."
+    );
+    describe_counter!(
+        "gateway_upstream_retries_total",
+        "Attempts that failed (connect, or a connection lost before the head) and were retried on another address, unseen by the client, by upstream."
     );
     describe_gauge!(
         "gateway_upstream_available_addresses",

@@ -21,9 +21,9 @@
 //!    `502`/`504` problem documents when the upstream fails.
 //!
 //! Around it: the admin listener (`/metrics`, `/healthz`, `/rules`, module
-//! `admin`), hot reload of the rules and the gateway file on change and
-//! SIGHUP ([`watch`], on `limiter-reload`; limiter state kept, a bad file
-//! keeping the old rules), and graceful shutdown ([`Running::shutdown`]:
+//! `admin`), hot reload of the rules, the gateway file and the TLS
+//! certificate on change and SIGHUP ([`watch`], on `limiter-reload`;
+//! limiter state kept, a bad file keeping the old rules), and graceful shutdown ([`Running::shutdown`]:
 //! drain delay, then close, then finish in-flight requests). `docs/gateway.md` is the guide.
 //!
 //! # Example

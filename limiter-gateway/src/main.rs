@@ -6,7 +6,7 @@
 //! one printed, as `limiter check` prints them) or a listener cannot be
 //! bound (the message names the address) or the admin token file cannot be
 //! used; 2 for a usage or gateway-config error (an admin listener off
-//! loopback without a token file among them). Both files reload on change and on SIGHUP (`limiter_gateway::watch`). On start it prints
+//! loopback without a token file among them). Both files and the TLS certificate and key reload on change (not with `--no-watch`) and on SIGHUP (`limiter_gateway::watch`). On start it prints
 //! `limiter-gateway listening on ADDR` per listener and
 //! `limiter-gateway tls on ADDR` per TLS listener and
 //! `limiter-gateway admin on ADDR` to stdout (useful with port 0).
@@ -68,7 +68,8 @@ struct Args {
     /// One log line per request (target `access`).
     #[arg(long)]
     access_log: bool,
-    /// Do not reload the files when they change (SIGHUP still does).
+    /// Do not reload the files (rules, gateway file, TLS certificate and
+    /// key) when they change; SIGHUP still does.
     #[arg(long)]
     no_watch: bool,
 }

@@ -50,7 +50,7 @@ use crate::config::{GatewayConfig, GatewayConfigError, Upstream};
 use crate::forward::{add_forwarding, strip_hop_by_hop};
 use crate::front::ForwardPath;
 pub use crate::reply::{ProxyBody, problem};
-use crate::upstream::{Balancer, Protocol};
+use crate::upstream::Balancer;
 use limiter_config::RouteTable;
 
 /// The metric handles of one upstream, registered once (a per-request
@@ -150,7 +150,6 @@ impl Shared {
                         reason,
                     }
                 })?;
-                let b = Arc::new(b);
                 crate::upstream::health::spawn(&b);
                 Ok(b)
             })
@@ -256,11 +255,8 @@ async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<ProxyB
     if let Some(u) = &upgrade {
         u.restore_request(&mut parts.headers);
     }
+    // Over h2 the pool drops `Host` (module `upstream`).
     let balancer = &shared.balancers[index];
-    if balancer.pool.protocol == Protocol::H2 {
-        // `:authority` (the URL's) names the host on h2 (RFC 9113 §8.3.1).
-        parts.headers.remove(http::header::HOST);
-    }
     let (body, fault) = ClientBody::new(body);
     // An empty body is sent as `Empty`: replayable on another address.
     let body = if http_body::Body::is_end_stream(&body) {

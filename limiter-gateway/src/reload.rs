@@ -10,8 +10,9 @@
 //!   logged on one line, counted in `rate_limit_config_errors_total`, the
 //!   old rules kept). Rules that no request can reach are warned about
 //!   after every applied reload ([`unrouted_rules`]).
-//! * The TLS certificate and key have their own reloader (module `tls`,
-//!   on change and on `SIGHUP`), started with the listeners.
+//! * The TLS certificate and key ([`Running::reload_tls`]): a change of
+//!   either puts the pair in force for new handshakes (a pair that does not
+//!   load keeps the one in force, logged).
 //! * The gateway file: read and checked whole (a bad one is one `ERROR`
 //!   line and changes nothing), then [`Running::reconfigure`]: upstreams
 //!   (new pools: addresses, balancing, health checks), timeouts, connection limits, path mode and access log apply to new
@@ -54,11 +55,12 @@ pub(crate) fn warn_unrouted(rules: &RuleSet) {
     }
 }
 
-/// Starts reloading `rules` and, given `gateway`, the gateway file (read
-/// by `load`, which applies the command line's overrides), on file changes
-/// (unless `watch_files` is false) and on `SIGHUP`. Call it inside the
-/// runtime, after [`Gateway::start`](crate::Gateway::start); the `SIGHUP`
-/// handler is installed when it returns.
+/// Starts reloading `rules`, the TLS certificate and key of `running` and,
+/// given `gateway`, the gateway file (read by `load`, which applies the
+/// command line's overrides), on file changes (unless `watch_files` is
+/// false) and on `SIGHUP`. Call it inside the runtime, after
+/// [`Gateway::start`](crate::Gateway::start); the `SIGHUP` handler is
+/// installed when it returns.
 ///
 /// # Errors
 ///
@@ -75,6 +77,15 @@ pub fn watch(
         .watch(watch_files)
         .sighup(true);
     let rules_path = std::path::absolute(rules.path()).unwrap_or_else(|_| rules.path().into());
+    let tls_files: Vec<PathBuf> = running
+        .tls_files()
+        .into_iter()
+        .flatten()
+        .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.into()))
+        .collect();
+    for file in &tls_files {
+        builder = builder.path(file);
+    }
     let (gateway_path, load) = match gateway {
         Some((path, load)) => {
             builder = builder.path(&path);
@@ -89,15 +100,20 @@ pub fn watch(
             // Errors are logged (one line) and counted by reload.
             warn_unrouted(&rules);
         }
+        let Some(running) = running.upgrade() else {
+            return;
+        };
+        if tls_files.iter().any(|f| change.contains(f))
+            && let Err(error) = running.reload_tls()
+        {
+            tracing::warn!(%error, "TLS certificate not reloaded; the one in force stays");
+        }
         let (Some(path), Some(load)) = (&gateway_path, &load) else {
             return;
         };
         if !change.contains(path) {
             return;
         }
-        let Some(running) = running.upgrade() else {
-            return;
-        };
         match load().and_then(|config| running.reconfigure(config).map_err(|e| e.to_string())) {
             Ok(kept) => {
                 if kept.is_empty() {

@@ -100,7 +100,7 @@ pub struct Gateway {
 pub struct Running {
     addrs: Vec<SocketAddr>,
     tls_addrs: Vec<SocketAddr>,
-    tls: Option<(Terminator, Option<crate::tls::TlsWatcher>)>,
+    tls: Option<Terminator>,
     admin: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     draining: Arc<AtomicBool>,
@@ -257,13 +257,6 @@ impl Gateway {
             None => (None, None),
         };
         tracing::info!(listen = ?addrs, tls = ?tls_addrs, admin = ?admin, max_connections = cap, "gateway serving");
-        let tls = tls.map(|t| {
-            let watcher = t
-                .watch()
-                .inspect_err(|error| tracing::error!(%error, "cannot watch the TLS files; reload_tls still reloads"))
-                .ok();
-            (t, watcher)
-        });
         Ok(Running {
             addrs,
             tls_addrs,
@@ -298,7 +291,12 @@ impl Running {
     ///
     /// The pair does not load (the one in force stays), with the reason.
     pub fn reload_tls(&self) -> Result<bool, String> {
-        self.tls.as_ref().map_or(Ok(false), |(t, _)| t.reload())
+        self.tls.as_ref().map_or(Ok(false), Terminator::reload)
+    }
+
+    /// The TLS certificate and key files, if TLS is on.
+    pub(crate) fn tls_files(&self) -> Option<[&std::path::Path; 2]> {
+        self.tls.as_ref().map(Terminator::files)
     }
 
     /// The admin listener's bound address.

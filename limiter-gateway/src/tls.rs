@@ -6,9 +6,10 @@
 //!   same HTTP/1.1-or-h2 server as a plain one, and requests carry
 //!   [`ClientTls`] so that forwarding headers say `proto=https`.
 //! * The certificate chain and key are read from `tls.cert` and `tls.key`
-//!   (PEM) at start, on any change in their directories (editors'
-//!   rename-over saves and Kubernetes Secret `..data` swaps included) and
-//!   on [`Running::reload_tls`](crate::Running::reload_tls). A pair that
+//!   (PEM) at start and on [`Running::reload_tls`](crate::Running::reload_tls),
+//!   which [`watch`](crate::watch) calls on a change of either file (editors'
+//!   rename-over saves and Kubernetes Secret `..data` swaps included; not
+//!   with `--no-watch`) and on `SIGHUP`. A pair that
 //!   does not load or does not match keeps the one in force (logged);
 //!   handshakes already done keep theirs, new ones get the new pair.
 //! * A handshake that has not finished within `tls.handshake_timeout` ends
@@ -173,23 +174,9 @@ impl Terminator {
         Ok(changed)
     }
 
-    /// Reloads when the contents of either file change (seen by the watch
-    /// or on `SIGHUP`), through the one
-    /// reload mechanism (`limiter-reload`: the files' directories watched, a
-    /// ConfigMap symlink swap seen, one reload per change).
-    pub(crate) fn watch(&self) -> Result<TlsWatcher, String> {
-        let me = self.clone();
-        let reloader = limiter_reload::Reloader::builder()
-            .path(&self.config.cert)
-            .path(&self.config.key)
-            .sighup(true)
-            .start(move |_change| {
-                if let Err(error) = me.reload() {
-                    tracing::warn!(%error, "TLS certificate not reloaded; the one in force stays");
-                }
-            })
-            .map_err(|e| e.to_string())?;
-        Ok(TlsWatcher(reloader))
+    /// The certificate and key files, as configured.
+    pub(crate) fn files(&self) -> [&Path; 2] {
+        [&self.config.cert, &self.config.key]
     }
 
     /// A stream that performs the handshake on first use.
@@ -200,10 +187,6 @@ impl Terminator {
         )))
     }
 }
-
-/// A running watch of the TLS files; dropping it stops watching.
-#[derive(Debug)]
-pub(crate) struct TlsWatcher(#[allow(dead_code)] limiter_reload::Reloader);
 
 type Handshake = (
     tokio_rustls::Accept<TcpStream>,

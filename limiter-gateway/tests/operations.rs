@@ -388,6 +388,7 @@ async fn the_first_scrape_passes_promtool_and_an_unrouted_rule_is_warned_about()
         "gateway_connections_timed_out_total",
         "gateway_upstream_responses_total",
         "gateway_upstream_errors_total",
+        "gateway_upstream_retries_total",
         "gateway_upstream_available_addresses",
         "gateway_upstream_latency_seconds",
         "rate_limit_delayed_total",

@@ -6,24 +6,31 @@
 //! atomics. Time is tokio's clock (virtual in paused tests), in
 //! nanoseconds since the balancer was built.
 //!
+//! Round robin takes the available addresses in turn: the k-th request
+//! goes to available address `k mod count`, so with one of three ejected
+//! the other two alternate.
+//!
 //! Ejection: an address whose connects fail `max_fails` times in a row is
 //! skipped for `fail_timeout` (nginx's `max_fails`/`fail_timeout`); after
 //! that it takes requests again, and its next failure ejects it again. A
-//! successful response resets the count.
+//! successful response resets the count. Every connect failure counts,
+//! also one a retry on another address hid from the client (those are
+//! counted in `gateway_upstream_retries_total`). A passing active health
+//! probe ends an ejection at once (as Envoy returns a host whose health
+//! check passes). The gauge of available addresses follows every change:
+//! ejection, its end (a timer per ejection) and the health verdict.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use http::{Request, Response, Uri};
 use http_body_util::{Either, Empty};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::{Client, Error};
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::Upstream;
-use super::connect::{Connector, TlsTarget};
-use super::{Balance, MAX_ATTEMPTS, PoolConfig, Protocol};
+use super::connect::{AddressClient, SendError, TlsTarget};
+use super::{Balance, MAX_ATTEMPTS, PoolConfig};
 use crate::settings::Timeouts;
 
 /// The body sent upstream: the client's, or none (a request whose body is
@@ -41,20 +48,25 @@ pub(crate) struct View {
     pub(crate) tried: bool,
 }
 
-/// The address for the next attempt: among the untried ones, the available
-/// ones if any (else all untried ones, failing open); round robin takes the
-/// first such from `start` on, least requests the one with the fewest in
-/// flight (the first from `start` on among equals). `None` when every
-/// address has been tried.
-pub(crate) fn pick(views: &[View], start: usize, balance: Balance) -> Option<usize> {
+/// The address for the next attempt of the `turn`-th request: among the
+/// untried ones, the available ones if any (else all untried ones, failing
+/// open); round robin takes candidate `turn mod count` (in address order),
+/// least requests the one with the fewest in flight (among equals the first
+/// from address `turn mod n` on). `None` when every address has been tried.
+pub(crate) fn pick(views: &[View], turn: usize, balance: Balance) -> Option<usize> {
     let n = views.len();
-    let order = (0..n).map(|k| (start + k) % n);
-    let untried = || order.clone().filter(|&i| !views[i].tried);
+    let untried = || (0..n).filter(|&i| !views[i].tried);
     let any_available = untried().any(|i| views[i].available);
-    let candidates = untried().filter(|&i| views[i].available || !any_available);
+    let candidates = || untried().filter(|&i| views[i].available || !any_available);
     match balance {
-        Balance::RoundRobin => candidates.into_iter().next(),
-        Balance::LeastRequests => candidates.min_by_key(|&i| views[i].in_flight),
+        Balance::RoundRobin => {
+            let count = candidates().count();
+            candidates().nth(turn.checked_rem(count)?)
+        }
+        Balance::LeastRequests => {
+            let start = turn.checked_rem(n)?;
+            candidates().min_by_key(|&i| (views[i].in_flight, (i + n - start) % n))
+        }
     }
 }
 
@@ -62,7 +74,7 @@ pub(crate) fn pick(views: &[View], start: usize, balance: Balance) -> Option<usi
 #[derive(Debug)]
 pub(crate) struct Endpoint {
     pub(crate) addr: Arc<str>,
-    pub(crate) client: Client<Connector, UpstreamBody>,
+    pub(crate) client: AddressClient,
     in_flight: AtomicUsize,
     fails: AtomicU32,
     /// Nanoseconds since `Balancer::epoch` until which it is ejected.
@@ -81,7 +93,10 @@ pub(crate) struct Balancer {
     pub(crate) origin: (http::uri::Scheme, http::uri::Authority),
     next: AtomicUsize,
     epoch: tokio::time::Instant,
-    pub(crate) available_gauge: metrics::Gauge,
+    available_gauge: metrics::Gauge,
+    retries: metrics::Counter,
+    /// Itself, for the timers that end ejections.
+    me: Weak<Balancer>,
 }
 
 /// Decrements an in-flight count when dropped (a cancelled request too).
@@ -109,7 +124,7 @@ fn idempotent(method: &http::Method) -> bool {
 
 impl Balancer {
     /// The balancer of `upstream`; errors name the field.
-    pub(crate) fn new(upstream: &Upstream, timeouts: &Timeouts) -> Result<Balancer, String> {
+    pub(crate) fn new(upstream: &Upstream, timeouts: &Timeouts) -> Result<Arc<Balancer>, String> {
         let pool = upstream.pool.clone();
         let scheme = upstream
             .url
@@ -118,12 +133,11 @@ impl Balancer {
             .unwrap_or(http::uri::Scheme::HTTP);
         let authority = upstream.url.authority().cloned().ok_or("no host")?;
         let tls = if scheme == http::uri::Scheme::HTTPS {
-            let config = TlsTarget::client_config(&pool.ca, pool.protocol)?;
             let name = rustls::pki_types::ServerName::try_from(
                 authority.host().trim_matches(['[', ']']).to_owned(),
             )
             .map_err(|e| format!("`{}`: {e}", authority.host()))?;
-            Some(TlsTarget { config, name })
+            Some(TlsTarget::new(&pool.ca, pool.protocol, name)?)
         } else {
             None
         };
@@ -141,18 +155,8 @@ impl Balancer {
             .into_iter()
             .map(|addr| {
                 let addr: Arc<str> = addr.into();
-                let connector = Connector {
-                    addr: Arc::clone(&addr),
-                    timeout: timeouts.connect,
-                    tls: tls.clone(),
-                };
-                let client = Client::builder(TokioExecutor::new())
-                    .pool_timer(TokioTimer::new())
-                    .timer(TokioTimer::new())
-                    .pool_idle_timeout(timeouts.idle)
-                    .pool_max_idle_per_host(1024)
-                    .http2_only(pool.protocol == Protocol::H2)
-                    .build(connector);
+                let client =
+                    AddressClient::new(Arc::clone(&addr), timeouts, tls.clone(), pool.protocol);
                 Endpoint {
                     addr,
                     client,
@@ -165,7 +169,9 @@ impl Balancer {
             .collect::<Box<[_]>>();
         let available_gauge = metrics::gauge!("gateway_upstream_available_addresses", "upstream" => upstream.name.clone());
         available_gauge.set(endpoints.len() as f64);
-        Ok(Balancer {
+        let retries = metrics::counter!("gateway_upstream_retries_total", "upstream" => upstream.name.clone());
+        retries.increment(0);
+        Ok(Arc::new_cyclic(|me| Balancer {
             name: upstream.name.clone(),
             endpoints,
             pool,
@@ -173,7 +179,9 @@ impl Balancer {
             next: AtomicUsize::new(0),
             epoch: tokio::time::Instant::now(),
             available_gauge,
-        })
+            retries,
+            me: me.clone(),
+        }))
     }
 
     fn now(&self) -> u64 {
@@ -204,12 +212,28 @@ impl Balancer {
         let fails = e.fails.fetch_add(1, Ordering::Relaxed) + 1;
         if fails >= self.pool.max_fails {
             e.fails.store(0, Ordering::Relaxed);
-            let until = self.now().saturating_add(
+            let now = self.now();
+            let until = now.saturating_add(
                 u64::try_from(self.pool.fail_timeout.as_nanos()).unwrap_or(u64::MAX),
             );
             // Relaxed: see `available`.
-            e.ejected_until.store(until, Ordering::Relaxed);
+            let before = e.ejected_until.swap(until, Ordering::Relaxed);
             tracing::warn!(upstream = %self.name, address = %e.addr, fail_timeout = ?self.pool.fail_timeout, "upstream address ejected after connect failures");
+            self.publish();
+            if before <= now {
+                // Not ejected already: no timer is waiting for its end.
+                tokio::spawn(end_of_ejection(self.me.clone(), i));
+            }
+        }
+    }
+
+    /// Ends the ejection of address `i`, if any (its health probe passed).
+    pub(crate) fn readmit(&self, i: usize) {
+        let e = &self.endpoints[i];
+        // Relaxed: see `available` and `connect_failed`.
+        if e.ejected_until.swap(0, Ordering::Relaxed) > self.now() {
+            e.fails.store(0, Ordering::Relaxed);
+            tracing::info!(upstream = %self.name, address = %e.addr, "ejected upstream address passed its health check: back in rotation");
             self.publish();
         }
     }
@@ -219,7 +243,7 @@ impl Balancer {
     pub(crate) async fn send(
         &self,
         request: Request<UpstreamBody>,
-    ) -> Result<Response<Incoming>, Error> {
+    ) -> Result<Response<Incoming>, SendError> {
         let n = self.endpoints.len();
         if n == 1 {
             // Nothing to choose or fail over to: the fast path.
@@ -233,8 +257,8 @@ impl Balancer {
         let retry_after_send = idempotent(request.method());
         let mut request = Some(request);
         let mut tried = [false; 64];
-        // Relaxed: a rotating start; any value is a valid choice.
-        let start = self.next.fetch_add(1, Ordering::Relaxed) % n.max(1);
+        // Relaxed: a rotating turn; any value is a valid choice.
+        let turn = self.next.fetch_add(1, Ordering::Relaxed);
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -247,7 +271,7 @@ impl Balancer {
                     tried: tried.get(i).copied().unwrap_or(false),
                 })
                 .collect();
-            let i = pick(&views, start, self.pool.balance).unwrap_or(start);
+            let i = pick(&views, turn, self.pool.balance).unwrap_or(turn % n);
             if let Some(t) = tried.get_mut(i) {
                 *t = true;
             }
@@ -283,6 +307,7 @@ impl Balancer {
                     if last || !retryable {
                         return Err(error);
                     }
+                    self.retries.increment(1);
                     tracing::debug!(upstream = %self.name, address = %endpoint.addr, %error, "retrying on another address");
                 }
             }
@@ -297,6 +322,25 @@ impl Balancer {
             .path_and_query(path_and_query)
             .build()
             .ok()
+    }
+}
+
+/// Waits for the ejection of address `i` to end (an ejection extended
+/// meanwhile too), then publishes the gauge.
+async fn end_of_ejection(balancer: Weak<Balancer>, i: usize) {
+    loop {
+        let wait = {
+            let Some(b) = balancer.upgrade() else { return };
+            // Relaxed: see `available`.
+            let until = b.endpoints[i].ejected_until.load(Ordering::Relaxed);
+            let now = b.now();
+            if until <= now {
+                b.publish();
+                return;
+            }
+            std::time::Duration::from_nanos(until - now)
+        };
+        tokio::time::sleep(wait).await;
     }
 }
 
@@ -326,9 +370,12 @@ mod tests {
     #[test]
     fn round_robin_skips_unavailable_and_tried() {
         let v = views(&[(true, 0, false), (false, 0, false), (true, 0, false)]);
-        assert_eq!(pick(&v, 0, Balance::RoundRobin), Some(0));
-        assert_eq!(pick(&v, 1, Balance::RoundRobin), Some(2));
-        assert_eq!(pick(&v, 2, Balance::RoundRobin), Some(2));
+        // The two available addresses alternate: each has every other turn.
+        let turns: Vec<_> = (0..6).map(|t| pick(&v, t, Balance::RoundRobin)).collect();
+        assert_eq!(turns, [0, 2, 0, 2, 0, 2].map(Some));
+        let v = views(&[(true, 0, false), (true, 0, false), (true, 0, false)]);
+        let turns: Vec<_> = (0..6).map(|t| pick(&v, t, Balance::RoundRobin)).collect();
+        assert_eq!(turns, [0, 1, 2, 0, 1, 2].map(Some));
         let v = views(&[(true, 0, true), (false, 0, false), (true, 0, false)]);
         assert_eq!(pick(&v, 0, Balance::RoundRobin), Some(2));
         let v = views(&[(true, 0, true), (false, 0, false), (true, 0, true)]);

@@ -1,11 +1,21 @@
 //! [`Connector`]: dials one fixed address of an upstream, whatever the
 //! request URI names, optionally with TLS (rustls, SNI and certificate
-//! check against the upstream URL's host, ALPN by protocol).
+//! check against the upstream URL's host, ALPN by protocol); and
+//! [`AddressClient`]: that address's keep-alive pool, which frames each
+//! request for the protocol its connections speak.
 //!
 //! The TCP connect and the TLS handshake together are bounded by
 //! `timeouts.connect`; past it the error is an I/O `TimedOut`, which the
 //! proxy answers with `504`. A hostname address is resolved at each
 //! connect, and each of its addresses is tried in turn.
+//!
+//! Under `protocol = "auto"` the first handshake with an address offers
+//! `h2` and `http/1.1` and learns which the upstream picks; every
+//! connection to that address afterwards offers only that one. So every
+//! pooled connection of an address speaks one known protocol, and a
+//! request is framed for it before it is sent: over h2 the `Host` header
+//! is dropped and `:authority` (the URL's) names the host (RFC 9113
+//! §8.3.1), over HTTP/1.1 the `Host` goes as the proxy set it.
 
 use std::future::Future;
 use std::io;
@@ -14,32 +24,42 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use http::Uri;
+use http::{Request, Response, Uri};
+use hyper::body::Incoming;
 use hyper::rt::{Read, ReadBufCursor, Write};
+use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::{Connected, Connection};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
+use tokio::sync::OnceCell;
 use tokio_rustls::client::TlsStream;
 use tower_service::Service;
 
 use super::Protocol;
+use super::balance::UpstreamBody;
+use crate::settings::Timeouts;
 
-/// The TLS side of a connector: the client configuration and the name the
-/// certificate must carry.
+/// The TLS side of a connector: the client configurations and the name
+/// the certificate must carry.
 #[derive(Clone, Debug)]
 pub(crate) struct TlsTarget {
+    /// Offers the configured protocol (both under `auto`).
     pub(crate) config: Arc<rustls::ClientConfig>,
+    /// Under `auto`: the configurations offering one protocol only,
+    /// `[http/1.1, h2]`.
+    pub(crate) single: Option<[Arc<rustls::ClientConfig>; 2]>,
     pub(crate) name: ServerName<'static>,
 }
 
 impl TlsTarget {
-    /// The client configuration for `protocol` trusting the roots in the
-    /// PEM file `ca`.
-    pub(crate) fn client_config(
+    /// The target `name` for `protocol`, trusting the roots in the PEM
+    /// file `ca`.
+    pub(crate) fn new(
         ca: &std::path::Path,
         protocol: Protocol,
-    ) -> Result<Arc<rustls::ClientConfig>, String> {
+        name: ServerName<'static>,
+    ) -> Result<TlsTarget, String> {
         use rustls::pki_types::CertificateDer;
         use rustls::pki_types::pem::PemObject;
         let mut roots = rustls::RootCertStore::empty();
@@ -54,41 +74,120 @@ impl TlsTarget {
         if roots.is_empty() {
             return Err(format!("{}: no certificate in the file", ca.display()));
         }
-        let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .with_root_certificates(roots)
         .with_no_client_auth();
-        config.alpn_protocols = match protocol {
-            Protocol::Http1 => vec![b"http/1.1".to_vec()],
-            Protocol::H2 => vec![b"h2".to_vec()],
-            Protocol::Auto => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+        let offering = |alpn: &[&[u8]]| {
+            let mut config = config.clone();
+            config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+            Arc::new(config)
         };
-        Ok(Arc::new(config))
+        let (http1, h2): (&[u8], &[u8]) = (b"http/1.1", b"h2");
+        Ok(TlsTarget {
+            config: match protocol {
+                Protocol::Http1 => offering(&[http1]),
+                Protocol::H2 => offering(&[h2]),
+                Protocol::Auto => offering(&[h2, http1]),
+            },
+            single: (protocol == Protocol::Auto).then(|| [offering(&[http1]), offering(&[h2])]),
+            name,
+        })
     }
 }
 
 /// Dials `addr` (and TLS when `tls`), for hyper-util's pooled client.
 #[derive(Clone, Debug)]
 pub(crate) struct Connector {
-    pub(crate) addr: Arc<str>,
-    pub(crate) timeout: Duration,
-    pub(crate) tls: Option<TlsTarget>,
+    addr: Arc<str>,
+    timeout: Duration,
+    tls: Option<TlsTarget>,
+    protocol: Protocol,
+    /// Under `auto`: whether the address picked h2, once learned.
+    learned: Arc<OnceCell<bool>>,
 }
 
-async fn dial(addr: Arc<str>, tls: Option<TlsTarget>) -> io::Result<UpstreamStream> {
-    let tcp = TcpStream::connect(&*addr).await?;
+async fn dial(
+    addr: &str,
+    tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
+) -> io::Result<UpstreamStream> {
+    let tcp = TcpStream::connect(addr).await?;
     tcp.set_nodelay(true)?;
     match tls {
         None => Ok(UpstreamStream::Plain(TokioIo::new(tcp))),
-        Some(t) => {
-            let stream = tokio_rustls::TlsConnector::from(t.config)
-                .connect(t.name, tcp)
+        Some((config, name)) => {
+            let stream = tokio_rustls::TlsConnector::from(config)
+                .connect(name, tcp)
                 .await?;
             Ok(UpstreamStream::Tls(Box::new(TokioIo::new(stream))))
         }
+    }
+}
+
+impl Connector {
+    /// Whether connections to this address speak h2: fixed by `protocol`,
+    /// or under `auto` learned once, by a handshake offering both (its
+    /// connection is then closed; callers waiting meanwhile share it).
+    ///
+    /// # Errors
+    ///
+    /// That handshake failed (refused, TLS, past the connect timeout): the
+    /// next call tries again.
+    pub(crate) async fn speaks_h2(&self) -> io::Result<bool> {
+        let Some(tls) = self
+            .tls
+            .as_ref()
+            .filter(|_| self.protocol == Protocol::Auto)
+        else {
+            return Ok(self.protocol == Protocol::H2);
+        };
+        let learn = async {
+            let stream = within(
+                self.timeout,
+                dial(
+                    &self.addr,
+                    Some((Arc::clone(&tls.config), tls.name.clone())),
+                ),
+            )
+            .await?;
+            let h2 = match &stream {
+                UpstreamStream::Tls(s) => s.inner().get_ref().1.alpn_protocol() == Some(b"h2"),
+                UpstreamStream::Plain(_) => false,
+            };
+            tracing::debug!(address = %self.addr, h2, "upstream protocol learned (ALPN)");
+            Ok::<_, io::Error>(h2)
+        };
+        self.learned.get_or_try_init(|| learn).await.copied()
+    }
+
+    async fn connect(self) -> io::Result<UpstreamStream> {
+        let tls = match (&self.tls, self.protocol) {
+            (None, _) => None,
+            (Some(t), Protocol::Auto) => {
+                let h2 = self.speaks_h2().await?;
+                let single = t.single.as_ref().map_or(&t.config, |s| &s[usize::from(h2)]);
+                Some((Arc::clone(single), t.name.clone()))
+            }
+            (Some(t), _) => Some((Arc::clone(&t.config), t.name.clone())),
+        };
+        dial(&self.addr, tls).await
+    }
+}
+
+/// `connect` bounded by `timeout`: past it an I/O `TimedOut`.
+async fn within<T>(
+    timeout: Duration,
+    connect: impl Future<Output = io::Result<T>>,
+) -> io::Result<T> {
+    match tokio::time::timeout(timeout, connect).await {
+        Ok(result) => result,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("connect timed out after {timeout:?}"),
+        )),
     }
 }
 
@@ -102,16 +201,102 @@ impl Service<Uri> for Connector {
     }
 
     fn call(&mut self, _uri: Uri) -> Self::Future {
-        let (addr, tls, timeout) = (Arc::clone(&self.addr), self.tls.clone(), self.timeout);
-        Box::pin(async move {
-            match tokio::time::timeout(timeout, dial(addr, tls)).await {
-                Ok(result) => result,
-                Err(_) => Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("connect timed out after {timeout:?}"),
-                )),
-            }
-        })
+        let me = self.clone();
+        Box::pin(within(me.timeout, me.connect()))
+    }
+}
+
+/// Why a request got no response head from an address.
+#[derive(Debug)]
+pub(crate) enum SendError {
+    /// The handshake that learns an `auto` address's protocol failed.
+    Connect(io::Error),
+    /// hyper-util's client: its connect or the exchange.
+    Client(hyper_util::client::legacy::Error),
+}
+
+impl SendError {
+    /// The request was not sent: no connection.
+    pub(crate) fn is_connect(&self) -> bool {
+        match self {
+            SendError::Connect(_) => true,
+            SendError::Client(e) => e.is_connect(),
+        }
+    }
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SendError::Connect(e) => write!(f, "connect: {e}"),
+            SendError::Client(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for SendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SendError::Connect(e) => Some(e),
+            SendError::Client(e) => Some(e),
+        }
+    }
+}
+
+/// One address's keep-alive pool (HTTP/1.1: up to 1024 idle connections;
+/// h2: multiplexed), its requests framed for the protocol it speaks.
+#[derive(Debug)]
+pub(crate) struct AddressClient {
+    client: Client<Connector, UpstreamBody>,
+    connector: Connector,
+}
+
+impl AddressClient {
+    /// The pool of `addr`, TLS when `tls`.
+    pub(crate) fn new(
+        addr: Arc<str>,
+        timeouts: &Timeouts,
+        tls: Option<TlsTarget>,
+        protocol: Protocol,
+    ) -> AddressClient {
+        let connector = Connector {
+            addr,
+            timeout: timeouts.connect,
+            tls,
+            protocol,
+            learned: Arc::new(OnceCell::new()),
+        };
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .timer(TokioTimer::new())
+            .pool_idle_timeout(timeouts.idle)
+            .pool_max_idle_per_host(1024)
+            .http2_only(protocol == Protocol::H2)
+            .build(connector.clone());
+        AddressClient { client, connector }
+    }
+
+    /// Sends `request` (its URI the upstream's) on a pooled connection.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError`]: no connection, or none that gave a response head.
+    pub(crate) async fn request(
+        &self,
+        mut request: Request<UpstreamBody>,
+    ) -> Result<Response<Incoming>, SendError> {
+        if self
+            .connector
+            .speaks_h2()
+            .await
+            .map_err(SendError::Connect)?
+        {
+            request.headers_mut().remove(http::header::HOST);
+        }
+        self.client
+            .request(request)
+            .await
+            .map_err(SendError::Client)
     }
 }
 

@@ -5,8 +5,10 @@
 //! A `2xx` within `timeout` passes; anything else fails. `unhealthy`
 //! failures in a row take the address out ([`Endpoint::healthy`] false),
 //! `healthy` passes in a row bring it back. Addresses start healthy, so a
-//! starting gateway serves at once. The tasks hold the balancer weakly and
-//! end when the proxy is dropped.
+//! starting gateway serves at once. A passing probe of an address that is
+//! healthy by this count ends its passive ejection at once
+//! ([`Balancer::readmit`]). The tasks hold the balancer weakly and end when
+//! the proxy is dropped.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -41,7 +43,7 @@ async fn probe(balancer: &Balancer, i: usize, check: &HealthCheck) -> bool {
     if let Ok(host) = http::HeaderValue::from_str(balancer.origin.1.as_str()) {
         request.headers_mut().insert(http::header::HOST, host);
     }
-    let client = balancer.endpoints[i].client.clone();
+    let client = &balancer.endpoints[i].client;
     let exchange = async move {
         let response = client.request(request).await.ok()?;
         let ok = response.status().is_success();
@@ -85,6 +87,9 @@ async fn probe_loop(balancer: Weak<Balancer>, i: usize, check: HealthCheck) {
                 tracing::warn!(upstream = %b.name, address = %endpoint.addr, path = %check.path, "upstream address failed its health check");
             }
             b.publish();
+        }
+        if passed && verdict {
+            b.readmit(i);
         }
     }
 }

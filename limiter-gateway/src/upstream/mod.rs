@@ -8,6 +8,9 @@
 //! * each address has its own keep-alive pool; the URI sent to it carries
 //!   the upstream URL's authority, never a client-chosen one, so a client
 //!   cannot make the gateway open a pool per `Host` it invents;
+//! * a request is framed for the protocol of the connection it goes on:
+//!   over h2 without `Host` (`:authority` names the host), also under
+//!   `auto` (module `connect`);
 //! * a request is sent to an address that is neither ejected nor failing
 //!   its health check while one such address exists (otherwise to all
 //!   of them: failing open, as Envoy's panic threshold does at 0 %);

@@ -1,6 +1,7 @@
 //! Peers for the production-feature tests: a test CA made at run time
-//! (rcgen), a TLS client, an upstream that can be killed with all its
-//! connections, and a gateway started from a gateway-file text.
+//! (rcgen), a TLS client, a TLS upstream that reports what it received, an
+//! upstream that can be killed with all its connections, and a gateway
+//! started from a gateway-file text.
 #![allow(dead_code)]
 
 use std::convert::Infallible;
@@ -84,6 +85,58 @@ pub(crate) fn der(pem: &str) -> Vec<u8> {
         .to_vec()
 }
 
+/// A TLS upstream (HTTP/1.1 or h2, as its ALPN `alpn` and the client
+/// agree) serving the pair `cert`, `key`, answering every request with
+/// what framed it: `{version:?} authority={:authority or -} host={Host or -}`.
+pub(crate) async fn reporting_tls_upstream(cert: &str, key: &str, alpn: &[&[u8]]) -> SocketAddr {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_slice_iter(cert.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .unwrap();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let svc = service_fn(|request: Request<Incoming>| {
+                    let text = format!(
+                        "{:?} authority={} host={}",
+                        request.version(),
+                        request.uri().authority().map_or("-", |a| a.as_str()),
+                        request
+                            .headers()
+                            .get(http::header::HOST)
+                            .map_or("-", |h| h.to_str().unwrap_or("?")),
+                    );
+                    std::future::ready(Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(
+                        text,
+                    )))))
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
 /// An upstream answering `name` on every path (and `/healthz` with the
 /// switchable `healthy`), whose connections all die with it.
 pub(crate) struct Killable {
@@ -95,7 +148,11 @@ pub(crate) struct Killable {
 
 impl Killable {
     pub(crate) async fn start(name: &'static str) -> Killable {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Killable::serve(TcpListener::bind("127.0.0.1:0").await.unwrap(), name)
+    }
+
+    /// As [`Killable::start`], on `listener`.
+    pub(crate) fn serve(listener: TcpListener, name: &'static str) -> Killable {
         let addr = listener.local_addr().unwrap();
         let requests = Arc::new(AtomicU64::new(0));
         let healthy = Arc::new(AtomicBool::new(true));
