@@ -90,3 +90,8 @@ pub use limiter::RedisLimiter;
 pub use policy::FailurePolicy;
 pub use time::{SystemClock, TimeSource, quota_in_micros};
 pub use two_tier::TwoTierLimiter;
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
