@@ -5,8 +5,8 @@
 //! The check runs both ways in this crate's unit tests: every variable
 //! `from_env` asks for must be listed here (the settings tests fail with the
 //! name otherwise), and every listed variable must be read by `from_env` in
-//! one of the environments of [`tests`], so the list can neither miss a
-//! variable nor keep one that is gone.
+//! one of the environments this module's tests try, so the list can neither
+//! miss a variable nor keep one that is gone.
 
 /// One environment variable: its name, its default and what it sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
