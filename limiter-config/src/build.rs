@@ -86,7 +86,7 @@ pub(crate) fn build<C: RuleClock>(
             Some(live) => live,
             None => {
                 let conn = match &spec.backend {
-                    BackendSpec::Redis(r) => match connection(conns, &r.url) {
+                    BackendSpec::Redis(r) => match connection(conns, r) {
                         Ok(c) => Some(c),
                         Err(problem) => {
                             errors.push(build_error(path, &spec, problem));
@@ -157,7 +157,7 @@ pub(crate) fn build<C: RuleClock>(
             }
             (Some(quota), _) => {
                 let conn = match &spec.backend {
-                    BackendSpec::Redis(r) => connection(conns, &r.url).ok(),
+                    BackendSpec::Redis(r) => connection(conns, r).ok(),
                     BackendSpec::Local => None,
                 };
                 Some(Arc::new(RuleCalendar::build(&spec, quota, wall, conn)))

@@ -168,6 +168,7 @@ impl<C: RuleClock> RuleSet<C> {
     /// assert_eq!((e.rule.as_deref(), e.key.as_deref()), (Some("orders"), Some("42")));
     /// assert_eq!(e.verdict, Verdict::Admitted { remaining: 2 });
     /// assert_eq!(rules.explain(&request), e); // nothing was taken
+    /// # std::fs::remove_dir_all(&dir)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn explain(&self, request: &ExplainRequest) -> Explanation {

@@ -53,6 +53,7 @@ use crate::ruleset::RuleSet;
 ///     .layer(rules.layer());
 /// // axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
 /// # let _ = app;
+/// # std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone)]

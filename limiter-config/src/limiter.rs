@@ -146,6 +146,7 @@ impl From<AcquireError> for RuleError {
 /// let orders = rules.get("order_service").expect("in the file");
 /// orders.take().await?; // at once
 /// orders.take().await?; // 1.25 ms later: 800/s, strictly paced
+/// # std::fs::remove_dir_all(&dir)?;
 /// # Ok(())
 /// # }
 /// ```

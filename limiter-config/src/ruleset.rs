@@ -80,6 +80,7 @@ struct Shared<C: RuleClock> {
 /// let report = rules.reload()?;
 /// assert_eq!((report.generation, report.updated.as_slice()), (2, &["api".to_owned()][..]));
 /// assert_eq!(rules.get("api").unwrap().gcra().unwrap().available(), 0); // still drained
+/// # std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct RuleSet<C: RuleClock = DefaultClock> {

@@ -1,6 +1,7 @@
 //! The Redis side of a rule set, in one place: one lazy connection per URL
-//! (kept across reloads; it connects on first use and reconnects by
-//! itself) and the `RedisLimiter` of a `backend: redis` rule.
+//! and TLS settings (kept across reloads; it connects on first use and
+//! reconnects by itself, to the current master for a Sentinel URL) and the
+//! `RedisLimiter` of a `backend: redis` rule.
 //!
 //! Redis support is the `redis` feature (on by default). Without it the
 //! rules file is still parsed and checked the same way, and a rule set
@@ -13,9 +14,9 @@ use limiter_rules::Problem;
 #[cfg(feature = "redis")]
 use limiter_rules::{FailurePolicy, RedisSpec};
 
-/// A connection to one Redis URL.
+/// A connection to one Redis endpoint: one server or a Sentinel master.
 #[cfg(feature = "redis")]
-pub(crate) type Conn = redis::aio::ConnectionManager;
+pub(crate) type Conn = limiter_redis::RedisConnection;
 
 /// A connection to one Redis URL: none exists without the `redis`
 /// feature.
@@ -23,33 +24,50 @@ pub(crate) type Conn = redis::aio::ConnectionManager;
 #[derive(Clone)]
 pub(crate) enum Conn {}
 
-/// The connections of a rule set, by URL.
+/// The connections of a rule set, by URL and TLS settings.
 pub(crate) type Conns = HashMap<String, Conn>;
 
-/// The connection to `url`, made (lazily) on first use.
+/// The connection of `spec` (its URL and TLS files), made (lazily) on
+/// first use and shared by every rule with the same URL and TLS settings.
 #[cfg(feature = "redis")]
-pub(crate) fn connection(conns: &mut Conns, url: &str) -> Result<Conn, Problem> {
-    use redis::aio::ConnectionManagerConfig;
+pub(crate) fn connection(conns: &mut Conns, spec: &RedisSpec) -> Result<Conn, Problem> {
+    use limiter_redis::{EndpointError, RedisEndpoint, RedisTls};
 
-    if let Some(c) = conns.get(url) {
+    let id = format!("{} {:?}", spec.url, spec.tls);
+    if let Some(c) = conns.get(&id) {
         return Ok(c.clone());
     }
-    let invalid = |e: redis::RedisError| Problem::InvalidRedisUrl {
-        message: e.to_string(),
+    let problem = |e: EndpointError| match e {
+        EndpointError::InvalidUrl { reason } => Problem::InvalidRedisUrl { message: reason },
+        other => Problem::InvalidValue {
+            reason: other.to_string(),
+            expected: "readable PEM files: a CA certificate, a client certificate and its key"
+                .into(),
+        },
     };
-    let client = redis::Client::open(url).map_err(invalid)?;
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(std::time::Duration::from_secs(1)))
-        .set_number_of_retries(2);
-    let conn = Conn::new_lazy_with_config(client, config).map_err(invalid)?;
-    conns.insert(url.to_owned(), conn.clone());
+    let mut endpoint = RedisEndpoint::parse(&spec.url).map_err(problem)?;
+    if let Some(tls) = &spec.tls {
+        let files = RedisTls::from_files(
+            tls.ca_file.as_deref(),
+            tls.cert_file.as_deref(),
+            tls.key_file.as_deref(),
+        )
+        .map_err(problem)?;
+        endpoint =
+            endpoint.with_tls(files.skip_hostname_verification(tls.skip_hostname_verification));
+    }
+    let conn = endpoint.connect_lazy().map_err(problem)?;
+    conns.insert(id, conn.clone());
     Ok(conn)
 }
 
 /// Without the `redis` feature: the typed refusal of a `backend: redis`
 /// rule.
 #[cfg(not(feature = "redis"))]
-pub(crate) fn connection(_conns: &mut Conns, _url: &str) -> Result<Conn, Problem> {
+pub(crate) fn connection(
+    _conns: &mut Conns,
+    _spec: &limiter_rules::RedisSpec,
+) -> Result<Conn, Problem> {
     Err(no_redis())
 }
 
@@ -73,7 +91,7 @@ pub(crate) fn redis_limiter(
     quota: limiter_core::Quota,
     spec: &RedisSpec,
 ) -> Result<limiter_redis::RedisLimiter, limiter_redis::RedisLimitError> {
-    limiter_redis::RedisLimiter::builder(conn, quota)
+    limiter_redis::RedisLimiter::builder_with_connection(conn, quota)
         .key_prefix(spec.key_prefix.clone())
         .failure_policy(match spec.failure_policy {
             FailurePolicy::Open => limiter_redis::FailurePolicy::Open,

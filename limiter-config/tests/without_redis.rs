@@ -8,6 +8,8 @@
 use limiter_config::{Problem, RuleSet};
 use limiter_core::ManualClock;
 
+mod support;
+
 const RULES: &str = r#"rate_limits:
   local:
     algorithm: token_bucket
@@ -23,10 +25,8 @@ const RULES: &str = r#"rate_limits:
 
 #[test]
 fn a_redis_rule_is_refused_with_the_feature_named_and_local_rules_still_build() {
-    let dir = std::env::temp_dir().join(format!("limiter-config-no-redis-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("rules.yaml");
-    std::fs::write(&path, RULES).unwrap();
+    let dir = support::TempDir::new();
+    let path = dir.write("rules.yaml", RULES);
 
     // The file itself is valid: the check does not need Redis.
     assert_eq!(limiter_config::check_file(&path).unwrap().len(), 2);
@@ -58,5 +58,4 @@ fn a_redis_rule_is_refused_with_the_feature_named_and_local_rules_still_build() 
             .try_acquire()
             .is_ok()
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -301,12 +301,15 @@ pub fn check_admin_bind(
 mod tests {
     use super::*;
 
-    fn token_file(name: &str, contents: &[u8]) -> PathBuf {
+    /// Loads a token file holding `contents`; the file is gone afterwards.
+    fn load(name: &str, contents: &[u8]) -> Result<AdminToken, AdminTokenError> {
         let dir = std::env::temp_dir().join(format!("admin-auth-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("token");
         std::fs::write(&path, contents).unwrap();
-        path
+        let token = AdminToken::from_file(&path);
+        std::fs::remove_dir_all(&dir).unwrap();
+        token
     }
 
     fn with_auth(value: &'static str) -> HeaderMap {
@@ -317,7 +320,7 @@ mod tests {
 
     #[test]
     fn missing_wrong_and_right_tokens() {
-        let t = AdminToken::from_file(token_file("mwr", b"0123456789abcdef\r\n")).unwrap();
+        let t = load("mwr", b"0123456789abcdef\r\n").unwrap();
         let put = Method::PUT;
         assert_eq!(
             authorize(Some(&t), &put, &HeaderMap::new()),
@@ -384,14 +387,14 @@ mod tests {
 
     #[test]
     fn weak_or_malformed_token_files_are_refused() {
-        let short = AdminToken::from_file(token_file("short", b"abc\n")).unwrap_err();
+        let short = load("short", b"abc\n").unwrap_err();
         assert!(
             matches!(short, AdminTokenError::TooShort { len: 3, .. }),
             "{short}"
         );
-        let spaced = AdminToken::from_file(token_file("space", b"0123456789 abcdef")).unwrap_err();
+        let spaced = load("space", b"0123456789 abcdef").unwrap_err();
         assert!(matches!(spaced, AdminTokenError::BadCharacter { .. }));
-        let two_lines = AdminToken::from_file(token_file("lines", b"0123456789abcdef\nsecond\n"));
+        let two_lines = load("lines", b"0123456789abcdef\nsecond\n");
         assert!(matches!(
             two_lines,
             Err(AdminTokenError::BadCharacter { .. })
@@ -406,7 +409,7 @@ mod tests {
 
     #[test]
     fn the_admin_listener_stays_on_loopback_without_a_token() {
-        let t = AdminToken::from_file(token_file("bind", b"0123456789abcdef")).unwrap();
+        let t = load("bind", b"0123456789abcdef").unwrap();
         let public: SocketAddr = "0.0.0.0:9090".parse().unwrap();
         assert_eq!(
             check_admin_bind(public, None),

@@ -1,4 +1,5 @@
-//! [`RedisConnection`]: one server or a Redis Cluster, behind one type, so
+//! [`RedisConnection`]: one server, a Redis Cluster or the master of a
+//! Sentinel deployment, behind one type, so
 //! [`RedisLimiter`](crate::RedisLimiter) has one constructor shape
 //! ([`RedisLimiter::with_connection`](crate::RedisLimiter::with_connection))
 //! and no type parameter.
@@ -7,7 +8,10 @@
 //! [`ConnectionManager`] for one server, the `cluster-async`
 //! [`ClusterConnection`] for a cluster, which routes each command to the
 //! master of its key's slot, follows `MOVED` and `ASK` redirections, and
-//! refreshes its slot map after a failover or a resharding.
+//! refreshes its slot map after a failover or a resharding. A Sentinel
+//! master is a [`SentinelConnection`], which asks the sentinels again when
+//! its master fails or is demoted. [`RedisEndpoint`](crate::RedisEndpoint)
+//! makes any of them from a URL or from parts, with TLS and credentials.
 //!
 //! Invariant: every command the limiter sends names its keys, so a cluster
 //! routes it by its first key, and the keys of one call are checked to share
@@ -18,6 +22,8 @@ use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::Slot;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+use crate::sentinel::SentinelConnection;
 
 /// The connection a [`RedisLimiter`](crate::RedisLimiter) sends its scripts
 /// on: a single server or a Redis Cluster. Build one with `From` (or
@@ -60,6 +66,8 @@ pub enum RedisConnection {
     Single(ConnectionManager),
     /// A Redis Cluster.
     Cluster(ClusterConnection),
+    /// The master of a Sentinel deployment.
+    Sentinel(SentinelConnection),
 }
 
 impl RedisConnection {
@@ -99,11 +107,18 @@ impl From<ClusterConnection> for RedisConnection {
     }
 }
 
+impl From<SentinelConnection> for RedisConnection {
+    fn from(conn: SentinelConnection) -> RedisConnection {
+        RedisConnection::Sentinel(conn)
+    }
+}
+
 impl core::fmt::Debug for RedisConnection {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             RedisConnection::Single(_) => f.write_str("RedisConnection::Single(..)"),
             RedisConnection::Cluster(_) => f.write_str("RedisConnection::Cluster(..)"),
+            RedisConnection::Sentinel(c) => write!(f, "RedisConnection::Sentinel({c:?})"),
         }
     }
 }
@@ -113,6 +128,7 @@ impl ConnectionLike for RedisConnection {
         match self {
             RedisConnection::Single(c) => c.req_packed_command(cmd),
             RedisConnection::Cluster(c) => c.req_packed_command(cmd),
+            RedisConnection::Sentinel(c) => c.req_packed_command(cmd),
         }
     }
 
@@ -125,6 +141,7 @@ impl ConnectionLike for RedisConnection {
         match self {
             RedisConnection::Single(c) => c.req_packed_commands(pipeline, offset, count),
             RedisConnection::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            RedisConnection::Sentinel(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
@@ -132,6 +149,7 @@ impl ConnectionLike for RedisConnection {
         match self {
             RedisConnection::Single(c) => c.get_db(),
             RedisConnection::Cluster(c) => c.get_db(),
+            RedisConnection::Sentinel(c) => c.get_db(),
         }
     }
 }

@@ -98,6 +98,20 @@ pub enum RedisLimitError {
     /// for a reason other than its rate (its clock out of range); nothing
     /// was asked of Redis.
     LocalTier(limiter_keyed::KeyedError),
+    /// The server refused the credentials (`WRONGPASS`, `NOAUTH`, a failed
+    /// `AUTH`) or the ACL user may not run the limiter's commands
+    /// (`NOPERM`): check the user and password of the
+    /// [`RedisEndpoint`](crate::RedisEndpoint) and the user's ACL (it needs
+    /// `EVALSHA`, `EVAL`, `SCRIPT LOAD`, and its keys). Counts as
+    /// unavailable: the failure policy answers it unless it is
+    /// [`FailurePolicy::Error`](crate::FailurePolicy::Error).
+    Auth(redis::RedisError),
+    /// The TLS handshake failed: the server's certificate is not signed by
+    /// the CA trusted, does not name the host (see
+    /// [`RedisTls::skip_hostname_verification`](crate::RedisTls::skip_hostname_verification)),
+    /// or the server refused the client certificate. Counts as unavailable,
+    /// as [`Auth`](RedisLimitError::Auth).
+    Tls(redis::RedisError),
     /// Redis answered with an error, or the connection failed.
     Redis(redis::RedisError),
     /// The script's reply did not have the expected shape (a different
@@ -174,7 +188,10 @@ impl RedisLimitError {
     /// ```
     pub fn is_unavailable(&self) -> bool {
         match self {
-            RedisLimitError::Timeout { .. } | RedisLimitError::CircuitOpen { .. } => true,
+            RedisLimitError::Timeout { .. }
+            | RedisLimitError::CircuitOpen { .. }
+            | RedisLimitError::Auth(_)
+            | RedisLimitError::Tls(_) => true,
             RedisLimitError::Redis(e) => {
                 e.is_io_error()
                     || e.is_connection_dropped()
@@ -255,6 +272,14 @@ impl fmt::Display for RedisLimitError {
                 "the Redis keys `{first}` and `{other}` are on different cluster slots, so one script cannot decide both; give the keys of one decision a common hash tag such as `{{tenant}}:user`"
             ),
             RedisLimitError::LocalTier(e) => write!(f, "the local tier refused: {e}"),
+            RedisLimitError::Auth(e) => write!(
+                f,
+                "Redis refused the credentials or the user's permissions (check the user, password and ACL): {e}"
+            ),
+            RedisLimitError::Tls(e) => write!(
+                f,
+                "TLS to Redis failed (check the CA, the server's certificate names and the client certificate): {e}"
+            ),
             RedisLimitError::Redis(e) => write!(f, "Redis error: {e}"),
             RedisLimitError::UnexpectedReply(what) => {
                 write!(f, "unexpected reply from the limiter script: {what}")
@@ -266,7 +291,9 @@ impl fmt::Display for RedisLimitError {
 impl std::error::Error for RedisLimitError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            RedisLimitError::Redis(e) => Some(e),
+            RedisLimitError::Redis(e) | RedisLimitError::Auth(e) | RedisLimitError::Tls(e) => {
+                Some(e)
+            }
             RedisLimitError::LocalTier(e) => Some(e),
             _ => None,
         }
@@ -274,7 +301,43 @@ impl std::error::Error for RedisLimitError {
 }
 
 impl From<redis::RedisError> for RedisLimitError {
+    /// [`Auth`](RedisLimitError::Auth) and [`Tls`](RedisLimitError::Tls)
+    /// for the errors that say so, [`Redis`](RedisLimitError::Redis) for
+    /// the others.
     fn from(e: redis::RedisError) -> RedisLimitError {
-        RedisLimitError::Redis(e)
+        let auth = e.kind() == redis::ErrorKind::AuthenticationFailed
+            || e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
+            || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"));
+        if auth {
+            RedisLimitError::Auth(e)
+        } else if is_tls_failure(&e) {
+            RedisLimitError::Tls(e)
+        } else {
+            RedisLimitError::Redis(e)
+        }
     }
+}
+
+/// Whether a rustls error is among the causes of `e` (a handshake that
+/// failed, on our side or by the server's alert). redis-rs keeps an I/O
+/// error behind an `Arc`, and the rustls error inside the I/O error: both
+/// are looked through.
+fn is_tls_failure(e: &redis::RedisError) -> bool {
+    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+    fn is_tls(e: &(dyn std::error::Error + 'static)) -> bool {
+        if e.downcast_ref::<rustls::Error>().is_some() {
+            return true;
+        }
+        if let Some(shared) = e.downcast_ref::<Shared>() {
+            return is_tls(&**shared);
+        }
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+        {
+            return is_tls(inner);
+        }
+        e.source().is_some_and(is_tls)
+    }
+    std::error::Error::source(e).is_some_and(is_tls)
 }

@@ -12,6 +12,7 @@
 //! | a per-instance cap in process in front of the global quota, so an instance over its share does not call Redis | [`TwoTierLimiter`] |
 //! | several limits at once, all or nothing (per user *and* route *and* global) | [`RedisLimiter::try_acquire_all`] / [`RedisLimiter::reserve_all`]: one script call |
 //! | a Redis Cluster | [`RedisLimiter::with_connection`] with a `ClusterConnection` ([`RedisConnection`]) |
+//! | Redis Sentinel, TLS, an ACL user, or a connection from a URL | [`RedisEndpoint`] (`redis+sentinel://…`, `rediss://…`, [`RedisTls`]), then [`RedisLimiter::with_connection`] |
 //! | limits that hold roughly through a Redis outage | [`FailurePolicy::Local`] (the default), `share = 1/instances` |
 //! | availability over limits during an outage | [`FailurePolicy::Open`] |
 //! | limits over availability during an outage | [`FailurePolicy::Closed`] (denies with [`Source::FailClosed`]) |
@@ -71,6 +72,8 @@ mod construct;
 mod debt;
 mod decide;
 mod deny_cache;
+mod endpoint;
+mod endpoint_url;
 mod error;
 mod keys;
 mod lease;
@@ -78,17 +81,22 @@ mod limiter;
 mod multi;
 mod policy;
 mod script;
+mod sentinel;
 mod take;
 mod time;
+mod tls;
 mod two_tier;
 
 pub use admission::{Admission, Source};
 pub use builder::RedisLimiterBuilder;
 pub use connection::RedisConnection;
+pub use endpoint::{EndpointError, RedisEndpoint};
 pub use error::RedisLimitError;
 pub use limiter::RedisLimiter;
 pub use policy::FailurePolicy;
+pub use sentinel::SentinelConnection;
 pub use time::{SystemClock, TimeSource, quota_in_micros};
+pub use tls::RedisTls;
 pub use two_tier::TwoTierLimiter;
 
 /// The README's example, compiled and run as a doctest.

@@ -8,6 +8,9 @@
 //! ([`Shared::drain_delay`], `RLS_DRAIN_DELAY`) the listeners still accept
 //! and answer; then they stop accepting, calls in flight finish, and the
 //! process exits 0.
+//!
+//! Every accepted socket has `TCP_NODELAY`, so an answer never waits for
+//! the client's acknowledgement of the one before.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,6 +22,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::watch;
 
@@ -107,6 +111,13 @@ async fn prometheus<B: Backend>(State(s): State<Arc<Shared<B>>>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
+/// Sets `TCP_NODELAY` on an accepted socket (see `serve`).
+fn nodelay(stream: &mut tokio::net::TcpStream) {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "TCP_NODELAY not set on an accepted socket");
+    }
+}
+
 async fn stopped(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
@@ -165,15 +176,21 @@ pub async fn serve<B: Backend>(
             let _ = closing.send(true);
         }
     });
+    // TCP_NODELAY on every accepted socket: without it an answer written
+    // while the previous one is unacknowledged waits for the client's
+    // delayed acknowledgement (about 40 ms, past Envoy's 20 ms timeout).
+    // The builder's own `tcp_nodelay` applies only to sockets it binds.
     let grpc_server = tonic::transport::Server::builder()
         .add_service(health)
         .add_service(RateLimitServer::new(Arc::clone(&shared.limiter)))
         .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(grpc_l),
+            tonic::transport::server::TcpIncoming::from(grpc_l).with_nodelay(Some(true)),
             stopped(close.clone()),
         );
-    let http_server = axum::serve(http_l, app).with_graceful_shutdown(stopped(close.clone()));
-    let debug_server = axum::serve(debug_l, admin).with_graceful_shutdown(stopped(close));
+    let http_server =
+        axum::serve(http_l.tap_io(nodelay), app).with_graceful_shutdown(stopped(close.clone()));
+    let debug_server =
+        axum::serve(debug_l.tap_io(nodelay), admin).with_graceful_shutdown(stopped(close));
     let (g, h, d) = tokio::join!(grpc_server, http_server, debug_server);
     drain.abort();
     g.map_err(std::io::Error::other)?;

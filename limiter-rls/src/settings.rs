@@ -13,17 +13,14 @@ use limiter_redis::FailurePolicy;
 use crate::backend::{Algorithm, AnyBackend, BackendError, memory, redis};
 
 /// Where the limits are kept.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Store {
     /// In this process (`BACKEND_TYPE=memory`, the default).
     Memory,
-    /// Redis (`BACKEND_TYPE=redis`): `REDIS_URL`, `REDIS_TYPE`, `REDIS_AUTH`.
-    Redis {
-        /// `redis://…` URL(s); a Cluster takes a comma-separated list.
-        urls: Vec<String>,
-        /// `REDIS_TYPE=cluster`.
-        cluster: bool,
-    },
+    /// Redis (`BACKEND_TYPE=redis`): one server, a cluster or a Sentinel
+    /// master, with TLS and credentials, from `REDIS_TYPE`, `REDIS_URL`,
+    /// `REDIS_AUTH`, `REDIS_SENTINEL_AUTH` and `REDIS_TLS*` (docs/rls.md).
+    Redis(Box<limiter_redis::RedisEndpoint>),
 }
 
 /// Everything the binary reads from the environment.
@@ -147,21 +144,11 @@ impl Settings {
             (Store::Memory, Algorithm::FixedWindow) => Ok(AnyBackend::MemoryFixed(
                 memory::MemoryFixed::new(clock, settings.max_keys),
             )),
-            (Store::Redis { urls, cluster }, algorithm) => {
-                let err = |e: ::redis::RedisError| BackendError(format!("REDIS_URL: {e}"));
-                let conn: limiter_redis::RedisConnection = if *cluster {
-                    let client = ::redis::cluster::ClusterClient::new(urls.clone()).map_err(err)?;
-                    client.get_async_connection().await.map_err(err)?.into()
-                } else {
-                    let url = urls.first().cloned().unwrap_or_default();
-                    let client = ::redis::Client::open(url).map_err(err)?;
-                    ::redis::aio::ConnectionManager::new_lazy_with_config(
-                        client,
-                        ::redis::aio::ConnectionManagerConfig::new(),
-                    )
-                    .map_err(err)?
-                    .into()
-                };
+            (Store::Redis(endpoint), algorithm) => {
+                let conn = endpoint
+                    .connect()
+                    .await
+                    .map_err(|e| BackendError(format!("REDIS_URL: {e}")))?;
                 Ok(match algorithm {
                     Algorithm::Gcra => AnyBackend::RedisGcra(redis::RedisGcra::new(
                         conn,
@@ -246,25 +233,7 @@ impl Settings {
             .as_str()
         {
             "memory" => Store::Memory,
-            "redis" => {
-                let cluster = match text("REDIS_TYPE", "single").to_ascii_lowercase().as_str() {
-                    "single" => false,
-                    "cluster" => true,
-                    other => {
-                        return Err(SettingError {
-                            name: "REDIS_TYPE",
-                            value: other.into(),
-                            expected: "single or cluster",
-                        });
-                    }
-                };
-                let auth = get("REDIS_AUTH").unwrap_or_default();
-                let urls = text("REDIS_URL", "127.0.0.1:6379")
-                    .split(',')
-                    .map(|u| redis_url(u.trim(), &auth))
-                    .collect();
-                Store::Redis { urls, cluster }
-            }
+            "redis" => Store::Redis(Box::new(crate::redis_env::endpoint(&get, &bool_of)?)),
             other => {
                 return Err(SettingError {
                     name: "BACKEND_TYPE",
@@ -353,26 +322,6 @@ impl Settings {
     }
 }
 
-/// `host:port` (theirs) or a full `redis://` URL, with `REDIS_AUTH`
-/// (`password` or `user:password`) added when the URL has none.
-fn redis_url(u: &str, auth: &str) -> String {
-    let base = if u.contains("://") {
-        u.to_owned()
-    } else {
-        format!("redis://{u}")
-    };
-    if auth.is_empty() || base.contains('@') {
-        return base;
-    }
-    let (scheme, rest) = base.split_once("://").unwrap_or(("redis", &base));
-    let cred = if auth.contains(':') {
-        auth.to_owned()
-    } else {
-        format!(":{auth}")
-    };
-    format!("{scheme}://{cred}@{rest}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,13 +376,47 @@ mod tests {
             ("REDIS_AUTH", "pw"),
         ])
         .unwrap();
+        let Store::Redis(endpoint) = &s.store else {
+            panic!("{:?}", s.store)
+        };
+        assert_eq!(endpoint.to_string(), "redis cluster h:1,h:2");
+        assert!(endpoint.has_auth());
+        let s = settings(&[
+            ("REDIS_URL", "mymaster,s1:26379, s2:26380"),
+            ("REDIS_TYPE", "Sentinel"),
+            ("REDIS_AUTH", "app:pw"),
+            ("REDIS_SENTINEL_AUTH", "spw"),
+        ])
+        .unwrap();
+        let Store::Redis(endpoint) = &s.store else {
+            panic!("{:?}", s.store)
+        };
         assert_eq!(
-            s.store,
-            Store::Redis {
-                urls: vec!["redis://:pw@h:1".into(), "redis://:pw@h:2".into()],
-                cluster: true
-            }
+            endpoint.to_string(),
+            r#"redis master "mymaster" via sentinels s1:26379,s2:26380 db 0 as app"#
         );
+        for (name, bad) in [
+            (
+                "REDIS_URL",
+                [("REDIS_TYPE", "sentinel"), ("REDIS_URL", "mymaster")],
+            ),
+            (
+                "REDIS_URL",
+                [("REDIS_TYPE", "sentinel"), ("REDIS_URL", "m,h:x")],
+            ),
+            ("REDIS_TYPE", [("REDIS_TYPE", "ring"), ("REDIS_URL", "h:1")]),
+            (
+                "REDIS_TLS_CACERT",
+                [
+                    ("REDIS_TLS", "true"),
+                    ("REDIS_TLS_CACERT", "/nonexistent/ca.pem"),
+                ],
+            ),
+        ] {
+            let mut vars = vec![("BACKEND_TYPE", "redis")];
+            vars.extend(bad);
+            assert_eq!(settings(&vars).unwrap_err().name, name, "{bad:?}");
+        }
         let e = settings(&[("REDIS_TIMEOUT", "soon")]).unwrap_err();
         assert_eq!(e.name, "REDIS_TIMEOUT");
         assert_eq!(

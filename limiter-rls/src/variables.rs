@@ -77,13 +77,39 @@ pub const VARIABLES: &[Variable] = &[
     var(
         "REDIS_URL",
         "127.0.0.1:6379",
-        "host:port or redis:// URL; a Cluster takes a comma-separated list",
+        "host:port or redis:// URL; cluster: a comma-separated list; sentinel: master,host:port,...",
     ),
-    var("REDIS_TYPE", "single", "single or cluster"),
+    var("REDIS_TYPE", "single", "single, cluster or sentinel"),
     var(
         "REDIS_AUTH",
         "-",
-        "password or user:password, added to URLs that have none",
+        "password or user:password of the servers, added to URLs that have none",
+    ),
+    var(
+        "REDIS_SENTINEL_AUTH",
+        "-",
+        "password or user:password of the sentinels",
+    ),
+    var("REDIS_TLS", "false", "TLS to the servers and the sentinels"),
+    var(
+        "REDIS_TLS_CACERT",
+        "-",
+        "PEM file of the CA certificates (the system's roots without it)",
+    ),
+    var(
+        "REDIS_TLS_CLIENT_CERT",
+        "-",
+        "PEM file of the client certificate (with REDIS_TLS_CLIENT_KEY)",
+    ),
+    var(
+        "REDIS_TLS_CLIENT_KEY",
+        "-",
+        "PEM file of the client key (with REDIS_TLS_CLIENT_CERT)",
+    ),
+    var(
+        "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
+        "false",
+        "accept a certificate that does not name the host",
     ),
     var(
         "REDIS_TIMEOUT",
@@ -218,7 +244,7 @@ mod tests {
         // The defaults, then each switch that makes further variables count.
         let environments: &[&[(&str, &str)]] = &[
             &[],
-            &[("BACKEND_TYPE", "redis")],
+            &[("BACKEND_TYPE", "redis"), ("REDIS_TLS", "true")],
             &[("LIMIT_RESPONSE_HEADERS_ENABLED", "true")],
             &[("USE_STATSD", "true")],
         ];

@@ -88,7 +88,7 @@ pub use routes::Matcher;
 pub use schema::{
     BackendSpec, CostSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, HeaderSpec,
     KeyOverride, KeyPart, KeySpec, MAX_OVERRIDES, MAX_PENALTY_AFTER, MatchSpec, Mode, PathMatch,
-    PenaltySpec, RedisSpec, RuleSpec, Shape,
+    PenaltySpec, RedisSpec, RedisTlsSpec, RuleSpec, Shape,
 };
 pub use source::{Format, Node, Pos, SyntaxError, Value, parse as parse_tree};
 pub use units::{Rate, parse_duration};

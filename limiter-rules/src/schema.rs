@@ -259,7 +259,8 @@ pub enum BackendSpec {
 /// A Redis backend's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RedisSpec {
-    /// The server's URL.
+    /// The server's URL: one server (`redis://`, `rediss://`, `unix://`)
+    /// or a Sentinel master (`redis+sentinel://`, `rediss+sentinel://`).
     pub url: String,
     /// The prefix of the rule's Redis keys (default `limiter:RULE`).
     pub key_prefix: String,
@@ -267,6 +268,24 @@ pub struct RedisSpec {
     pub failure_policy: FailurePolicy,
     /// The timeout of one Redis call.
     pub timeout: Duration,
+    /// TLS settings (only with a TLS URL: `rediss://`, `rediss+sentinel://`).
+    pub tls: Option<RedisTlsSpec>,
+}
+
+/// The `tls` table of a Redis backend: PEM files, read when the rule set
+/// is built.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RedisTlsSpec {
+    /// The CA that signs the server's certificate (the system's roots
+    /// without it).
+    pub ca_file: Option<std::path::PathBuf>,
+    /// The client certificate (with `key_file`).
+    pub cert_file: Option<std::path::PathBuf>,
+    /// The client certificate's key (with `cert_file`).
+    pub key_file: Option<std::path::PathBuf>,
+    /// Accept a server certificate that does not name the host (its chain
+    /// is still verified).
+    pub skip_hostname_verification: bool,
 }
 
 /// The rate-limit headers a rule's responses carry.

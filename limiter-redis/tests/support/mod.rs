@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod cluster;
+pub(crate) mod sentinel;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -57,19 +58,50 @@ pub(crate) fn denied<T: std::fmt::Debug>(result: Result<T, RedisLimitError>) -> 
 pub(crate) struct RedisServer {
     port: u16,
     child: Option<Child>,
+    /// Arguments beyond the port and the no-persistence defaults.
+    extra: Vec<String>,
+    /// `redis-server`, or another server that takes its arguments (Valkey).
+    program: std::ffi::OsString,
 }
 
 impl RedisServer {
     /// Starts a server on a free port and waits until it answers `PING`.
     pub(crate) fn start() -> RedisServer {
+        RedisServer::start_with(Vec::new)
+    }
+
+    /// [`start`](Self::start) with more arguments (`--replicaof`,
+    /// `--tls-port`...), asked of `extra` for each attempt (a port it
+    /// picks may be taken before the server binds it: the attempt is then
+    /// made again).
+    pub(crate) fn start_with(extra: impl Fn() -> Vec<String>) -> RedisServer {
+        RedisServer::start_program("redis-server".as_ref(), extra)
+    }
+
+    /// [`start_with`](Self::start_with) running `program` (a
+    /// `valkey-server`, which takes the same arguments).
+    pub(crate) fn start_program(
+        program: &std::ffi::OsStr,
+        extra: impl Fn() -> Vec<String>,
+    ) -> RedisServer {
         for _ in 0..5 {
             let port = free_port();
-            let mut server = RedisServer { port, child: None };
+            let mut server = RedisServer {
+                port,
+                child: None,
+                extra: extra(),
+                program: program.to_owned(),
+            };
             if server.spawn() {
                 return server;
             }
         }
         panic!("could not start redis-server (is it installed? see scripts/test-all)");
+    }
+
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// The server's port.
@@ -133,16 +165,17 @@ impl RedisServer {
     }
 
     fn spawn(&mut self) -> bool {
-        let child = Command::new("redis-server")
+        let child = Command::new(&self.program)
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", ""])
             .args(["--appendonly", "no"])
             .args(["--protected-mode", "no"])
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("spawn redis-server");
+            .unwrap_or_else(|e| panic!("spawn {:?}: {e}", self.program));
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {

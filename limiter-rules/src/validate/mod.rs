@@ -23,7 +23,7 @@ use crate::error::{ConfigError, Problem};
 use crate::routes::{Matcher, ambiguous, template_of};
 use crate::schema::{
     BackendSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, HeaderSpec, KeyPart, KeySpec,
-    MAX_PENALTY_AFTER, MatchSpec, Mode, PathMatch, PenaltySpec, RedisSpec, RuleSpec,
+    MAX_PENALTY_AFTER, MatchSpec, Mode, PathMatch, PenaltySpec, RedisSpec, RedisTlsSpec, RuleSpec,
 };
 use crate::source::{Node, Pos, Value};
 use crate::units::{Rate, parse_duration};

@@ -2,9 +2,12 @@
 //!
 //! A Redis URL is checked for its form here (scheme, host, port, database),
 //! without the `redis` crate: `redis://[user[:password]@]host[:port][/db]`
-//! (also `rediss`, `valkey`, `valkeys`) or `unix:///path/to.sock` (also
-//! `redis+unix`, `valkey+unix`). What only a client can know (a TLS scheme
-//! in a build without TLS) is reported when the rule set is built.
+//! (also `rediss`, `valkey`, `valkeys`), `unix:///path/to.sock` (also
+//! `redis+unix`, `valkey+unix`), or a Sentinel master
+//! `redis+sentinel://[user:password@]host:port[,host:port…]/master[/db]`
+//! (also `rediss+sentinel`). The `tls` table needs a TLS URL. What only a
+//! client can know (a PEM file that does not parse) is reported when the
+//! rule set is built.
 
 #[allow(unused_imports)]
 use super::*;
@@ -57,6 +60,7 @@ impl<'n> Fields<'_, '_, 'n> {
             "failure_policy",
             "local_share",
             "timeout",
+            "tls",
         ];
         let mut ok = true;
         for (key, kpos, _) in entries {
@@ -138,6 +142,10 @@ impl<'n> Fields<'_, '_, 'n> {
                     }
                 }),
         };
+        let tls = match r.get("tls") {
+            None => Some(None),
+            Some(n) => self.redis_tls(n, url.as_deref()).map(Some),
+        };
         match algorithm {
             Some(a) if !a.definition().redis => {
                 let problem = Problem::InvalidValue {
@@ -174,9 +182,101 @@ impl<'n> Fields<'_, '_, 'n> {
             key_prefix: key_prefix?,
             failure_policy: failure_policy?,
             timeout: timeout?,
+            tls: tls?,
         };
         ok.then_some(BackendSpec::Redis(spec))
     }
+}
+
+impl Fields<'_, '_, '_> {
+    /// The `redis.tls` table; `url` (when it parsed) must be a TLS URL.
+    fn redis_tls(&mut self, n: &Node, url: Option<&str>) -> Option<RedisTlsSpec> {
+        let Value::Map(entries) = &n.value else {
+            self.err(n.pos, "redis.tls", wrong("a table of PEM files", &n.value));
+            return None;
+        };
+        const TLS_FIELDS: &[&str] = &[
+            "ca_file",
+            "cert_file",
+            "key_file",
+            "skip_hostname_verification",
+        ];
+        let mut spec = RedisTlsSpec::default();
+        let mut ok = true;
+        for (key, kpos, value) in entries {
+            let field = format!("redis.tls.{key}");
+            match key.as_str() {
+                "ca_file" | "cert_file" | "key_file" => match self.string(value, &field) {
+                    Some(path) if !path.is_empty() => {
+                        let path = Some(std::path::PathBuf::from(path));
+                        match key.as_str() {
+                            "ca_file" => spec.ca_file = path,
+                            "cert_file" => spec.cert_file = path,
+                            _ => spec.key_file = path,
+                        }
+                    }
+                    Some(_) => {
+                        let problem = Problem::InvalidValue {
+                            reason: "an empty path".into(),
+                            expected: "the path of a PEM file".into(),
+                        };
+                        self.err(value.pos, &field, problem);
+                        ok = false;
+                    }
+                    None => ok = false,
+                },
+                "skip_hostname_verification" => match value.value {
+                    Value::Bool(b) => spec.skip_hostname_verification = b,
+                    ref other => {
+                        self.err(value.pos, &field, wrong("true or false", other));
+                        ok = false;
+                    }
+                },
+                _ => {
+                    let problem = Problem::UnknownField {
+                        found: key.clone(),
+                        expected: TLS_FIELDS.to_vec(),
+                    };
+                    self.err(*kpos, &field, problem);
+                    ok = false;
+                }
+            }
+        }
+        if spec.cert_file.is_some() != spec.key_file.is_some() {
+            let problem = Problem::InvalidValue {
+                reason: "a client certificate without its key, or a key without its certificate"
+                    .into(),
+                expected: "both `cert_file` and `key_file`, or neither".into(),
+            };
+            self.err(n.pos, "redis.tls", problem);
+            ok = false;
+        }
+        if let Some(url) = url
+            && !is_tls_url(url)
+        {
+            let problem = Problem::InvalidValue {
+                reason: "a `tls` table with a URL that does not use TLS".into(),
+                expected:
+                    "a TLS URL (rediss://, valkeys://, rediss+sentinel://), or no `tls` table"
+                        .into(),
+            };
+            self.err(n.pos, "redis.tls", problem);
+            ok = false;
+        }
+        ok.then_some(spec)
+    }
+}
+
+/// Whether `url`'s scheme is one of the TLS ones.
+fn is_tls_url(url: &str) -> bool {
+    let scheme = url
+        .split_once("://")
+        .map_or("", |(s, _)| s)
+        .to_ascii_lowercase();
+    matches!(
+        scheme.as_str(),
+        "rediss" | "valkeys" | "rediss+sentinel" | "valkeys+sentinel"
+    )
 }
 
 /// Whether `url` has the form of a Redis URL; why not otherwise.
@@ -185,6 +285,9 @@ pub(crate) fn redis_url(url: &str) -> Result<(), String> {
         return Err(format!("`{url}` has no scheme (write redis://HOST:PORT/)"));
     };
     match scheme.to_ascii_lowercase().as_str() {
+        "redis+sentinel" | "rediss+sentinel" | "valkey+sentinel" | "valkeys+sentinel" => {
+            return sentinel_url(url, rest);
+        }
         "redis" | "rediss" | "valkey" | "valkeys" => {}
         "unix" | "redis+unix" | "valkey+unix" => {
             let path = rest.split(['?', '#']).next().unwrap_or("");
@@ -235,6 +338,42 @@ pub(crate) fn redis_url(url: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The Sentinel form: hosts, then the master's name and an optional
+/// database; the query only names the sentinels' credentials.
+fn sentinel_url(url: &str, rest: &str) -> Result<(), String> {
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let hosts = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    for host in hosts.split(',') {
+        // Each sentinel as a one-server URL, for the same host and port checks.
+        redis_url(&format!("redis://{}", host.trim()))
+            .map_err(|e| format!("sentinel `{host}`: {e}"))?;
+    }
+    let mut parts = path.split('/').filter(|p| !p.is_empty());
+    if parts.next().is_none() {
+        return Err(format!(
+            "`{url}` names no master (write redis+sentinel://HOST:26379/MASTER)"
+        ));
+    }
+    if let Some(db) = parts.next()
+        && db.parse::<i64>().is_err()
+    {
+        return Err(format!("`{db}` is not a database number"));
+    }
+    if let Some(extra) = parts.next() {
+        return Err(format!("unexpected `/{extra}` after the database"));
+    }
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let key = pair.split_once('=').map_or(pair, |(k, _)| k);
+        if !matches!(key, "sentinel_username" | "sentinel_password") {
+            return Err(format!(
+                "unknown parameter `{key}` (sentinel_username, sentinel_password)"
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::redis_url;
@@ -249,6 +388,8 @@ mod tests {
             "valkey://h",
             "unix:///run/redis.sock",
             "redis+unix:///run/redis.sock?db=1",
+            "redis+sentinel://a:26379,b:26380/mymaster",
+            "rediss+sentinel://u:p@[::1]:26379/m/2?sentinel_password=s",
         ] {
             assert_eq!(redis_url(good), Ok(()), "{good}");
         }
@@ -263,6 +404,10 @@ mod tests {
             "redis://0.0.0.0",
             "redis://[::1/",
             "unix://",
+            "redis+sentinel://a:26379/",
+            "redis+sentinel://a:x/m",
+            "redis+sentinel://a/m/db",
+            "redis+sentinel://a/m?tls=1",
         ] {
             assert!(redis_url(bad).is_err(), "{bad}");
         }
