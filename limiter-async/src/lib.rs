@@ -107,3 +107,8 @@ pub use wake::{PRECISE_RANGE, WakeUp};
 struct ReadmeDoctests;
 pub use limiter::AsyncLimiter;
 pub use throttle::{Refused, Throttled};
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

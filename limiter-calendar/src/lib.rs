@@ -82,3 +82,8 @@ pub mod __loom {
         crate::decide::decide(word, current_start, n, limit).ok()
     }
 }
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

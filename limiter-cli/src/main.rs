@@ -21,8 +21,15 @@ use clap::{Parser, Subcommand};
 use limiter_config::{ExplainRequest, RuleSet, Verdict};
 use limiter_rules::{BackendSpec, Mode, PathMatch, RuleSpec, check_file};
 
+/// `limiter --version`: the version and the commit it was built from.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("LIMITER_COMMIT"), ")");
+
 #[derive(Parser)]
-#[command(name = "limiter", about = "Check or watch rate-limit rule files")]
+#[command(
+    name = "limiter",
+    version = VERSION,
+    about = "Check, explain or watch rate-limit rule files"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -152,3 +152,33 @@ fn explain_names_the_rule_the_key_and_the_decision() {
     assert!(reset <= 31 * 86_400 + 3600, "{reset}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The commit `--version` must name: git's short hash of HEAD here, or
+/// `unknown` where git or the repository is absent (as the build script).
+fn expected_commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+#[test]
+fn version_names_the_release_and_the_commit() {
+    let (code, out, err) = check(&["--version".as_ref()]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert_eq!(out, format!("limiter 0.1.0 ({})\n", expected_commit()));
+}
+
+#[test]
+fn help_lists_the_commands_and_flags() {
+    let (code, out, err) = check(&["--help".as_ref()]);
+    assert_eq!((code, err.as_str()), (0, ""), "{out}");
+    for item in ["check", "watch", "explain", "--help", "--version"] {
+        assert!(out.contains(item), "{item} missing from:\n{out}");
+    }
+}

@@ -53,3 +53,8 @@ pub use partition::{MAX_PARTITIONED_LIMIT, MAX_PARTITIONS, PartitionPermit, Part
 pub use permit::{OwnedPermit, Permit};
 pub use queue::QueueOrder;
 pub use word::MAX_LIMIT;
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -120,3 +120,8 @@ pub use watch::Watcher;
 pub trait RuleClock: limiter_core::Clock + Clone + 'static {}
 
 impl<C: limiter_core::Clock + Clone + 'static> RuleClock for C {}
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -162,3 +162,8 @@ pub mod __loom {
         gcra::rescale(tat, now, old.into(), new.into(), crate::MAX_SPAN)
     }
 }
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

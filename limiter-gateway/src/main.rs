@@ -24,9 +24,12 @@ use limiter_gateway::{
 };
 use tokio::signal::unix::{SignalKind, signal};
 
+/// `limiter-gateway --version`: the version and the commit it was built from.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("LIMITER_COMMIT"), ")");
+
 /// A rate-limiting reverse proxy driven by a limiter-config rules file.
 #[derive(Parser, Debug, Clone)]
-#[command(name = "limiter-gateway", version)]
+#[command(name = "limiter-gateway", version = VERSION)]
 struct Args {
     /// The rules file (YAML or TOML, the limiter-config schema).
     #[arg(long)]

@@ -1,7 +1,7 @@
 //! The built binary as an operator runs it: a bad rules file stops it at
 //! start with the rules crate's error text; SIGTERM drains in-flight and
 //! delayed requests and exits 0; SIGHUP and a file edit reload the rules,
-//! keeping limiter state.
+//! keeping limiter state. `--version` and `--help` answer and exit 0.
 
 use crate::support;
 
@@ -271,4 +271,58 @@ async fn sighup_and_a_file_edit_reload_the_rules_keeping_state() {
         signal(&p.child, "TERM");
         assert_eq!(p.child.wait().await.unwrap().code(), Some(0));
     }
+}
+
+/// Runs the binary with `args` to its end: (exit code, stdout, stderr).
+fn run_to_end(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn version_names_the_release_and_the_commit() {
+    // The build script's rule: git's short hash of HEAD, else `unknown`.
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned());
+    let (code, out, err) = run_to_end(&["--version"]);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    assert_eq!(out, format!("limiter-gateway 0.1.0 ({commit})\n"));
+}
+
+#[test]
+fn help_lists_every_flag_without_starting() {
+    // No --config: only --help and --version answer without it.
+    let (code, out, err) = run_to_end(&["--help"]);
+    assert_eq!((code, err.as_str()), (Some(0), ""), "{out}");
+    for flag in [
+        "--config",
+        "--gateway",
+        "--listen",
+        "--upstream",
+        "--admin ",
+        "--admin-token-file",
+        "--connect-timeout",
+        "--request-timeout",
+        "--shutdown-timeout",
+        "--drain-delay",
+        "--log-json",
+        "--access-log",
+        "--no-watch",
+        "--help",
+        "--version",
+    ] {
+        assert!(out.contains(flag), "{flag} missing from:\n{out}");
+    }
+    assert!(!out.contains("listening"), "{out}");
 }

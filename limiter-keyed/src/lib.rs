@@ -78,3 +78,8 @@ pub use limiter::{DEFAULT_MAX_OVERRIDES, KeyedBuilder, KeyedLimiter};
 pub use overrides::OverrideError;
 pub use penalty::{MAX_STRIKES, Penalty, PenaltyBox, PenaltyError, Strike};
 pub use top_keys::{TopKey, TopKeys};
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -98,3 +98,8 @@ pub use sentinel::SentinelConnection;
 pub use time::{SystemClock, TimeSource, quota_in_micros};
 pub use tls::RedisTls;
 pub use two_tier::TwoTierLimiter;
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

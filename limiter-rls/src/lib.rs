@@ -36,6 +36,7 @@ pub mod server;
 pub mod settings;
 pub mod stats;
 pub mod statsd;
+pub mod variables;
 pub mod window;
 
 mod config;

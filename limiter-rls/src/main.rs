@@ -2,7 +2,8 @@
 //! envoyproxy/ratelimit is (environment variables and the YAML directory;
 //! see docs/rls.md). Prints `limiter-rls listening grpc=… http=… debug=…`
 //! once bound; exits 1 with the reason on a bad setting or config, 0 after
-//! a graceful SIGTERM.
+//! a graceful SIGTERM. `--help` (the environment variables it reads) and
+//! `--version` answer without starting anything; other arguments exit 2.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -12,7 +13,31 @@ use limiter_rls::backend::AnyBackend;
 use limiter_rls::settings::Settings;
 use limiter_rls::{RuleSet, server};
 
+/// `limiter-rls --version`: the version and the commit it was built from.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("LIMITER_COMMIT"), ")");
+
 fn main() -> ExitCode {
+    // The only arguments: everything else is configured by the environment,
+    // as envoyproxy/ratelimit is. Both answer before anything is read or bound.
+    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    match args.first().map(|a| a.to_str()) {
+        None => {}
+        Some(Some("-h" | "--help")) if args.len() == 1 => {
+            print!("{}", limiter_rls::variables::help());
+            return ExitCode::SUCCESS;
+        }
+        Some(Some("-V" | "--version")) if args.len() == 1 => {
+            println!("limiter-rls {VERSION}");
+            return ExitCode::SUCCESS;
+        }
+        Some(_) => {
+            eprintln!(
+                "limiter-rls: unexpected arguments {args:?}; it takes --help or --version \
+                 (the settings are environment variables: see --help)"
+            );
+            return ExitCode::from(2);
+        }
+    }
     let settings = match Settings::from_env(|k| std::env::var(k).ok()) {
         Ok(s) => s,
         Err(e) => {

@@ -175,6 +175,8 @@ impl Settings {
     ///
     /// The first variable that does not parse.
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Settings, SettingError> {
+        // Every name goes through the table `--help` prints (checked in tests).
+        let get = |name: &str| crate::variables::read(&get, name);
         let text = |name: &str, default: &str| get(name).unwrap_or_else(|| default.to_owned());
         let bool_of = |name: &'static str, default: bool| -> Result<bool, SettingError> {
             match get(name) {

@@ -187,3 +187,8 @@ pub fn check_quota_str(
     })?;
     validate::quota_table(path, &root).map_err(ConfigErrors)
 }
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

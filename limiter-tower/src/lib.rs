@@ -170,3 +170,8 @@ pub use response::Rejection;
 pub use response_cost::{ResponseHead, cost_in_header};
 pub use service::RateLimitService;
 pub use shared::Mode;
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
