@@ -24,6 +24,7 @@ use core::time::Duration;
 use limiter_core::Decider;
 use tokio::time::Instant;
 
+use crate::clock::saturating_add;
 use crate::timer::SlotTimer;
 use crate::wake::{WakeUp, Waking};
 
@@ -120,10 +121,7 @@ impl<R: Refund> SlotWait<R> {
     /// to its decision (which was made before now, so the slot is never
     /// used early).
     pub fn after(wait: Duration, wake: WakeUp, window: Duration, refund: R) -> Self {
-        let now = Instant::now();
-        let deadline = now
-            .checked_add(wait)
-            .unwrap_or(now + Duration::from_secs(86_400 * 365 * 30));
+        let deadline = saturating_add(Instant::now(), wait);
         SlotWait::until(deadline, wait, wake, window, refund)
     }
 }

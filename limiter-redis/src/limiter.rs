@@ -412,9 +412,13 @@ impl RedisLimiter {
     ) -> Result<T, RedisLimitError> {
         let inner = &self.inner;
         let start = tokio::time::Instant::now();
-        let by_call = start + inner.call_timeout;
-        let until = deadline.map_or(by_call, |d| d.min(by_call));
-        if until <= start {
+        // A call timeout no instant can hold (`Duration::MAX`) is none.
+        let by_call = start.checked_add(inner.call_timeout);
+        let until = match (deadline, by_call) {
+            (Some(d), Some(c)) => Some(d.min(c)),
+            (d, c) => d.or(c),
+        };
+        if until.is_some_and(|u| u <= start) {
             return Err(RedisLimitError::Timeout {
                 after: Duration::ZERO,
             });
@@ -426,11 +430,14 @@ impl RedisLimiter {
         }
         // Relaxed: a statistic.
         inner.calls.fetch_add(1, Ordering::Relaxed);
-        let result = match tokio::time::timeout_at(until, request).await {
-            Ok(result) => result,
-            Err(_) => Err(RedisLimitError::Timeout {
-                after: until - start,
-            }),
+        let result = match until {
+            Some(until) => match tokio::time::timeout_at(until, request).await {
+                Ok(result) => result,
+                Err(_) => Err(RedisLimitError::Timeout {
+                    after: until - start,
+                }),
+            },
+            None => request.await,
         };
         match &result {
             Ok(_) => inner.breaker.record_success(),
