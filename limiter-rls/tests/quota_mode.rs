@@ -77,6 +77,9 @@ impl Time {
 fn limiter<B: Backend>(unit: &str, backend: B) -> RateLimiter<B> {
     let options = Options {
         dynamic_metadata: true,
+        // Redis' first calls (connecting, loading scripts) on a loaded
+        // machine: generous, these tests are not about the budget.
+        store_budget: Duration::from_secs(5),
         ..Options::default()
     };
     RateLimiter::new(rules(unit), backend, options, Recorder::default())
@@ -183,26 +186,19 @@ async fn multiservice<B: Backend>(s: &RateLimiter<B>, time: &Time, unit: Duratio
 
 const MINUTE: Duration = Duration::from_secs(60);
 
+/// Both scripts' sequences on `limiter` (made afresh for each, reading
+/// `clock`).
+async fn both_scripts<B: Backend>(limiter: impl Fn(&ManualClock) -> RateLimiter<B>, what: &str) {
+    let clock = ManualClock::starting_at(EPOCH);
+    token_quota(&limiter(&clock), &Time::Manual(clock.clone()), MINUTE, what).await;
+    let clock = ManualClock::starting_at(EPOCH);
+    multiservice(&limiter(&clock), &Time::Manual(clock.clone()), MINUTE, what).await;
+}
+
 #[tokio::test]
 async fn quota_mode_in_memory() {
-    for gcra in [true, false] {
-        let what = if gcra { "gcra" } else { "fixed" };
-        for run in 0..2 {
-            let clock = ManualClock::starting_at(EPOCH);
-            let time = Time::Manual(clock.clone());
-            let backend = if gcra {
-                AnyBackend::MemoryGcra(MemoryGcra::new(clock.clone(), 1_000))
-            } else {
-                AnyBackend::MemoryFixed(MemoryFixed::new(clock.clone(), 1_000))
-            };
-            let s = limiter("minute", backend);
-            if run == 0 {
-                token_quota(&s, &time, MINUTE, what).await;
-            } else {
-                multiservice(&s, &time, MINUTE, what).await;
-            }
-        }
-    }
+    both_scripts(|c| limiter("minute", MemoryGcra::new(c.clone(), 1_000)), "gcra").await;
+    both_scripts(|c| limiter("minute", MemoryFixed::new(c.clone(), 1_000)), "fixed").await;
 }
 
 #[tokio::test]
@@ -256,8 +252,7 @@ async fn quota_mode_on_redis_fixed_windows() {
 /// A zero limit's `durationUntilReset`: GCRA never admits on it, so its
 /// unit; a fixed window, the time to the window's end (theirs). Never 0,
 /// for a request, a check and a cost, on gRPC and in `/json`.
-#[tokio::test]
-async fn a_zero_limit_never_resets_in_zero() {
+async fn zero_limit<B: Backend>(s: &RateLimiter<B>, what: &str) {
     let banned = |hits: Option<u64>| RateLimitDescriptor {
         entries: vec![Entry {
             key: "banned".into(),
@@ -266,8 +261,37 @@ async fn a_zero_limit_never_resets_in_zero() {
         limit: None,
         hits_addend: hits,
     };
+    // A request, a check, a cost, a check.
+    for (i, hits) in [None, Some(0), Some(1), Some(0)].into_iter().enumerate() {
+        let r = ask(s, vec![banned(hits)]).await;
+        let left = reset(&r.statuses[0]);
+        if what.ends_with("gcra") {
+            assert_eq!(left, MINUTE, "{what} {hits:?}");
+        } else {
+            // The real clock's window (Redis) or the manual one's (EPOCH is
+            // 30 s into its minute).
+            assert!(left > Duration::ZERO && left <= MINUTE, "{what} {hits:?}");
+            if what == "fixed" {
+                assert_eq!(left, Duration::from_secs(30), "{what} {hits:?}");
+            }
+        }
+        let json = limiter_rls::json::response_json(&r);
+        let written = json["statuses"][0]["durationUntilReset"].as_str().unwrap();
+        assert_ne!(written, "0s", "{what} {hits:?}");
+        // Only a fixed window's first check passes (nothing counted past 0
+        // yet, theirs); after the cost it is past the limit.
+        let passes = i == 1 && !what.ends_with("gcra");
+        let want = if passes { Code::Ok } else { Code::OverLimit };
+        assert_eq!(code(r.overall_code), want, "{what} {hits:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_zero_limit_never_resets_in_zero() {
     let server = RedisServer::start();
     let clock = ManualClock::starting_at(EPOCH);
+    zero_limit(&limiter("minute", MemoryGcra::new(clock.clone(), 10)), "gcra").await;
+    zero_limit(&limiter("minute", MemoryFixed::new(clock.clone(), 10)), "fixed").await;
     let redis_gcra = RedisGcra::with_clock(
         server.manager().await.into(),
         "zero",
@@ -276,6 +300,7 @@ async fn a_zero_limit_never_resets_in_zero() {
         clock.clone(),
     )
     .unwrap();
+    zero_limit(&limiter("minute", redis_gcra), "redis gcra").await;
     let redis_fixed = RedisFixed::new(
         server.manager().await.into(),
         "zero_",
@@ -284,43 +309,5 @@ async fn a_zero_limit_never_resets_in_zero() {
         1_000,
     )
     .unwrap();
-    let backends = [
-        (
-            "gcra",
-            AnyBackend::MemoryGcra(MemoryGcra::new(clock.clone(), 10)),
-        ),
-        (
-            "fixed",
-            AnyBackend::MemoryFixed(MemoryFixed::new(clock.clone(), 10)),
-        ),
-        ("redis gcra", AnyBackend::RedisGcra(redis_gcra)),
-        ("redis fixed", AnyBackend::RedisFixed(redis_fixed)),
-    ];
-    for (what, backend) in backends {
-        let s = limiter("minute", backend);
-        // A request, a check, a cost, a check.
-        for (i, hits) in [None, Some(0), Some(1), Some(0)].into_iter().enumerate() {
-            let r = ask(&s, vec![banned(hits)]).await;
-            let st = &r.statuses[0];
-            let left = reset(st);
-            if what.ends_with("gcra") {
-                assert_eq!(left, MINUTE, "{what} {hits:?}");
-            } else {
-                // The real clock's window (Redis) or the manual one's
-                // (EPOCH is 30 s into its minute).
-                assert!(left > Duration::ZERO && left <= MINUTE, "{what} {hits:?}");
-                if what == "fixed" {
-                    assert_eq!(left, Duration::from_secs(30), "{what} {hits:?}");
-                }
-            }
-            let json = limiter_rls::json::response_json(&r);
-            let written = json["statuses"][0]["durationUntilReset"].as_str().unwrap();
-            assert_ne!(written, "0s", "{what} {hits:?}");
-            // Only a fixed window's first check passes (nothing counted
-            // past 0 yet, theirs); after the cost it is past the limit.
-            let passes = i == 1 && !what.ends_with("gcra");
-            let want = if passes { Code::Ok } else { Code::OverLimit };
-            assert_eq!(code(r.overall_code), want, "{what} {hits:?}");
-        }
-    }
+    zero_limit(&limiter("minute", redis_fixed), "redis fixed").await;
 }

@@ -364,6 +364,7 @@ impl<C: Clock + 'static> Backend for MemoryFixed<C> {
                         .is_some_and(|d| window::window_start(now, d) == c.window)
                 });
             }
+            let full = map.len() >= self.max_keys;
             let count = match map.get_mut(&id) {
                 Some(c) => {
                     if c.window != w {
@@ -377,7 +378,7 @@ impl<C: Clock + 'static> Backend for MemoryFixed<C> {
                 }
                 // No room for a new key: nothing recorded (as `try_all`
                 // refuses it).
-                None if map.len() >= self.max_keys => 0,
+                None if full => 0,
                 None => {
                     let count = u64::from(p.hits);
                     map.insert(id, Counter { window: w, count });

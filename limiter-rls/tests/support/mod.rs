@@ -373,8 +373,8 @@ pub(crate) fn upstream_saying(body: &'static str) -> u16 {
                             len = v.trim().parse().unwrap_or(0);
                         }
                     }
-                    let mut body = vec![0; len];
-                    if r.read_exact(&mut body).is_err() {
+                    let mut request_body = vec![0; len];
+                    if r.read_exact(&mut request_body).is_err() {
                         return;
                     }
                     let reply = format!(
