@@ -197,8 +197,16 @@ async fn both_scripts<B: Backend>(limiter: impl Fn(&ManualClock) -> RateLimiter<
 
 #[tokio::test]
 async fn quota_mode_in_memory() {
-    both_scripts(|c| limiter("minute", MemoryGcra::new(c.clone(), 1_000)), "gcra").await;
-    both_scripts(|c| limiter("minute", MemoryFixed::new(c.clone(), 1_000)), "fixed").await;
+    both_scripts(
+        |c| limiter("minute", MemoryGcra::new(c.clone(), 1_000)),
+        "gcra",
+    )
+    .await;
+    both_scripts(
+        |c| limiter("minute", MemoryFixed::new(c.clone(), 1_000)),
+        "fixed",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -290,8 +298,16 @@ async fn zero_limit<B: Backend>(s: &RateLimiter<B>, what: &str) {
 async fn a_zero_limit_never_resets_in_zero() {
     let server = RedisServer::start();
     let clock = ManualClock::starting_at(EPOCH);
-    zero_limit(&limiter("minute", MemoryGcra::new(clock.clone(), 10)), "gcra").await;
-    zero_limit(&limiter("minute", MemoryFixed::new(clock.clone(), 10)), "fixed").await;
+    zero_limit(
+        &limiter("minute", MemoryGcra::new(clock.clone(), 10)),
+        "gcra",
+    )
+    .await;
+    zero_limit(
+        &limiter("minute", MemoryFixed::new(clock.clone(), 10)),
+        "fixed",
+    )
+    .await;
     let redis_gcra = RedisGcra::with_clock(
         server.manager().await.into(),
         "zero",
