@@ -310,24 +310,31 @@ pub fn interval(period: Duration) -> tokio::time::Interval {
     tokio::time::interval(period.min(MAX_PERIOD))
 }
 
-/// `base + by`, or the latest instant an `Instant` can hold if the sum
-/// overflows (found by adding ever smaller steps; terminates because the
-/// step halves down to zero): for a deadline made of a configured duration,
-/// where `base + by` would panic ("overflow when adding duration to
-/// instant") for `Duration::MAX`.
+/// The deadline `after` from `from`, held to at most [`MAX_PERIOD`] away:
+/// for a timer set from a configured duration, where `from + after` would
+/// panic ("overflow when adding duration to instant") for `Duration::MAX`.
+/// A deadline thirty years away is tokio's own "never" (its `sleep` holds
+/// a longer one there too; a later instant would overflow in its timer).
 ///
 /// # Examples
 ///
 /// ```
 /// use core::time::Duration;
-/// use limiter_async::saturating_add;
+/// use limiter_async::{MAX_PERIOD, deadline_after};
 /// use tokio::time::Instant;
 ///
 /// let now = Instant::now();
-/// assert_eq!(saturating_add(now, Duration::from_secs(1)), now + Duration::from_secs(1));
-/// assert!(saturating_add(now, Duration::MAX) > now + Duration::from_secs(86_400 * 365 * 100));
+/// assert_eq!(deadline_after(now, Duration::from_secs(1)), now + Duration::from_secs(1));
+/// assert_eq!(deadline_after(now, Duration::MAX), now + MAX_PERIOD);
 /// ```
-pub fn saturating_add(base: Instant, by: Duration) -> Instant {
+pub fn deadline_after(from: Instant, after: Duration) -> Instant {
+    from + after.min(MAX_PERIOD)
+}
+
+/// `base + by`, or the latest instant an `Instant` can hold if the sum
+/// overflows (found by adding ever smaller steps; terminates because the
+/// step halves down to zero).
+pub(crate) fn saturating_add(base: Instant, by: Duration) -> Instant {
     if let Some(at) = base.checked_add(by) {
         return at;
     }

@@ -87,7 +87,7 @@ mod timer;
 mod wait;
 mod wake;
 
-pub use clock::{MAX_PERIOD, TokioClock, interval, saturating_add};
+pub use clock::{MAX_PERIOD, TokioClock, deadline_after, interval};
 pub use decide::AsyncDecide;
 pub use slot_wait::{CancelGrant, Refund, SlotWait};
 pub use wake::{PRECISE_RANGE, WakeUp};

@@ -24,7 +24,6 @@ use core::time::Duration;
 use limiter_core::Decider;
 use tokio::time::Instant;
 
-use crate::clock::saturating_add;
 use crate::timer::SlotTimer;
 use crate::wake::{WakeUp, Waking};
 
@@ -121,7 +120,10 @@ impl<R: Refund> SlotWait<R> {
     /// to its decision (which was made before now, so the slot is never
     /// used early).
     pub fn after(wait: Duration, wake: WakeUp, window: Duration, refund: R) -> Self {
-        let deadline = saturating_add(Instant::now(), wait);
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(wait)
+            .unwrap_or(now + Duration::from_secs(86_400 * 365 * 30));
         SlotWait::until(deadline, wait, wake, window, refund)
     }
 }

@@ -26,7 +26,7 @@ use futures::stream::FusedStream;
 use limiter_core::{AcquireError, Limiter, RateLimiter};
 use tokio::time::Instant;
 
-use crate::clock::{TokioClock, saturating_add};
+use crate::clock::TokioClock;
 use crate::instants::InstantMap;
 use crate::timer::SlotTimer;
 use crate::wait::ReservationGuard;
@@ -248,8 +248,7 @@ impl<S: Stream, L: Limiter> Stream for Throttled<S, L> {
                 // the exact wait (at least 1 ns, so a zero could never spin).
                 Err(AcquireError::RateLimited { wait }) => {
                     let wait = wait.max(Duration::from_nanos(1));
-                    this.timer
-                        .arm(this.waking(), saturating_add(Instant::now(), wait), wait);
+                    this.timer.arm(this.waking(), Instant::now() + wait, wait);
                     this.waiting = Some(Held::Retry(item));
                 }
                 // InsufficientCapacity (a limit lowered below one permit) or

@@ -240,7 +240,7 @@ impl<S> Guarded<S> {
     }
 
     fn reset(&mut self, after: Duration) {
-        self.timer.as_mut().reset(limiter_async::saturating_add(
+        self.timer.as_mut().reset(limiter_async::deadline_after(
             tokio::time::Instant::now(),
             after,
         ));

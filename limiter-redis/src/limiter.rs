@@ -412,13 +412,11 @@ impl RedisLimiter {
     ) -> Result<T, RedisLimitError> {
         let inner = &self.inner;
         let start = tokio::time::Instant::now();
-        // A call timeout no instant can hold (`Duration::MAX`) is none.
-        let by_call = start.checked_add(inner.call_timeout);
-        let until = match (deadline, by_call) {
-            (Some(d), Some(c)) => Some(d.min(c)),
-            (d, c) => d.or(c),
-        };
-        if until.is_some_and(|u| u <= start) {
+        // A call timeout no instant can hold (`Duration::MAX`) is held at
+        // limiter-async's horizon (thirty years): none, in effect.
+        let by_call = limiter_async::deadline_after(start, inner.call_timeout);
+        let until = deadline.map_or(by_call, |d| d.min(by_call));
+        if until <= start {
             return Err(RedisLimitError::Timeout {
                 after: Duration::ZERO,
             });
@@ -430,14 +428,11 @@ impl RedisLimiter {
         }
         // Relaxed: a statistic.
         inner.calls.fetch_add(1, Ordering::Relaxed);
-        let result = match until {
-            Some(until) => match tokio::time::timeout_at(until, request).await {
-                Ok(result) => result,
-                Err(_) => Err(RedisLimitError::Timeout {
-                    after: until - start,
-                }),
-            },
-            None => request.await,
+        let result = match tokio::time::timeout_at(until, request).await {
+            Ok(result) => result,
+            Err(_) => Err(RedisLimitError::Timeout {
+                after: until - start,
+            }),
         };
         match &result {
             Ok(_) => inner.breaker.record_success(),

@@ -213,7 +213,7 @@ impl<B: Backend> RateLimiter<B> {
         }
         // A budget no instant can hold (`Duration::MAX`) is no deadline.
         let deadline =
-            limiter_async::saturating_add(tokio::time::Instant::now(), self.options.store_budget);
+            limiter_async::deadline_after(tokio::time::Instant::now(), self.options.store_budget);
         let decision = decide::decide(&self.backend, &checks, deadline)
             .await
             .map_err(|e| RequestError::Backend(e.0))?;
