@@ -290,6 +290,57 @@ impl Clock for TokioClock {
     }
 }
 
+/// The longest period [`interval`] ticks at: thirty years, tokio's own
+/// horizon for a sleep (far below what any platform's `Instant` can add).
+pub const MAX_PERIOD: Duration = Duration::from_secs(86_400 * 365 * 30);
+
+/// tokio's [`interval`](tokio::time::interval) for a configured `period`,
+/// held to at most [`MAX_PERIOD`]: tokio adds the period to an instant at
+/// every tick, which panics ("overflow when adding duration to instant")
+/// for a period no instant can hold, such as `Duration::MAX`. The first
+/// tick completes at once, as tokio's.
+///
+/// # Panics
+///
+/// As tokio's, if `period` is zero.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let mut tick = limiter_async::interval(Duration::MAX);
+/// tick.tick().await; // at once
+/// assert_eq!(tick.period(), limiter_async::MAX_PERIOD);
+/// # }
+/// ```
+pub fn interval(period: Duration) -> tokio::time::Interval {
+    tokio::time::interval(period.min(MAX_PERIOD))
+}
+
+/// The deadline `after` from `from`, held to at most [`MAX_PERIOD`] away:
+/// for a timer set from a configured duration, where `from + after` would
+/// panic ("overflow when adding duration to instant") for `Duration::MAX`.
+/// A deadline thirty years away is tokio's own "never" (its `sleep` holds
+/// a longer one there too; a later instant would overflow in its timer).
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use limiter_async::{MAX_PERIOD, deadline_after};
+/// use tokio::time::Instant;
+///
+/// let now = Instant::now();
+/// assert_eq!(deadline_after(now, Duration::from_secs(1)), now + Duration::from_secs(1));
+/// assert_eq!(deadline_after(now, Duration::MAX), now + MAX_PERIOD);
+/// ```
+pub fn deadline_after(from: Instant, after: Duration) -> Instant {
+    from + after.min(MAX_PERIOD)
+}
+
 /// `base + by`, or the latest instant an `Instant` can hold if the sum
 /// overflows (found by adding ever smaller steps; terminates because the
 /// step halves down to zero).

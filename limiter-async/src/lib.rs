@@ -96,7 +96,7 @@ mod timer;
 mod wait;
 mod wake;
 
-pub use clock::TokioClock;
+pub use clock::{MAX_PERIOD, TokioClock, deadline_after, interval};
 pub use decide::AsyncDecide;
 pub use slot_wait::{CancelGrant, Refund, SlotWait};
 pub use wake::{PRECISE_RANGE, WakeUp};

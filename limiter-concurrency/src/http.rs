@@ -304,7 +304,8 @@ impl ConcurrencyLimitLayer {
     }
 
     /// Waits in the limiter's queue up to `bound` before rejecting (the
-    /// queue's capacity and order are the limiter's).
+    /// queue's capacity and order are the limiter's); a bound no instant can
+    /// hold (`Duration::MAX`) waits as long as the queue does.
     pub fn wait(self, bound: Duration) -> ConcurrencyLimitLayer {
         self.edit(|c| c.wait = Some(bound))
     }
@@ -379,7 +380,11 @@ where
                     let since = Instant::now();
                     State::Waiting {
                         acquire: Box::pin(async move {
-                            limiter.acquire_owned_until(since + bound).await
+                            // A bound no instant can hold is no bound.
+                            match since.checked_add(bound) {
+                                Some(until) => limiter.acquire_owned_until(until).await,
+                                None => limiter.acquire_owned().await,
+                            }
                         }),
                         inner: Some((ready, request)),
                         since,

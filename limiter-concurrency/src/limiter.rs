@@ -210,13 +210,18 @@ impl ConcurrencyLimiter {
     }
 
     #[cfg(all(feature = "time", not(loom)))]
-    /// [`acquire_until`](Self::acquire_until) `Instant::now() + timeout`.
+    /// [`acquire_until`](Self::acquire_until) `Instant::now() + timeout`; a
+    /// timeout no instant can hold (`Duration::MAX`) is none:
+    /// [`acquire`](Self::acquire).
     ///
     /// # Errors
     ///
     /// As [`acquire_until`](Self::acquire_until).
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Permit<'_>, AcquireError> {
-        self.acquire_until(Instant::now() + timeout).await
+        match Instant::now().checked_add(timeout) {
+            Some(deadline) => self.acquire_until(deadline).await,
+            None => self.acquire().await,
+        }
     }
 
     #[cfg(all(feature = "time", not(loom)))]

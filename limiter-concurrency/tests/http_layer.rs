@@ -178,6 +178,31 @@ async fn wait_mode_waits_up_to_its_bound() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_wait_bound_no_instant_can_hold_waits_as_long_as_it_takes() {
+    let limiter = ConcurrencyLimiter::builder(1)
+        .queue(4, QueueOrder::Fifo)
+        .build()
+        .unwrap();
+    let layer = ConcurrencyLimitLayer::new("forever", limiter.clone()).wait(Duration::MAX);
+    let start = tokio::time::Instant::now();
+    let holder = tokio::spawn(
+        layer
+            .layer(slow_service(Duration::from_secs(3_600), StatusCode::OK))
+            .oneshot(Request::new(())),
+    );
+    tokio::task::yield_now().await;
+    // Served when the hour-long holder is done, not shed nor panicked.
+    let waited = layer
+        .layer(slow_service(Duration::ZERO, StatusCode::OK))
+        .oneshot(Request::new(()))
+        .await
+        .unwrap();
+    assert_eq!(waited.status(), StatusCode::OK);
+    assert_eq!(start.elapsed(), Duration::from_secs(3_600));
+    holder.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_estimator_is_fed_from_latency_and_status() {
     let aimd = Aimd::new(Bounds::new(8, 1, 100).unwrap())
         .backoff(0.5)

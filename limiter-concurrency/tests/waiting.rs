@@ -205,3 +205,27 @@ fn clones_share_one_limit() {
     assert!(a.same_limiter(&b));
     assert!(ConcurrencyLimiter::new(0).is_err());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_no_instant_can_hold_waits_without_a_deadline() {
+    let l = limiter(1, 4, QueueOrder::Fifo);
+    let held = l.try_acquire_owned().unwrap();
+    let start = Instant::now();
+    let waiter = tokio::spawn({
+        let l = l.clone();
+        async move {
+            let p = l.acquire_timeout(Duration::MAX).await.map(drop);
+            (p, start.elapsed())
+        }
+    });
+    settle().await;
+    assert_eq!(l.waiting(), 1, "queued, not panicked nor refused");
+    // A year later it still waits; the release serves it.
+    sleep(Duration::from_secs(365 * 86_400)).await;
+    assert_eq!(l.waiting(), 1);
+    drop(held);
+    assert_eq!(
+        waiter.await.unwrap(),
+        (Ok(()), Duration::from_secs(365 * 86_400))
+    );
+}

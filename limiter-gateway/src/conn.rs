@@ -240,9 +240,10 @@ impl<S> Guarded<S> {
     }
 
     fn reset(&mut self, after: Duration) {
-        self.timer
-            .as_mut()
-            .reset(tokio::time::Instant::now() + after);
+        self.timer.as_mut().reset(limiter_async::deadline_after(
+            tokio::time::Instant::now(),
+            after,
+        ));
     }
 
     /// Moves the phase on from what the service and the read tell.
@@ -496,6 +497,32 @@ mod tests {
         assert_eq!(t.due(t0 + Duration::from_secs(1)), None);
         assert_eq!(t.due(t0 + Duration::from_secs(4)), None);
         assert_eq!(t.due(t0 + Duration::from_secs(5)), Some(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn timeouts_no_instant_can_hold_never_expire() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut client, server) = tokio::io::duplex(64);
+        let activity = Arc::new(Activity::default());
+        let limits = ConnectionLimits {
+            head_timeout: Duration::MAX,
+            idle_timeout: Duration::MAX,
+            ..ConnectionLimits::default()
+        };
+        let mut guarded = Guarded::new(server, Arc::clone(&activity), limits, |_| {});
+        // A request came and went: the next bytes go idle, then start a
+        // head (both deadlines set from the configured durations).
+        // Relaxed: a single-threaded test.
+        activity.started.fetch_add(1, Ordering::Relaxed);
+        client.write_all(b"GET").await.unwrap();
+        let mut buf = [0u8; 3];
+        guarded.read_exact(&mut buf).await.unwrap();
+        tokio::time::advance(Duration::from_secs(365 * 86_400)).await;
+        client.write_all(b" /").await.unwrap();
+        let mut more = [0u8; 2];
+        guarded.read_exact(&mut more).await.unwrap();
+        assert_eq!(&more, b" /");
+        assert!(guarded.expired.is_none(), "a year on, still open");
     }
 
     #[test]

@@ -187,7 +187,7 @@ impl Dashboard {
         metrics: impl Fn() -> String + Send + 'static,
     ) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
+            let mut tick = limiter_async::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;

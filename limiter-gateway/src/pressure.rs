@@ -94,7 +94,7 @@ pub(crate) async fn report<C: RuleClock>(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut pressure = TablePressure::default();
-    let mut tick = tokio::time::interval(every);
+    let mut tick = limiter_async::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {

@@ -550,8 +550,9 @@ fn serve<S>(
     builder
         .http2()
         .timer(TokioTimer::new())
-        .keep_alive_interval(limits.h2_ping_interval)
-        .keep_alive_timeout(limits.h2_ping_timeout)
+        // hyper adds both to instants: held where no instant overflows.
+        .keep_alive_interval(limits.h2_ping_interval.min(limiter_async::MAX_PERIOD))
+        .keep_alive_timeout(limits.h2_ping_timeout.min(limiter_async::MAX_PERIOD))
         .max_header_list_size(u32::try_from(limits.max_head_bytes).unwrap_or(u32::MAX));
     let connection = builder.serve_connection_with_upgrades(io, svc).into_owned();
     let watched = watcher.watch(connection);

@@ -168,7 +168,9 @@ impl RedisLimiterBuilder {
 
     /// How long one Redis call may take before it counts as failed (default
     /// 100 ms). A timed-out call is never retried: it may have been applied.
-    /// It must be longer than zero.
+    /// It must be longer than zero; a timeout no instant can hold
+    /// (`Duration::MAX`) means none: calls wait for Redis (or for a
+    /// caller's deadline).
     ///
     /// # Examples
     ///

@@ -20,10 +20,11 @@
 
 use core::time::Duration;
 
-use limiter_core::Debt;
+use limiter_core::{Debt, Quota};
 
 use crate::error::RedisLimitError;
 use crate::limiter::RedisLimiter;
+use crate::time::ScriptQuota;
 
 /// The script source.
 pub(crate) const SOURCE: &str = include_str!("debt.lua");
@@ -63,6 +64,60 @@ impl RedisLimiter {
         permits: u64,
         cap: Duration,
     ) -> Result<Debt, RedisLimitError> {
+        self.charge(key, self.inner.script_quota, permits, cap, None)
+            .await
+    }
+
+    /// [`charge_after`](RedisLimiter::charge_after) on a key decided under
+    /// its own `quota` (as [`try_acquire_all`](RedisLimiter::try_acquire_all)
+    /// takes one per key), with the call cut short at `deadline` when that
+    /// comes before the call timeout (a caller's budget for a whole request).
+    ///
+    /// # Errors
+    ///
+    /// As [`charge_after`](RedisLimiter::charge_after), plus
+    /// [`RedisLimitError::UnsupportedQuota`] for a quota not in whole µs
+    /// (without a call).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use core::time::Duration;
+    /// use limiter_core::Quota;
+    /// use limiter_redis::RedisLimiter;
+    ///
+    /// # async fn run(conn: redis::aio::ConnectionManager) -> Result<(), Box<dyn std::error::Error>> {
+    /// let per_minute = Quota::per_minute(2)?.with_burst(2)?;
+    /// let limiter = RedisLimiter::new(conn, per_minute)?;
+    /// let deadline = tokio::time::Instant::now() + Duration::from_millis(10);
+    /// // A cost already incurred: counted past the limit, at most a minute of debt.
+    /// limiter
+    ///     .charge_after_until("{d}:svc", per_minute, 3, Duration::from_secs(60), deadline)
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn charge_after_until(
+        &self,
+        key: &str,
+        quota: Quota,
+        permits: u64,
+        cap: Duration,
+        deadline: tokio::time::Instant,
+    ) -> Result<Debt, RedisLimitError> {
+        let quota = ScriptQuota::new(quota)?;
+        self.charge(key, quota, permits, cap, Some(deadline)).await
+    }
+
+    /// The one script call of both.
+    async fn charge(
+        &self,
+        key: &str,
+        quota: ScriptQuota,
+        permits: u64,
+        cap: Duration,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<Debt, RedisLimitError> {
         if permits == 0 {
             return Ok(Debt {
                 charged: 0,
@@ -70,7 +125,6 @@ impl RedisLimiter {
             });
         }
         let inner = &self.inner;
-        let quota = inner.script_quota;
         let cap_us = u64::try_from(cap.as_micros()).unwrap_or(u64::MAX);
         // Never more than the cap can hold, so every number stays < 2^53:
         // t · burst < 2^50 µs, and the cap is bounded by the same.
@@ -90,7 +144,9 @@ impl RedisLimiter {
         let mut conn = inner.conn.clone();
         let script = &inner.script_debt;
         let values = self
-            .guarded(async move { script.eval(&mut conn, &[&redis_key], &args).await })
+            .guarded_until(deadline, async move {
+                script.eval(&mut conn, &[&redis_key], &args).await
+            })
             .await?;
         let bad = || RedisLimitError::UnexpectedReply(format!("{values:?}"));
         let &[charged, _dropped, _reset_after] = values.as_slice() else {

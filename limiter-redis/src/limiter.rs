@@ -412,7 +412,9 @@ impl RedisLimiter {
     ) -> Result<T, RedisLimitError> {
         let inner = &self.inner;
         let start = tokio::time::Instant::now();
-        let by_call = start + inner.call_timeout;
+        // A call timeout no instant can hold (`Duration::MAX`) is held at
+        // limiter-async's horizon (thirty years): none, in effect.
+        let by_call = limiter_async::deadline_after(start, inner.call_timeout);
         let until = deadline.map_or(by_call, |d| d.min(by_call));
         if until <= start {
             return Err(RedisLimitError::Timeout {

@@ -124,3 +124,52 @@ async fn a_guarded_command_runs_on_a_real_server() {
     assert!(!e.is_unavailable(), "{e:?}");
     assert_eq!((limiter.redis_calls(), limiter.redis_failures()), (3, 0));
 }
+
+#[tokio::test]
+async fn a_call_timeout_no_instant_can_hold_is_none_not_a_panic() {
+    let server = RedisServer::start();
+    let manager = server.manager().await;
+    let q = Quota::per_second(10).unwrap().with_burst(2).unwrap();
+    // A margin past the limiter's time range is refused at build (typed).
+    let e = RedisLimiter::builder(manager.clone(), q)
+        .expiry_margin(Duration::MAX)
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            RedisLimitError::InvalidParameter {
+                name: "expiry_margin",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    // A lease ttl is kept in the limiter's nanoseconds, saturated.
+    let leased = RedisLimiter::builder(manager.clone(), q)
+        .lease(1, Duration::MAX)
+        .build()
+        .unwrap();
+    assert_eq!(
+        leased.try_acquire("leased").await.unwrap().source,
+        Source::Redis
+    );
+    let limiter = RedisLimiter::builder(manager, q)
+        .call_timeout(Duration::MAX)
+        .retry_interval(Duration::MAX)
+        .build()
+        .unwrap();
+    limiter.try_acquire_n("k", 2).await.unwrap();
+    assert!(
+        limiter.try_acquire("k").await.is_err(),
+        "the burst is spent"
+    );
+    // With a caller's deadline as well, the deadline bounds the call.
+    let far = Instant::now() + Duration::from_secs(5);
+    let granted = limiter
+        .try_acquire_all_until(&[("other", q, 1)], far)
+        .await
+        .unwrap();
+    assert_eq!(granted[0].source, Source::Redis);
+    assert_eq!((limiter.redis_calls(), limiter.redis_failures()), (3, 0));
+}

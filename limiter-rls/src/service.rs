@@ -6,8 +6,8 @@
 //! request's `limit` override); `unlimited` answers OK with
 //! `limit_remaining = u32::MAX` and is not counted; a rule whose `name` some
 //! other matched rule `replaces` is dropped; hits are the descriptor's
-//! `hits_addend` when set (0 checks without spending), else the request's,
-//! where 0 means 1. The decision over the rest is `decide`'s (all or
+//! `hits_addend` when set (0 checks without spending, more is a cost
+//! charged even past the limit), else the request's, where 0 means 1. The decision over the rest is `decide`'s (all or
 //! nothing). `SHADOW_MODE` answers OK to a request that is over the limit
 //! (counted as `global_shadow_mode`). Optional: `RateLimit-*` response
 //! headers from the descriptor closest to its limit (the refusing one when
@@ -206,11 +206,14 @@ impl<B: Backend> RateLimiter<B> {
                     hits: 0,
                 },
                 hits: d.hits_addend.unwrap_or(request_hits),
+                cost: d.hits_addend.is_some_and(|h| h > 0),
                 shadow: m.rule.shadow_mode,
                 quota: self.options.global_quota || m.rule.quota_mode,
             });
         }
-        let deadline = tokio::time::Instant::now() + self.options.store_budget;
+        // A budget no instant can hold (`Duration::MAX`) is no deadline.
+        let deadline =
+            limiter_async::deadline_after(tokio::time::Instant::now(), self.options.store_budget);
         let decision = decide::decide(&self.backend, &checks, deadline)
             .await
             .map_err(|e| RequestError::Backend(e.0))?;

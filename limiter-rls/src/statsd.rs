@@ -37,7 +37,7 @@ impl Statsd {
         let sink = Statsd::default();
         let pending = Arc::clone(&sink.pending);
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every.max(Duration::from_millis(1)));
+            let mut tick = limiter_async::interval(every.max(Duration::from_millis(1)));
             loop {
                 tick.tick().await;
                 let batch = std::mem::take(&mut *pending.lock().unwrap_or_else(|e| e.into_inner()));
@@ -110,5 +110,22 @@ mod tests {
                 .flat_map(|d| d.lines())
                 .all(|l| l.ends_with(":7|c"))
         );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_flush_interval_no_instant_can_hold_still_flushes_once() {
+        let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let sink = Statsd::start(udp.local_addr().unwrap(), Duration::MAX)
+            .await
+            .unwrap();
+        // Added before the flushing task first runs: its first tick, at
+        // once, sends it (the tick that would overflow an instant).
+        sink.add("hits", 3);
+        let mut buf = [0u8; 64];
+        let n = tokio::time::timeout(Duration::from_secs(10), udp.recv(&mut buf))
+            .await
+            .expect("the first flush")
+            .unwrap();
+        assert_eq!(&buf[..n], b"hits:3|c");
     }
 }

@@ -2,11 +2,12 @@
 //! manual clock: `duration_until_reset` (GCRA: the time until the bucket is
 //! full again, `tat − now` to the nanosecond; fixed window: until the window
 //! ends), `unlimited`, the global `SHADOW_MODE` and `QUOTA_MODE`,
-//! per-descriptor `hits_addend` (a set 0 checks without spending, a set
-//! value overrides the request's), and a property test of the whole
-//! decision (all or nothing across descriptors, shadow and quota mode,
-//! remaining counts and reset times) for both algorithms against a plain
-//! sequential model.
+//! per-descriptor `hits_addend` (a set 0 checks without spending and is
+//! refused only past the limit, a set value is a cost charged even past
+//! the limit), and a property test of the whole decision (all or nothing
+//! across descriptors, shadow and quota mode, checks and costs, remaining
+//! counts and reset times) for both algorithms against a plain sequential
+//! model.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -240,6 +241,30 @@ fn global_quota_mode_puts_every_descriptor_in_quota_mode() {
     assert_eq!(code(r.overall_code), Code::OverLimit);
 }
 
+/// `REDIS_TIMEOUT` (the whole request's store budget) longer than any
+/// instant can hold, from the environment or `Options`: no deadline, not a
+/// panic.
+#[test]
+fn a_store_budget_no_instant_can_hold_is_no_deadline() {
+    let env = limiter_rls::settings::Settings::from_env(|k| {
+        (k == "REDIS_TIMEOUT").then(|| "3000000000000000h".to_owned())
+    })
+    .unwrap();
+    let huge = env.options.store_budget;
+    assert!(std::time::Instant::now().checked_add(huge).is_none());
+    for budget in [huge, Duration::MAX] {
+        let clock = ManualClock::starting_at(EPOCH);
+        let options = Options {
+            store_budget: budget,
+            ..Options::default()
+        };
+        let s = gcra(&clock, options);
+        let r = ask(&s, vec![d("a", "u", None)], 0);
+        assert_eq!(code(r.overall_code), Code::Ok);
+        assert_eq!(r.statuses[0].limit_remaining, 1);
+    }
+}
+
 #[test]
 fn per_descriptor_hits_addend_zero_checks_and_a_set_value_overrides() {
     let clock = ManualClock::starting_at(EPOCH);
@@ -260,9 +285,15 @@ fn hits_addend_rules<B: Backend>(s: &RateLimiter<B>, algorithm: &str) {
     assert_eq!(code(r.overall_code), Code::Ok, "{algorithm}");
     assert_eq!(r.statuses[0].limit_remaining, 1, "{algorithm}: a unspent");
     assert_eq!(r.statuses[1].limit_remaining, 0, "{algorithm}");
-    // Exhaust a; then a check on it is over and charges nothing anywhere
-    // (all or nothing): q keeps its room.
+    // Exhaust a: exactly at the limit a check still passes (nothing is
+    // past it); a cost goes past it, and then a check is over and charges
+    // nothing anywhere (all or nothing): b_c keeps its room.
     ask(s, vec![d("a", "u", None)], 0);
+    let r = ask(s, vec![d("a", "u", Some(0))], 0);
+    assert_eq!(code(r.overall_code), Code::Ok, "{algorithm}: at the limit");
+    assert_eq!(r.statuses[0].limit_remaining, 0, "{algorithm}");
+    let r = ask(s, vec![d("a", "u", Some(1))], 0);
+    assert_eq!(code(r.statuses[0].code), Code::OverLimit, "{algorithm}");
     let r = ask(s, vec![d("a", "u", Some(0)), d("b", "c", None)], 0);
     assert_eq!(code(r.statuses[0].code), Code::OverLimit, "{algorithm}");
     assert_eq!(code(r.overall_code), Code::OverLimit, "{algorithm}");
@@ -289,9 +320,37 @@ impl Model {
         } else {
             let window = now / NANOS;
             match self.windows.get(key) {
-                Some(&(w, c)) if w == window => n - c,
+                Some(&(w, c)) if w == window => n.saturating_sub(c),
                 _ => n,
             }
+        }
+    }
+
+    /// Whether `key` is past its limit: GCRA debt beyond the burst, a
+    /// window counted past `n`.
+    fn exceeded(&self, key: &str, n: u64, now: u64) -> bool {
+        if self.gcra {
+            let tat = self.tat.get(key).copied().unwrap_or(0);
+            tat.saturating_sub(now) > n * (NANOS / n)
+        } else {
+            let window = now / NANOS;
+            matches!(self.windows.get(key), Some(&(w, c)) if w == window && c > n)
+        }
+    }
+
+    /// A cost charged past the limit: GCRA up to one unit (1 s) past it,
+    /// `tat ≤ now + n·t + 1 s`, whole permits; fixed windows count it all.
+    fn charge_over(&mut self, key: &str, n: u64, hits: u64, now: u64) {
+        if self.gcra {
+            let t = NANOS / n;
+            let base = self.tat.get(key).copied().unwrap_or(0).max(now);
+            let fits = (now + n * t + NANOS).saturating_sub(base) / t;
+            let k = hits.min(fits);
+            if k > 0 {
+                self.tat.insert(key.to_owned(), base + k * t);
+            }
+        } else {
+            self.charge(key, n, hits, now);
         }
     }
 
@@ -332,22 +391,37 @@ impl Model {
         for &(key, value, hits) in ds {
             let (n, shadow, quota) = rule(key);
             let h = hits.unwrap_or(u64::from(request_hits.max(1)));
+            let cost = hits.is_some_and(|h| h > 0);
             let counter = format!("{key}_{value}");
             let avail = self.available(&counter, n, now);
-            let over = h > n || if h == 0 { avail == 0 } else { h > avail };
-            rows.push((counter, n, h, avail, over, over && !shadow, quota));
+            let over = if h == 0 {
+                self.exceeded(&counter, n, now)
+            } else {
+                h > avail || (!cost && h > n)
+            };
+            rows.push((counter, n, h, avail, over, over && !shadow, quota, cost));
         }
         let normal_over = rows.iter().any(|r| r.5 && !r.6);
         let quotas = rows.iter().filter(|r| r.6).count();
         let quotas_over = rows.iter().filter(|r| r.6 && r.5).count();
         let overall = normal_over || (quotas > 0 && quotas == quotas_over);
         let mut out = Vec::new();
-        for (counter, n, h, avail, over, answers_over, _) in rows {
-            let charged = !overall && !over && h > 0;
+        for (counter, n, h, avail, over, answers_over, _, cost) in rows {
+            let charged = !overall && !over && h > 0 && !cost;
             if charged {
                 self.charge(&counter, n, h, now);
             }
-            let left = if charged { avail - h } else { avail };
+            // A cost is charged whatever the answer, past the limit too.
+            if cost {
+                self.charge_over(&counter, n, h, now);
+            }
+            let left = if charged {
+                avail - h
+            } else if cost {
+                self.available(&counter, n, now)
+            } else {
+                avail
+            };
             let remaining = if over { 0 } else { left };
             out.push((
                 if answers_over {

@@ -58,7 +58,7 @@ async fn probe(balancer: &Balancer, i: usize, check: &HealthCheck) -> bool {
 }
 
 async fn probe_loop(balancer: Weak<Balancer>, i: usize, check: HealthCheck) {
-    let mut tick = tokio::time::interval(check.interval);
+    let mut tick = limiter_async::interval(check.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let (mut passes, mut fails) = (0u32, 0u32);
     loop {

@@ -15,6 +15,11 @@
 //! count) under one mutex: checking every part and then incrementing them
 //! happens under the lock, so all or nothing is exact.
 //!
+//! Charges past the limit ([`Backend::charge_over`]) go through
+//! limiter-keyed's [`ChargeKeyAfter`] (the workspace's one debt mechanism,
+//! capped at one unit past the limit: [`debt_cap`]) for GCRA, and count past the limit in the fixed
+//! window.
+//!
 //! Both hold at most `max_keys` keys per limit; a new key beyond that is
 //! refused (forgetting a limited key would let a flood of new keys reset
 //! someone else's limit). Fixed-window keys whose window is over are
@@ -25,7 +30,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use limiter_core::{Clock, Limit, Quota, try_acquire_all};
-use limiter_keyed::{KeyedError, KeyedLimiter};
+use limiter_keyed::{ChargeKeyAfter, KeyedError, KeyedLimiter};
 use tokio::time::Instant;
 
 use super::{Backend, BackendError, Charge, Part, PartState};
@@ -60,6 +65,23 @@ impl<C: Clock + Clone + 'static> MemoryGcra<C> {
         Quota::per_interval(limit.requests_per_unit, Duration::from_secs(secs))
             .and_then(|q| q.with_burst(limit.requests_per_unit))
             .map_err(|e| BackendError(format!("limit {limit:?}: {e}")))
+    }
+
+    /// The state of a limit of 0: nothing is ever admitted; the reset is
+    /// the unit (a check a unit later finds the same).
+    pub fn never(limit: LimitSpec) -> PartState {
+        PartState {
+            remaining: 0,
+            reset: Duration::from_secs(limit.unit.seconds().unwrap_or(1)),
+            degraded: false,
+            exceeded: true,
+        }
+    }
+
+    /// Whether a key `reset` away from full under `quota` is past its limit:
+    /// `tat − now > t · burst` (in debt beyond the burst).
+    pub fn exceeded(reset: Duration, quota: Quota) -> bool {
+        reset.as_nanos() > u128::from(quota.period_nanos()) * u128::from(quota.burst())
     }
 
     fn limiter(&self, limit: LimitSpec) -> Result<Arc<KeyedLimiter<String, C>>, BackendError> {
@@ -101,6 +123,7 @@ impl<C: Clock + Clone + 'static> MemoryGcra<C> {
             remaining: q.burst(),
             reset: Duration::ZERO,
             degraded: false,
+            exceeded: false,
         };
         if limiter.available(key) >= q.burst() {
             return full;
@@ -113,14 +136,16 @@ impl<C: Clock + Clone + 'static> MemoryGcra<C> {
         let missing_after_next =
             u64::from(q.burst().saturating_sub(left.remaining.saturating_add(1)));
         let rest = Duration::from_nanos(q.period_nanos().saturating_mul(missing_after_next));
+        let reset = if left.remaining >= q.burst() {
+            Duration::ZERO
+        } else {
+            left.refill_in.saturating_add(rest)
+        };
         PartState {
             remaining: left.remaining,
-            reset: if left.remaining >= q.burst() {
-                Duration::ZERO
-            } else {
-                left.refill_in.saturating_add(rest)
-            },
+            reset,
             degraded: false,
+            exceeded: Self::exceeded(reset, q),
         }
     }
 }
@@ -160,9 +185,43 @@ impl<C: Clock + Clone + 'static> Backend for MemoryGcra<C> {
     ) -> Result<Vec<PartState>, BackendError> {
         parts
             .iter()
-            .map(|p| Ok(Self::state(&*self.limiter(p.limit)?, &p.key)))
+            .map(|p| {
+                if p.limit.requests_per_unit == 0 {
+                    return Ok(Self::never(p.limit));
+                }
+                Ok(Self::state(&*self.limiter(p.limit)?, &p.key))
+            })
             .collect()
     }
+
+    async fn charge_over(
+        &self,
+        parts: &[Part],
+        _deadline: Instant,
+    ) -> Result<Vec<PartState>, BackendError> {
+        parts
+            .iter()
+            .map(|p| {
+                if p.limit.requests_per_unit == 0 {
+                    return Ok(Self::never(p.limit));
+                }
+                let l = self.limiter(p.limit)?;
+                // Past the cap (one unit of debt past the limit) the rest is
+                // dropped: checks are refused for that long already.
+                l.charge_key_after(&p.key, u64::from(p.hits), debt_cap(p.limit, l.quota()));
+                Ok(Self::state(&l, &p.key))
+            })
+            .collect()
+    }
+}
+
+/// The cap of a charge past the limit, as limiter-core's `ChargeAfter`
+/// takes it (the next permit at most `cap` away): `unit + t`, so that `tat`
+/// reaches at most `now + t · burst + unit`, one unit past the limit, and a
+/// check is refused for at most one unit after it (a fixed window forgets
+/// its excess at its end, at most a unit away).
+pub fn debt_cap(limit: LimitSpec, quota: Quota) -> Duration {
+    Duration::from_secs(limit.unit.seconds().unwrap_or(1)).saturating_add(quota.period())
 }
 
 /// One fixed-window counter: the window it counts (Unix seconds) and its
@@ -224,6 +283,7 @@ impl<C: Clock + 'static> MemoryFixed<C> {
             remaining: u32::try_from(remaining).unwrap_or(u32::MAX),
             reset: window::until_window_end(now, Self::unit(p)?),
             degraded: false,
+            exceeded: count > u64::from(p.limit.requests_per_unit),
         })
     }
 }
@@ -284,5 +344,49 @@ impl<C: Clock + 'static> Backend for MemoryFixed<C> {
             .zip(counts)
             .map(|(p, c)| Self::state(p, c, now))
             .collect()
+    }
+
+    async fn charge_over(
+        &self,
+        parts: &[Part],
+        _deadline: Instant,
+    ) -> Result<Vec<PartState>, BackendError> {
+        let now = self.clock.now();
+        let mut map = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        let mut states = Vec::with_capacity(parts.len());
+        for p in parts {
+            let w = window::window_start(now, Self::unit(p)?);
+            let id = (p.key.clone(), p.limit);
+            if !map.contains_key(&id) && map.len() >= self.max_keys {
+                map.retain(|(_, l), c| {
+                    l.unit
+                        .seconds()
+                        .is_some_and(|d| window::window_start(now, d) == c.window)
+                });
+            }
+            let full = map.len() >= self.max_keys;
+            let count = match map.get_mut(&id) {
+                Some(c) => {
+                    if c.window != w {
+                        *c = Counter {
+                            window: w,
+                            count: 0,
+                        };
+                    }
+                    c.count = c.count.saturating_add(u64::from(p.hits));
+                    c.count
+                }
+                // No room for a new key: nothing recorded (as `try_all`
+                // refuses it).
+                None if full => 0,
+                None => {
+                    let count = u64::from(p.hits);
+                    map.insert(id, Counter { window: w, count });
+                    count
+                }
+            };
+            states.push(Self::state(p, count, now)?);
+        }
+        Ok(states)
     }
 }

@@ -13,9 +13,18 @@
 //!   windows through one script that checks every key before it increments
 //!   any.
 //! * [`Backend::peek`]: each part's state without charging anything.
+//! * [`Backend::charge_over`]: charge every part `hits` **even past the
+//!   limit**, for a cost already incurred (Envoy's per-descriptor
+//!   `hits_addend`, typically reported on the response path). GCRA records
+//!   the excess as debt (`tat` pushed past `now + tau + t`), at most one
+//!   unit past the limit (`memory::debt_cap`): a check is then refused for
+//!   at most one unit, as a fixed window forgets its excess when the window
+//!   ends; fixed windows count past the limit.
 //!
-//! Every part passed has `1 <= hits <= requests_per_unit` and a known unit
-//! (the policy answers the others itself).
+//! Parts passed to `try_all` have `1 <= hits <= requests_per_unit`; `peek`
+//! and `charge_over` take any part with a known unit, `requests_per_unit`
+//! 0 included (GCRA cannot count on a limit that admits nothing: such a
+//! part is always past its limit, with the unit as its reset time).
 
 pub mod memory;
 pub mod redis;
@@ -58,9 +67,9 @@ pub struct Part {
     /// The length of the domain at the start of `key` (the Cluster hash
     /// tag of the GCRA keys).
     pub domain_len: usize,
-    /// The limit (`requests_per_unit >= 1`, a known unit).
+    /// The limit (a known unit; see the module docs for 0).
     pub limit: LimitSpec,
-    /// Hits to add, `1..=requests_per_unit`.
+    /// Hits to add (see the module docs for the range each operation takes).
     pub hits: u32,
 }
 
@@ -75,6 +84,11 @@ pub struct PartState {
     /// The answer did not come from the shared state (Redis unavailable,
     /// answered by the failure policy).
     pub degraded: bool,
+    /// The limit is already past: GCRA debt beyond the burst (`tat − now >
+    /// t · burst`), a fixed window counted past `requests_per_unit`, or a
+    /// limit of 0 under GCRA. A check that charges nothing is refused only
+    /// then (exactly at the limit it is admitted, as envoyproxy/ratelimit's).
+    pub exceeded: bool,
 }
 
 /// The outcome of [`Backend::try_all`].
@@ -120,6 +134,14 @@ pub trait Backend: Send + Sync + 'static {
         parts: &[Part],
         deadline: Instant,
     ) -> impl Future<Output = Result<Vec<PartState>, BackendError>> + Send;
+
+    /// Charges every part its hits even past the limit (see the module
+    /// docs); every part's state after the charge.
+    fn charge_over(
+        &self,
+        parts: &[Part],
+        deadline: Instant,
+    ) -> impl Future<Output = Result<Vec<PartState>, BackendError>> + Send;
 }
 
 /// One of the four backends, chosen at start-up.
@@ -155,6 +177,19 @@ impl Backend for AnyBackend {
             AnyBackend::MemoryFixed(b) => b.peek(parts, deadline).await,
             AnyBackend::RedisGcra(b) => b.peek(parts, deadline).await,
             AnyBackend::RedisFixed(b) => b.peek(parts, deadline).await,
+        }
+    }
+
+    async fn charge_over(
+        &self,
+        parts: &[Part],
+        deadline: Instant,
+    ) -> Result<Vec<PartState>, BackendError> {
+        match self {
+            AnyBackend::MemoryGcra(b) => b.charge_over(parts, deadline).await,
+            AnyBackend::MemoryFixed(b) => b.charge_over(parts, deadline).await,
+            AnyBackend::RedisGcra(b) => b.charge_over(parts, deadline).await,
+            AnyBackend::RedisFixed(b) => b.charge_over(parts, deadline).await,
         }
     }
 }

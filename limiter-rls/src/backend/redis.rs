@@ -8,7 +8,9 @@
 //! the hash tag `{domain}` so a request's keys meet in one slot (a domain's
 //! counters then live on one shard). A reset time is the script's
 //! `tat − now`, exact to the microsecond (the unit the key's `tat` is kept
-//! in), never rounded to emission intervals.
+//! in), never rounded to emission intervals. A charge past the limit is
+//! limiter-redis's capped debt (`charge_after_until`, one script call per
+//! part), then a peek for the states.
 //!
 //! [`RedisFixed`] keeps envoyproxy/ratelimit's keys and values bit for bit
 //! (`CACHE_KEY_PREFIX + domain_key_value_…_ + window_start`, `INCRBY`,
@@ -42,7 +44,7 @@ use limiter_redis::{FailurePolicy, RedisConnection, RedisLimitError, RedisLimite
 use redis::Script;
 use tokio::time::Instant;
 
-use super::memory::{MemoryFixed, MemoryGcra};
+use super::memory::{MemoryFixed, MemoryGcra, debt_cap};
 use super::{Backend, BackendError, Charge, Part, PartState};
 use crate::window::{self, UnixClock};
 use limiter_core::Clock;
@@ -55,6 +57,7 @@ type Merged = (Vec<(String, Quota, u32)>, Vec<usize>);
 pub struct RedisGcra {
     limiter: RedisLimiter,
     cluster: bool,
+    policy: FailurePolicy,
 }
 
 impl RedisGcra {
@@ -110,7 +113,11 @@ impl RedisGcra {
             builder = builder.client_clock(clock);
         }
         let limiter = builder.build().map_err(|e| BackendError(e.to_string()))?;
-        Ok(RedisGcra { limiter, cluster })
+        Ok(RedisGcra {
+            limiter,
+            cluster,
+            policy,
+        })
     }
 
     /// How many calls failed (for the `redis_error` stat).
@@ -161,6 +168,32 @@ impl RedisGcra {
         peek: bool,
         deadline: Instant,
     ) -> Result<Option<Vec<PartState>>, BackendError> {
+        if peek && parts.iter().any(|p| p.limit.requests_per_unit == 0) {
+            // A limit of 0 holds no state on Redis: answered here.
+            let counted: Vec<Part> = parts
+                .iter()
+                .filter(|p| p.limit.requests_per_unit > 0)
+                .cloned()
+                .collect();
+            let mut states = match Box::pin(self.call(&counted, true, deadline)).await? {
+                Some(s) => s.into_iter(),
+                None => Vec::new().into_iter(),
+            };
+            return Ok(Some(
+                parts
+                    .iter()
+                    .map(|p| {
+                        if p.limit.requests_per_unit == 0 {
+                            MemoryGcra::<UnixClock>::never(p.limit)
+                        } else {
+                            states
+                                .next()
+                                .unwrap_or(MemoryGcra::<UnixClock>::never(p.limit))
+                        }
+                    })
+                    .collect(),
+            ));
+        }
         let (list, index) = self.merged(parts, peek)?;
         if list.iter().any(|(_, q, n)| *n > q.burst()) {
             return Ok(None);
@@ -174,6 +207,7 @@ impl RedisGcra {
                     .zip(parts)
                     .map(|(&i, p)| {
                         let a = admissions[i];
+                        let redis = matches!(a.source, Source::Redis);
                         PartState {
                             // Fail-open knows no count: the whole limit
                             // remains (as the fixed window's), so a
@@ -184,7 +218,9 @@ impl RedisGcra {
                                 a.remaining
                             },
                             reset: a.reset_after,
-                            degraded: !matches!(a.source, Source::Redis),
+                            degraded: !redis,
+                            exceeded: redis
+                                && MemoryGcra::<UnixClock>::exceeded(a.reset_after, list[i].1),
                         }
                     })
                     .collect(),
@@ -197,6 +233,8 @@ impl RedisGcra {
                         remaining: 0,
                         reset: Duration::ZERO,
                         degraded: !matches!(source, Source::Redis),
+                        // Closed: a check is refused too.
+                        exceeded: true,
                     })
                     .collect(),
             )),
@@ -221,15 +259,49 @@ impl Backend for RedisGcra {
     ) -> Result<Vec<PartState>, BackendError> {
         Ok(self.call(parts, true, deadline).await?.unwrap_or_default())
     }
+
+    async fn charge_over(
+        &self,
+        parts: &[Part],
+        deadline: Instant,
+    ) -> Result<Vec<PartState>, BackendError> {
+        let counted: Vec<Part> = parts
+            .iter()
+            .filter(|p| p.limit.requests_per_unit > 0)
+            .cloned()
+            .collect();
+        let (list, index) = self.merged(&counted, false)?;
+        let mut caps = vec![Duration::ZERO; list.len()];
+        for (&i, p) in index.iter().zip(&counted) {
+            caps[i] = debt_cap(p.limit, list[i].1);
+        }
+        for ((key, quota, n), &cap) in list.iter().zip(&caps) {
+            if *n == 0 {
+                continue;
+            }
+            let charged = self
+                .limiter
+                .charge_after_until(key, *quota, u64::from(*n), cap, deadline)
+                .await;
+            match charged {
+                Ok(_) => {}
+                Err(e) if e.is_unavailable() && !matches!(self.policy, FailurePolicy::Error) => {
+                    tracing::warn!(error = %e, "redis failed; a charge past the limit is lost");
+                }
+                Err(e) => return Err(BackendError(e.to_string())),
+            }
+        }
+        self.peek(parts, deadline).await
+    }
 }
 
 /// The fixed-window script: KEYS are counters; ARGV[1] is 1 to charge, 0
-/// to read; then per key: expiry seconds, hits, limit. Every count is read
-/// before any is incremented, and nothing is incremented unless every key
-/// fits. Reply: `{fits (0|1), count_1, …}` (the counts after the charge
-/// when charged).
+/// to read, 2 to charge even past the limit; then per key: expiry seconds,
+/// hits, limit. Every count is read before any is incremented, and with 1
+/// nothing is incremented unless every key fits. Reply: `{fits (0|1),
+/// count_1, …}` (the counts after the charge when charged).
 const FIXED_SCRIPT: &str = r"
-local charge = ARGV[1] == '1'
+local charge = ARGV[1] == '1' or ARGV[1] == '2'
 local fits = 1
 local counts = {}
 for i = 1, #KEYS do
@@ -240,7 +312,7 @@ for i = 1, #KEYS do
     fits = 0
   end
 end
-if charge and fits == 1 then
+if charge and (fits == 1 or ARGV[1] == '2') then
   for i = 1, #KEYS do
     local j = 2 + 3 * (i - 1)
     counts[i] = redis.call('INCRBY', KEYS[i], ARGV[j + 1])
@@ -323,11 +395,11 @@ impl RedisFixed {
         &self,
         parts: &[Part],
         keys: &[String],
-        charge: bool,
+        mode: Mode,
         deadline: Instant,
     ) -> Result<Vec<u64>, String> {
         let mut inv = self.script.prepare_invoke();
-        inv.arg(u8::from(charge));
+        inv.arg(mode as u8);
         for (p, k) in parts.iter().zip(keys) {
             inv.key(k);
             inv.arg(p.limit.unit.seconds().unwrap_or(1))
@@ -375,6 +447,7 @@ impl RedisFixed {
                     .unwrap_or(u32::MAX),
                 reset: window::until_window_end(now, p.limit.unit.seconds().unwrap_or(1)),
                 degraded: false,
+                exceeded: c > u64::from(p.limit.requests_per_unit),
             })
             .collect()
     }
@@ -382,34 +455,36 @@ impl RedisFixed {
     async fn failed(
         &self,
         parts: &[Part],
-        charge: bool,
+        mode: Mode,
         why: String,
         deadline: Instant,
     ) -> Result<Option<Vec<PartState>>, BackendError> {
         tracing::warn!(error = %why, "redis failed; answering by the failure policy");
         metrics::counter!("rls_redis_errors_total").increment(1);
-        let degraded = |remaining: fn(&Part) -> u32| {
+        // Open: the whole limit remains; closed: nothing, a check refused.
+        let degraded = |open: bool| {
             parts
                 .iter()
                 .map(|p| PartState {
-                    remaining: remaining(p),
+                    remaining: if open { p.limit.requests_per_unit } else { 0 },
                     reset: Duration::ZERO,
                     degraded: true,
+                    exceeded: !open,
                 })
                 .collect()
         };
         match self.policy {
-            FailurePolicy::Open => Ok(Some(degraded(|p| p.limit.requests_per_unit))),
-            FailurePolicy::Closed if charge => Ok(None),
-            FailurePolicy::Closed => Ok(Some(degraded(|_| 0))),
+            FailurePolicy::Open => Ok(Some(degraded(true))),
+            FailurePolicy::Closed if mode == Mode::Charge => Ok(None),
+            FailurePolicy::Closed => Ok(Some(degraded(false))),
             FailurePolicy::Local { .. } => {
-                let r = if charge {
-                    match self.fallback.try_all(parts, deadline).await? {
+                let r = match mode {
+                    Mode::Charge => match self.fallback.try_all(parts, deadline).await? {
                         Charge::Granted(s) => Some(s),
                         Charge::Refused => None,
-                    }
-                } else {
-                    Some(self.fallback.peek(parts, deadline).await?)
+                    },
+                    Mode::Read => Some(self.fallback.peek(parts, deadline).await?),
+                    Mode::Over => Some(self.fallback.charge_over(parts, deadline).await?),
                 };
                 Ok(r.map(|s| {
                     s.into_iter()
@@ -427,18 +502,18 @@ impl RedisFixed {
     async fn call(
         &self,
         parts: &[Part],
-        charge: bool,
+        mode: Mode,
         deadline: Instant,
     ) -> Result<Option<Vec<PartState>>, BackendError> {
         let now = self.clock.now();
         let keys = self.keys(parts, now);
         if !self.conn.is_cluster() {
-            return match self.run(parts, &keys, charge, deadline).await {
-                Ok(reply) if reply[0] == 1 || !charge => {
+            return match self.run(parts, &keys, mode, deadline).await {
+                Ok(reply) if reply[0] == 1 || mode != Mode::Charge => {
                     Ok(Some(self.states(parts, &reply[1..], now)))
                 }
                 Ok(_) => Ok(None),
-                Err(why) => self.failed(parts, charge, why, deadline).await,
+                Err(why) => self.failed(parts, mode, why, deadline).await,
             };
         }
         let mut counts = Vec::with_capacity(parts.len());
@@ -447,12 +522,12 @@ impl RedisFixed {
                 .run(
                     std::slice::from_ref(p),
                     std::slice::from_ref(k),
-                    charge,
+                    mode,
                     deadline,
                 )
                 .await
             {
-                Ok(reply) if reply[0] == 1 || !charge => counts.push(reply[1]),
+                Ok(reply) if reply[0] == 1 || mode != Mode::Charge => counts.push(reply[1]),
                 Ok(_) => {
                     for (q, k) in parts[..i].iter().zip(&keys) {
                         self.decr(q, k, deadline).await;
@@ -460,12 +535,13 @@ impl RedisFixed {
                     return Ok(None);
                 }
                 Err(why) => {
-                    for (q, k) in parts[..i].iter().zip(&keys) {
-                        if charge {
+                    // A charge past the limit is a cost incurred: kept.
+                    if mode == Mode::Charge {
+                        for (q, k) in parts[..i].iter().zip(&keys) {
                             self.decr(q, k, deadline).await;
                         }
                     }
-                    return self.failed(parts, charge, why, deadline).await;
+                    return self.failed(parts, mode, why, deadline).await;
                 }
             }
         }
@@ -473,9 +549,20 @@ impl RedisFixed {
     }
 }
 
+/// What a fixed-window script call does (its `ARGV[1]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Read every count.
+    Read = 0,
+    /// Charge every key if all fit, else none.
+    Charge = 1,
+    /// Charge every key, past the limit too.
+    Over = 2,
+}
+
 impl Backend for RedisFixed {
     async fn try_all(&self, parts: &[Part], deadline: Instant) -> Result<Charge, BackendError> {
-        Ok(match self.call(parts, true, deadline).await? {
+        Ok(match self.call(parts, Mode::Charge, deadline).await? {
             Some(states) => Charge::Granted(states),
             None => Charge::Refused,
         })
@@ -486,6 +573,20 @@ impl Backend for RedisFixed {
         parts: &[Part],
         deadline: Instant,
     ) -> Result<Vec<PartState>, BackendError> {
-        Ok(self.call(parts, false, deadline).await?.unwrap_or_default())
+        Ok(self
+            .call(parts, Mode::Read, deadline)
+            .await?
+            .unwrap_or_default())
+    }
+
+    async fn charge_over(
+        &self,
+        parts: &[Part],
+        deadline: Instant,
+    ) -> Result<Vec<PartState>, BackendError> {
+        Ok(self
+            .call(parts, Mode::Over, deadline)
+            .await?
+            .unwrap_or_default())
     }
 }

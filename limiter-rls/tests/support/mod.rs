@@ -154,7 +154,6 @@ impl Envoy {
     /// Starts Envoy in front of `upstream`, asking `rls_grpc` (or no rate
     /// limit filter when `None`), with `failure_mode_deny`.
     pub(crate) fn start(upstream: u16, rls_grpc: Option<u16>, failure_mode_deny: bool) -> Envoy {
-        let dir = temp_dir("envoy");
         let port = free_port();
         let admin = free_port();
         let (filter, rls_cluster, limits) = match rls_grpc {
@@ -222,6 +221,13 @@ static_resources:
       endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {upstream}}}}}}}}}]}}]{rls_cluster}
 "#
         );
+        Envoy::from_yaml(&yaml, port, admin)
+    }
+
+    /// Starts Envoy with the config `yaml`, whose listener is on `port` and
+    /// admin on `admin` (free ports), and waits until it is ready.
+    pub(crate) fn from_yaml(yaml: &str, port: u16, admin: u16) -> Envoy {
+        let dir = temp_dir("envoy");
         let config = dir.join("envoy.yaml");
         std::fs::write(&config, yaml).unwrap();
         let log = std::fs::File::create(dir.join("envoy.log")).unwrap();
@@ -263,7 +269,12 @@ static_resources:
 
     /// `GET /` through Envoy with `headers`.
     pub(crate) fn get(&self, headers: &[(&str, &str)]) -> Reply {
-        get(self.port, "/", headers).expect("request through envoy")
+        self.get_path("/", headers)
+    }
+
+    /// `GET path` through Envoy with `headers`.
+    pub(crate) fn get_path(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
+        get(self.port, path, headers).expect("request through envoy")
     }
 }
 
@@ -334,6 +345,12 @@ pub(crate) fn get(port: u16, path: &str, headers: &[(&str, &str)]) -> std::io::R
 
 /// An upstream that answers 200 `ok` to everything, on its own thread.
 pub(crate) fn upstream() -> u16 {
+    upstream_saying("ok")
+}
+
+/// An upstream that answers 200 with `body` to everything, on its own
+/// thread.
+pub(crate) fn upstream_saying(body: &'static str) -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -356,13 +373,15 @@ pub(crate) fn upstream() -> u16 {
                             len = v.trim().parse().unwrap_or(0);
                         }
                     }
-                    let mut body = vec![0; len];
-                    if r.read_exact(&mut body).is_err() {
+                    let mut request_body = vec![0; len];
+                    if r.read_exact(&mut request_body).is_err() {
                         return;
                     }
-                    if s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-                        .is_err()
-                    {
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if s.write_all(reply.as_bytes()).is_err() {
                         return;
                     }
                 }
