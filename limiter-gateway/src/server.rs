@@ -590,6 +590,9 @@ async fn admin_loop(listener: TcpListener, admin: Arc<Admin>, sampler: JoinHandl
             }
         };
         backoff.succeeded();
+        // As the proxy listener's: an answer must not wait for the client's
+        // acknowledgement of the one before.
+        let _ = stream.set_nodelay(true);
         let admin = Arc::clone(&admin);
         let svc = service_fn(move |request: Request<Incoming>| {
             let admin = Arc::clone(&admin);

@@ -15,5 +15,6 @@ mod admin_keys;
 mod binary;
 mod calendar;
 mod connections;
+mod quiet;
 mod tls;
 mod upgrade;

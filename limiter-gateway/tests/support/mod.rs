@@ -176,6 +176,11 @@ mod patience;
 #[allow(unused_imports)]
 pub(crate) use patience::{PATIENCE, until, within};
 
+// The quiet client that finds answers held back by Nagle's algorithm,
+// shared with limiter-rls's tests.
+#[path = "../../../limiter-rls/tests/support/quiet.rs"]
+pub(crate) mod quiet;
+
 /// An upstream that holds every request whose path starts with `held`
 /// until the test calls [`Gated::open`], and answers `done` to it then
 /// (other paths at once). Each held request is reported on `entered` as it
