@@ -247,6 +247,7 @@ impl Gateway {
                     .spawn_sampler(SAMPLE_EVERY, || metrics_handle().render());
                 let admin = Arc::new(Admin {
                     rules: self.rules.clone(),
+                    serving: Arc::clone(&shared),
                     draining: Arc::clone(&draining),
                     token,
                     dashboard,
@@ -496,7 +497,10 @@ fn serve<S>(
         let in_flight = activity.begin();
         let started = Instant::now();
         let method = request.method().clone();
-        let checked = front::check(&mut request, checks);
+        let checked = match activity.ambiguous_framing() {
+            Some(ambiguity) => Err(front::refuse_framing(ambiguity)),
+            None => front::check(&mut request, checks),
+        };
         // A cheap clone (shared bytes), for the logs.
         let uri = request.uri().clone();
         request.extensions_mut().insert(PeerAddr(peer));
