@@ -21,12 +21,12 @@
 //! `http` URI), `a/b`, `example.com:`, `example.com:99999x` and any byte
 //! outside ASCII are refused.
 //!
-//! When the request carries its authority in the target (absolute form, or
-//! HTTP/2's `:authority`) and a `Host` too, the two must name the same
-//! host and port (ASCII case ignored, a missing port being the scheme's
-//! default): RFC 9112 §3.2.2 tells an origin server to ignore such a
-//! `Host`, but a proxy that forwards it would hand the upstream a host the
-//! gateway did not route by.
+//! The authority of an absolute-form target or an HTTP/2 `:authority` must
+//! be valid too. When an HTTP/1 absolute-form target comes with a `Host`,
+//! the two must name the same host and port (ASCII case ignored, a missing
+//! port being the scheme's default): RFC 9112 §3.2.2 tells an origin
+//! server to ignore such a `Host`, but a proxy that forwards it would hand
+//! the upstream a host the gateway did not route by.
 
 use http::{HeaderMap, Uri, Version, header};
 
@@ -154,8 +154,10 @@ pub(crate) fn check(version: Version, uri: &Uri, headers: &HeaderMap) -> Result<
     let target = split(authority.as_str().as_bytes()).ok_or(
         "the request target's authority is not host[:port] (no user information, a port up to 65535)",
     )?;
+    // HTTP/1's absolute form only: over HTTP/2 the gateway's own h2
+    // upstream hop still sends the client's Host beside `:authority`.
     match host {
-        Some(host) if !same(host, target, default_port(uri)) => {
+        Some(host) if version < Version::HTTP_2 && !same(host, target, default_port(uri)) => {
             Err("the Host header names another authority than the request target")
         }
         _ => Ok(()),
