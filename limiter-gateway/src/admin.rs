@@ -34,6 +34,8 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use crate::admin_auth::{AdminToken, authorize};
 use crate::admin_http::{json_escape, percent_decode, problem, segments};
 use crate::dashboard::{Dashboard, rule_views};
+use crate::front::{self, Refusal};
+use crate::server::Shared;
 
 /// Histogram buckets (seconds) of every `*_seconds` metric: 100 µs to 10 s.
 const BUCKETS: [f64; 14] = [
@@ -171,11 +173,13 @@ pub fn rules_json(rules: &RuleSet) -> String {
     out
 }
 
-/// What the admin listener answers from: the rules in force, the drain
-/// flag, the token guarding mutating calls, the dashboard.
+/// What the admin listener answers from: the rules in force, the
+/// listeners' checks, the drain flag, the token guarding mutating calls, the dashboard.
 #[derive(Debug)]
 pub(crate) struct Admin {
     pub(crate) rules: RuleSet,
+    /// The proxy listeners' state: `/explain` checks a request as they do.
+    pub(crate) serving: Arc<Shared>,
     pub(crate) draining: Arc<AtomicBool>,
     pub(crate) token: Option<AdminToken>,
     pub(crate) dashboard: Arc<Dashboard>,
@@ -222,14 +226,7 @@ impl Admin {
                     .answer(parts.uri.path(), &views, &metrics)
                     .unwrap_or_else(|| problem(StatusCode::NOT_FOUND, "no such admin endpoint"))
             }
-            (true, ["explain"]) => match explain_request(parts.uri.query().unwrap_or("")) {
-                Ok(request) => text(
-                    StatusCode::OK,
-                    "application/json",
-                    explanation_json(&self.rules.explain(&request)),
-                ),
-                Err(detail) => problem(StatusCode::BAD_REQUEST, &detail),
-            },
+            (true, ["explain"]) => self.explain(parts.uri.query().unwrap_or("")),
             (false, ["rules", rule, "penalties", key]) if parts.method == Method::DELETE => {
                 match self.rules.get(rule) {
                     None => problem(StatusCode::NOT_FOUND, &format!("no rule `{rule}` in force")),
@@ -273,6 +270,55 @@ impl Admin {
             ),
         }
     }
+}
+
+impl Admin {
+    /// `/explain`: the request the query describes goes through the proxy
+    /// listeners' own checks first ([`front::inspect`]: `Host`, sizes, the
+    /// path's normal form), so the rules see what they would see from the
+    /// listener; a request the listener refuses is explained as that
+    /// refusal (`decision: client_error`).
+    fn explain(&self, query: &str) -> Response<Full<Bytes>> {
+        let request = match explain_request(query) {
+            Ok(r) => r,
+            Err(detail) => return problem(StatusCode::BAD_REQUEST, &detail),
+        };
+        let Ok(uri) = http::Uri::try_from(request.path.as_str()) else {
+            return problem(
+                StatusCode::BAD_REQUEST,
+                &format!("path `{}` is not a request target", request.path),
+            );
+        };
+        let mut head = Request::new(());
+        *head.method_mut() = request.method.clone();
+        *head.uri_mut() = uri;
+        *head.headers_mut() = request.headers.clone();
+        // Described without a Host, it is checked as HTTP/2 checks it,
+        // where the authority is optional; with one, as HTTP/1.1.
+        *head.version_mut() = if head.headers().contains_key(http::header::HOST) {
+            http::Version::HTTP_11
+        } else {
+            http::Version::HTTP_2
+        };
+        let checks = self.serving.settings.load().checks;
+        let json = match front::inspect(&mut head, checks) {
+            Ok(()) => explanation_json(&self.rules.explain(&ExplainRequest {
+                path: head.uri().path().to_owned(),
+                ..request
+            })),
+            Err(refusal) => refusal_json(&refusal),
+        };
+        text(StatusCode::OK, "application/json", json)
+    }
+}
+
+/// A request the listener refuses before any rule, as `/explain` shows it.
+fn refusal_json(refusal: &Refusal) -> String {
+    format!(
+        "{{\"rule\":null,\"limit\":null,\"key\":null,\"shadow\":false,\"cost\":null,\"decision\":\"client_error\",\"status\":{},\"detail\":\"{}\"}}",
+        refusal.status.as_u16(),
+        json_escape(&refusal.detail)
+    )
 }
 
 /// The request of `GET /explain?method=GET&path=/orders/7&header=x-user:42&ip=203.0.113.9`
@@ -343,7 +389,9 @@ pub(crate) fn explanation_json(e: &Explanation) -> String {
         Some(s) => format!("\"{}\"", json_escape(s)),
         None => "null".into(),
     };
-    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    // Whole milliseconds rounded up, as the 429 document's
+    // `retry_after_ms`: a client that waits this long is not early.
+    let ms = limiter_tower::problem::millis_up;
     let decision = match e.verdict {
         Verdict::Unlimited => "\"decision\":\"unlimited\"".to_owned(),
         Verdict::Allowlisted => "\"decision\":\"allowlisted\"".to_owned(),
@@ -404,6 +452,52 @@ pub(crate) fn explanation_json(e: &Explanation) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn verdict_json(verdict: Verdict) -> String {
+        let json = explanation_json(&Explanation {
+            rule: Some("r".into()),
+            limit: None,
+            key: Some("k".into()),
+            shadow: false,
+            cost: None,
+            verdict,
+            quota: None,
+        });
+        json[json.find("\"decision\"").unwrap()..].to_owned()
+    }
+
+    #[test]
+    fn waits_are_whole_milliseconds_rounded_up_for_refused_and_penalized_keys() {
+        use std::time::Duration;
+        let refused = |retry_after| Verdict::Refused {
+            retry_after,
+            remaining: 0,
+        };
+        let penalized = |retry_after| Verdict::Penalized { retry_after };
+        assert_eq!(
+            verdict_json(refused(Duration::from_micros(2_500))),
+            "\"decision\":\"refused\",\"retry_after_ms\":3,\"remaining\":0}"
+        );
+        assert_eq!(
+            verdict_json(penalized(Duration::from_micros(2_500))),
+            "\"decision\":\"penalized\",\"retry_after_ms\":3,\"remaining\":0}"
+        );
+        assert_eq!(
+            verdict_json(penalized(Duration::from_nanos(3_599_999_999_001))),
+            "\"decision\":\"penalized\",\"retry_after_ms\":3600000,\"remaining\":0}"
+        );
+        assert_eq!(
+            verdict_json(refused(Duration::from_secs(3600))),
+            "\"decision\":\"refused\",\"retry_after_ms\":3600000,\"remaining\":0}"
+        );
+        assert_eq!(
+            verdict_json(Verdict::Delayed {
+                wait: Duration::from_nanos(1),
+                remaining: 0
+            }),
+            "\"decision\":\"delayed\",\"wait_ms\":1,\"remaining\":0}"
+        );
+    }
 
     #[test]
     fn a_concurrency_rule_is_explained_with_its_in_flight_and_limit() {

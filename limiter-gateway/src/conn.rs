@@ -60,6 +60,8 @@ use futures::task::AtomicWaker;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
 
+use crate::framing::{Ambiguity, FramingScan};
+
 /// The limits of client connections (the gateway file's `[connections]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionLimits {
@@ -137,6 +139,9 @@ pub(crate) struct Activity {
     /// The connection became a tunnel (`101 Switching Protocols`): no
     /// deadline applies any more; the tunnel ends when either side closes.
     tunnel: AtomicBool,
+    /// The first head with ambiguous framing (module `framing`): its
+    /// ordinal times two, plus one for `LengthRepeated`; 0 for none.
+    ambiguous: AtomicU64,
     waker: AtomicWaker,
 }
 
@@ -151,6 +156,22 @@ impl Activity {
         // Relaxed: a flag read by the stream's own polls; nothing else is
         // published with it.
         self.tunnel.store(true, Ordering::Relaxed);
+    }
+
+    /// The request that just began (the last [`begin`](Activity::begin))
+    /// has a head with ambiguous framing: it is refused, never forwarded.
+    pub(crate) fn ambiguous_framing(&self) -> Option<Ambiguity> {
+        // Relaxed: HTTP/1's stream and service run on the connection's one
+        // task, the stream's store before the service's load.
+        let (ambiguous, started) = (
+            self.ambiguous.load(Ordering::Relaxed),
+            self.started.load(Ordering::Relaxed),
+        );
+        (ambiguous != 0 && ambiguous / 2 == started).then_some(if ambiguous % 2 == 0 {
+            Ambiguity::LengthAndCoding
+        } else {
+            Ambiguity::LengthRepeated
+        })
     }
 
     /// A request begins (its head is complete).
@@ -207,6 +228,7 @@ pub(crate) struct Guarded<S> {
     h2: Option<bool>,
     expired: Option<Expiry>,
     on_expiry: fn(Expiry),
+    framing: FramingScan,
 }
 
 impl<S> std::fmt::Debug for Guarded<S> {
@@ -236,6 +258,7 @@ impl<S> Guarded<S> {
             h2: None,
             expired: None,
             on_expiry,
+            framing: FramingScan::new(limits.max_head_bytes),
         }
     }
 
@@ -304,6 +327,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Guarded<S> {
         if this.h2.is_none() && !got.is_empty() {
             let n = got.len().min(H2_PREFACE.len());
             this.h2 = Some(got[..n] == H2_PREFACE[..n]);
+        }
+        // Relaxed: see Activity::tunnel. A tunnel's bytes are not HTTP.
+        if !got.is_empty() && !this.activity.tunnel.load(Ordering::Relaxed) {
+            if let Some((ordinal, ambiguity)) = this.framing.feed(got) {
+                let odd = u64::from(ambiguity == Ambiguity::LengthRepeated);
+                // Relaxed: see Activity::ambiguous_framing.
+                this.activity
+                    .ambiguous
+                    .store(ordinal.saturating_mul(2) + odd, Ordering::Relaxed);
+            }
         }
         let got_bytes = !got.is_empty();
         // Register before reading the counters (module doc).

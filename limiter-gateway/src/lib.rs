@@ -58,7 +58,9 @@ mod dashboard;
 #[cfg(feature = "testing")]
 pub mod echo;
 mod forward;
+mod framing;
 mod front;
+mod host;
 mod logs;
 mod paths;
 mod pressure;

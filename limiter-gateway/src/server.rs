@@ -247,6 +247,7 @@ impl Gateway {
                     .spawn_sampler(SAMPLE_EVERY, || metrics_handle().render());
                 let admin = Arc::new(Admin {
                     rules: self.rules.clone(),
+                    serving: Arc::clone(&shared),
                     draining: Arc::clone(&draining),
                     token,
                     dashboard,
@@ -494,7 +495,10 @@ fn serve<S>(
         let in_flight = activity.begin();
         let started = Instant::now();
         let method = request.method().clone();
-        let checked = front::check(&mut request, checks);
+        let checked = match activity.ambiguous_framing() {
+            Some(ambiguity) => Err(front::refuse_framing(ambiguity)),
+            None => front::check(&mut request, checks),
+        };
         // A cheap clone (shared bytes), for the logs.
         let uri = request.uri().clone();
         request.extensions_mut().insert(PeerAddr(peer));
@@ -589,6 +593,9 @@ async fn admin_loop(listener: TcpListener, admin: Arc<Admin>, sampler: JoinHandl
             }
         };
         backoff.succeeded();
+        // As the proxy listener's: an answer must not wait for the client's
+        // acknowledgement of the one before.
+        let _ = stream.set_nodelay(true);
         let admin = Arc::clone(&admin);
         let svc = service_fn(move |request: Request<Incoming>| {
             let admin = Arc::clone(&admin);

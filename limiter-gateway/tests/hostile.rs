@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use limiter_gateway::PathMode;
 use limiter_gateway::echo::Echo;
-use support::{Rig, sample};
+use support::{Rig, header, raw, rule, sample, status};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -35,40 +35,8 @@ rate_limits:
     match: { prefix: \"/admin\" }
 ";
 
-/// Sends `head` as is on a new connection and reads to the end (bounded).
-async fn raw(addr: std::net::SocketAddr, head: &str) -> String {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(head.as_bytes()).await.unwrap();
-    let mut out = Vec::new();
-    tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut out))
-        .await
-        .expect("the gateway answers and closes")
-        .ok();
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 fn get(target: &str) -> String {
     format!("GET {target} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-}
-
-fn header<'a>(response: &'a str, name: &str) -> Option<&'a str> {
-    let head = response.split("\r\n\r\n").next()?;
-    head.lines().find_map(|l| {
-        let (n, v) = l.split_once(':')?;
-        n.eq_ignore_ascii_case(name).then(|| v.trim())
-    })
-}
-
-fn status(response: &str) -> &str {
-    response.get(..12).unwrap_or(response)
-}
-
-/// The rule a response was decided by (its `RateLimit-Policy` key).
-fn rule(response: &str) -> Option<&str> {
-    header(response, "ratelimit-policy")?
-        .strip_prefix('"')?
-        .split('"')
-        .next()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

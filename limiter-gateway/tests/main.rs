@@ -15,5 +15,7 @@ mod admin_keys;
 mod binary;
 mod calendar;
 mod connections;
+mod explain;
+mod quiet;
 mod tls;
 mod upgrade;

@@ -124,6 +124,14 @@ async fn shadow_explain_and_the_penalty_box_on_the_real_gateway() {
         json.contains("\"key\":\"127.0.0.1\",\"shadow\":false,\"cost\":{\"request\":1,\"response_header\":null,\"max_debt_ms\":60000},\"decision\":\"penalized\""),
         "{json}"
     );
+    // The rest of the block in whole milliseconds, as a refusal's wait.
+    let left: u64 = json
+        .split("\"retry_after_ms\":")
+        .nth(1)
+        .and_then(|v| v.split(',').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("a whole number of ms: {json}"));
+    assert!((3_500_000..=3_600_000).contains(&left), "{json}");
     assert_eq!(
         get(&rig, "/api/a", "u").await.0,
         StatusCode::TOO_MANY_REQUESTS

@@ -157,6 +157,13 @@ impl Problem {
     }
 }
 
+/// A wait in whole milliseconds, rounded up, so a client that waits this
+/// long is not early: the unit of every `retry_after_ms` the workspace
+/// writes (the `429` document's, the gateway's `/explain`).
+pub fn millis_up(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
+}
+
 /// The response of a finished document: `status`, its `Content-Type` and
 /// `body`.
 fn response(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {

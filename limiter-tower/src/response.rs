@@ -22,7 +22,7 @@ use http_body_util::Full;
 
 use crate::key::KeyError;
 use crate::last::Last;
-use crate::problem::{Problem, Template};
+use crate::problem::{Problem, Template, millis_up};
 
 /// Why the layer answered a request itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,11 +152,6 @@ impl fmt::Display for Rejection {
             Rejection::NoKey(e) => fmt::Display::fmt(e, f),
         }
     }
-}
-
-/// Milliseconds rounded up, so a client that waits this long is not early.
-fn millis_up(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -176,6 +176,11 @@ mod patience;
 #[allow(unused_imports)]
 pub(crate) use patience::{PATIENCE, until, within};
 
+// The quiet client that finds answers held back by Nagle's algorithm,
+// shared with limiter-rls's tests.
+#[path = "../../../limiter-rls/tests/support/quiet.rs"]
+pub(crate) mod quiet;
+
 /// An upstream that holds every request whose path starts with `held`
 /// until the test calls [`Gated::open`], and answers `done` to it then
 /// (other paths at once). Each held request is reported on `entered` as it
@@ -271,4 +276,39 @@ impl Drop for Gated {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// Sends `head` as is on a new connection and reads to the end (bounded):
+/// the raw response.
+pub(crate) async fn raw(addr: SocketAddr, head: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    within("the gateway answers and closes", s.read_to_end(&mut out))
+        .await
+        .ok();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A header's value in a raw response.
+pub(crate) fn header<'a>(response: &'a str, name: &str) -> Option<&'a str> {
+    let head = response.split("\r\n\r\n").next()?;
+    head.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+/// A raw response's status line up to its code (`HTTP/1.1 200`).
+pub(crate) fn status(response: &str) -> &str {
+    response.get(..12).unwrap_or(response)
+}
+
+/// The rule a raw response was decided by (its `RateLimit-Policy` key).
+pub(crate) fn rule(response: &str) -> Option<&str> {
+    header(response, "ratelimit-policy")?
+        .strip_prefix('"')?
+        .split('"')
+        .next()
 }
