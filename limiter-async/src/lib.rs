@@ -101,10 +101,10 @@ pub use decide::AsyncDecide;
 pub use slot_wait::{CancelGrant, Refund, SlotWait};
 pub use wake::{PRECISE_RANGE, WakeUp};
 
-/// The README's code, compiled and run as doc tests so it cannot drift.
+/// The workspace README's code, compiled and run as doc tests so it cannot drift.
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
-struct ReadmeDoctests;
+struct WorkspaceReadmeDoctests;
 pub use limiter::AsyncLimiter;
 pub use throttle::{Refused, Throttled};
 

@@ -329,14 +329,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Guarded<S> {
             this.h2 = Some(got[..n] == H2_PREFACE[..n]);
         }
         // Relaxed: see Activity::tunnel. A tunnel's bytes are not HTTP.
-        if !got.is_empty() && !this.activity.tunnel.load(Ordering::Relaxed) {
-            if let Some((ordinal, ambiguity)) = this.framing.feed(got) {
-                let odd = u64::from(ambiguity == Ambiguity::LengthRepeated);
-                // Relaxed: see Activity::ambiguous_framing.
-                this.activity
-                    .ambiguous
-                    .store(ordinal.saturating_mul(2) + odd, Ordering::Relaxed);
-            }
+        if !got.is_empty()
+            && !this.activity.tunnel.load(Ordering::Relaxed)
+            && let Some((ordinal, ambiguity)) = this.framing.feed(got)
+        {
+            let odd = u64::from(ambiguity == Ambiguity::LengthRepeated);
+            // Relaxed: see Activity::ambiguous_framing.
+            this.activity
+                .ambiguous
+                .store(ordinal.saturating_mul(2) + odd, Ordering::Relaxed);
         }
         let got_bytes = !got.is_empty();
         // Register before reading the counters (module doc).
