@@ -78,8 +78,8 @@ fn query_value(s: &str) -> String {
 fn member<'a>(json: &'a str, name: &str) -> Option<&'a str> {
     let start = json.find(&format!("\"{name}\":"))? + name.len() + 3;
     let rest = &json[start..];
-    let end = if rest.starts_with('"') {
-        rest[1..].find('"')? + 2
+    let end = if let Some(quoted) = rest.strip_prefix('"') {
+        quoted.find('"')? + 2
     } else {
         rest.find([',', '}'])?
     };

@@ -94,7 +94,7 @@ fn header(name: &str) -> String {
 /// (their config leaves Envoy's 20 ms default): a loaded test machine is
 /// not what these checks are about.
 fn envoy_yaml(port: u16, admin: u16, mock: u16, mock2: u16, rls: u16) -> String {
-    let (foo, bar, baz) = (header("foo"), header("bar"), header("baz"));
+    let (h_foo, h_bar, h_baz) = (header("foo"), header("bar"), header("baz"));
     let (src, dst, cat) = (
         header("source_cluster"),
         header("destination_cluster"),
@@ -192,19 +192,19 @@ static_resources:
                 route:
                   cluster: mock
                   rate_limits:
-                  - actions: [{foo}, {bar}]
-                  - actions: [{foo}, {baz}]
+                  - actions: [{h_foo}, {h_bar}]
+                  - actions: [{h_foo}, {h_baz}]
               - match: {{prefix: /fourheader}}
                 route:
                   cluster: mock
                   rate_limits:
-                  - actions: [{foo}, {bar}]
+                  - actions: [{h_foo}, {h_bar}]
                   - actions: [{src}, {dst}]
               - match: {{prefix: /fiveheader}}
                 route:
                   cluster: mock
                   rate_limits:
-                  - actions: [{foo}, {bar}]
+                  - actions: [{h_foo}, {h_bar}]
                   - actions: [{src}, {dst}]
                   - actions: [{cat}]
               - match: {{prefix: /tokenquota}}
