@@ -35,7 +35,7 @@ use crate::admin_auth::{AdminToken, authorize};
 use crate::admin_http::{json_escape, percent_decode, problem, segments};
 use crate::dashboard::{Dashboard, rule_views};
 use crate::front::{self, Refusal};
-use crate::server::Shared;
+use crate::state::Shared;
 
 /// Histogram buckets (seconds) of every `*_seconds` metric: 100 µs to 10 s.
 const BUCKETS: [f64; 14] = [

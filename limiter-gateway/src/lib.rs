@@ -69,6 +69,7 @@ mod reload;
 mod reply;
 mod server;
 mod settings;
+mod state;
 mod tls;
 mod upgrade;
 pub mod upstream;

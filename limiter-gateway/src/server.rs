@@ -54,38 +54,8 @@ use crate::dashboard::Dashboard;
 use crate::front::{self, Checks};
 use crate::logs::{RejectionLog, rule_of};
 use crate::proxy::{Proxy, ProxyBody};
+use crate::state::{Settings, Shared};
 use crate::tls::{ClientTls, ServerStream, Terminator};
-
-/// What a live connection reads from the configuration (replaced whole on
-/// a gateway-file reload; each connection keeps the one it started with).
-#[derive(Debug)]
-pub(crate) struct Settings {
-    pub(crate) config: GatewayConfig,
-    pub(crate) checks: Checks,
-}
-
-impl Settings {
-    fn new(config: GatewayConfig) -> Settings {
-        Settings {
-            checks: Checks {
-                paths: config.paths,
-                max_field_bytes: config.connections.max_field_bytes,
-            },
-            config,
-        }
-    }
-}
-
-/// The state every accept loop shares.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) settings: ArcSwap<Settings>,
-    pub(crate) proxy: Proxy,
-    rejections: RejectionLog,
-    clients: Arc<ClientCounts>,
-    /// One line per interval for refused or failed accepts.
-    refused_log: Mutex<Throttled>,
-}
 
 /// A gateway ready to start: its configuration and its rules.
 #[derive(Debug, Clone)]

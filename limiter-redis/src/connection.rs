@@ -23,6 +23,10 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::Slot;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
+use redis::aio::ConnectionManagerConfig;
+
+use crate::endpoint::{RedisEndpoint, Servers, Target, bracket};
+use crate::error::EndpointError;
 use crate::sentinel::SentinelConnection;
 
 /// The connection a [`RedisLimiter`](crate::RedisLimiter) sends its scripts
@@ -151,6 +155,81 @@ impl ConnectionLike for RedisConnection {
             RedisConnection::Cluster(c) => c.get_db(),
             RedisConnection::Sentinel(c) => c.get_db(),
         }
+    }
+}
+
+/// Connecting: kept beside the connection it makes, so `endpoint` only
+/// describes where Redis is.
+impl RedisEndpoint {
+    /// A connection that connects on its first command (one server, or the
+    /// master through Sentinel) and reconnects by itself; building it sends
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`EndpointError::InvalidTls`] for TLS material that does not parse,
+    /// [`EndpointError::ClusterNeedsConnect`] for a cluster.
+    pub fn connect_lazy(&self) -> Result<RedisConnection, EndpointError> {
+        match &self.servers {
+            Servers::Single(..) | Servers::Unix(_) => {
+                let target = match &self.servers {
+                    Servers::Single(host, port) => Target::Tcp(host, *port),
+                    Servers::Unix(path) => Target::Unix(path),
+                    _ => return Err(EndpointError::ClusterNeedsConnect),
+                };
+                let client = self.client_for(target, self.auth.as_ref(), self.db)?;
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(self.connect_timeout))
+                    .set_number_of_retries(2);
+                let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, config)
+                    .map_err(|e| EndpointError::InvalidTls {
+                        reason: e.to_string(),
+                    })?;
+                Ok(conn.into())
+            }
+            Servers::Sentinel { .. } => Ok(SentinelConnection::new(self.clone())?.into()),
+            Servers::Cluster(_) => Err(EndpointError::ClusterNeedsConnect),
+        }
+    }
+
+    /// [`connect_lazy`](Self::connect_lazy), and for a Redis Cluster a
+    /// connection made now (redis-rs learns the slot map on connecting).
+    ///
+    /// # Errors
+    ///
+    /// As `connect_lazy`, and [`EndpointError::Redis`] when no node of the
+    /// cluster answers.
+    pub async fn connect(&self) -> Result<RedisConnection, EndpointError> {
+        let Servers::Cluster(nodes) = &self.servers else {
+            return self.connect_lazy();
+        };
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        let urls = nodes
+            .iter()
+            .map(|(h, p)| format!("{scheme}://{}:{p}", bracket(h)));
+        let mut builder =
+            redis::cluster::ClusterClient::builder(urls).connection_timeout(self.connect_timeout);
+        if let Some(c) = &self.auth {
+            builder = builder.password(&c.password);
+            if let Some(u) = &c.username {
+                builder = builder.username(u);
+            }
+        }
+        if let Some(tls) = &self.tls {
+            builder = builder
+                .certs(tls.certificates())
+                .danger_accept_invalid_hostnames(tls.skip_hostname);
+        }
+        let client = builder.build().map_err(EndpointError::Redis)?;
+        let conn = client
+            .get_async_connection()
+            .await
+            .map_err(EndpointError::Redis)?;
+        Ok(conn.into())
     }
 }
 

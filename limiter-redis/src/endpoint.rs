@@ -2,7 +2,7 @@
 //! Redis Cluster, or a master found through Redis Sentinel; with TLS
 //! ([`RedisTls`]) and credentials (a password, or an ACL user and its
 //! password) — in one value that every crate of the workspace builds and
-//! turns into a [`RedisConnection`].
+//! turns into a [`RedisConnection`](crate::RedisConnection).
 //!
 //! URLs ([`RedisEndpoint::parse`]):
 //!
@@ -27,15 +27,14 @@ use std::path::{Path, PathBuf};
 
 use crate::tls::RedisTls;
 
-use redis::aio::ConnectionManagerConfig;
 use redis::{Client, ConnectionAddr, IntoConnectionInfo};
 
-use crate::connection::RedisConnection;
-use crate::sentinel::SentinelConnection;
+use crate::error::EndpointError;
 
 /// Where Redis is and how to reach it (see the module documentation for
 /// the URL forms). Cloning is cheap enough for configuration; connecting
-/// is [`connect_lazy`](Self::connect_lazy) or [`connect`](Self::connect).
+/// is [`connect_lazy`](Self::connect_lazy) or [`connect`](Self::connect)
+/// (module `connection`).
 ///
 /// `Debug` and `Display` never print a password or a key.
 ///
@@ -91,63 +90,6 @@ pub(crate) enum Target<'a> {
 pub(crate) struct Credentials {
     pub(crate) username: Option<String>,
     pub(crate) password: String,
-}
-
-/// Why an endpoint could not be described or connected.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum EndpointError {
-    /// The URL does not have one of the forms of [`RedisEndpoint::parse`].
-    InvalidUrl {
-        /// What is wrong, without the password.
-        reason: String,
-    },
-    /// A CA, certificate or key file could not be read.
-    File {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        error: std::io::Error,
-    },
-    /// The TLS material does not parse (not PEM, a key without its
-    /// certificate, a certificate that does not match its key).
-    InvalidTls {
-        /// What is wrong.
-        reason: String,
-    },
-    /// A Redis Cluster cannot connect lazily: use
-    /// [`RedisEndpoint::connect`].
-    ClusterNeedsConnect,
-    /// Connecting to a cluster failed.
-    Redis(redis::RedisError),
-}
-
-impl fmt::Display for EndpointError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            EndpointError::InvalidUrl { reason } => write!(f, "invalid Redis URL: {reason}"),
-            EndpointError::File { path, error } => {
-                write!(f, "cannot read {}: {error}", path.display())
-            }
-            EndpointError::InvalidTls { reason } => {
-                write!(f, "invalid Redis TLS material: {reason}")
-            }
-            EndpointError::ClusterNeedsConnect => f.write_str(
-                "a Redis Cluster connects when built (RedisEndpoint::connect), not lazily",
-            ),
-            EndpointError::Redis(e) => write!(f, "connecting to the Redis Cluster: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for EndpointError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            EndpointError::File { error, .. } => Some(error),
-            EndpointError::Redis(e) => Some(e),
-            _ => None,
-        }
-    }
 }
 
 impl RedisEndpoint {
@@ -251,77 +193,6 @@ impl RedisEndpoint {
             Servers::Single(h, p) => Some((h, *p)),
             _ => None,
         }
-    }
-
-    /// A connection that connects on its first command (one server, or the
-    /// master through Sentinel) and reconnects by itself; building it sends
-    /// nothing.
-    ///
-    /// # Errors
-    ///
-    /// [`EndpointError::InvalidTls`] for TLS material that does not parse,
-    /// [`EndpointError::ClusterNeedsConnect`] for a cluster.
-    pub fn connect_lazy(&self) -> Result<RedisConnection, EndpointError> {
-        match &self.servers {
-            Servers::Single(..) | Servers::Unix(_) => {
-                let target = match &self.servers {
-                    Servers::Single(host, port) => Target::Tcp(host, *port),
-                    Servers::Unix(path) => Target::Unix(path),
-                    _ => return Err(EndpointError::ClusterNeedsConnect),
-                };
-                let client = self.client_for(target, self.auth.as_ref(), self.db)?;
-                let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(self.connect_timeout))
-                    .set_number_of_retries(2);
-                let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, config)
-                    .map_err(|e| EndpointError::InvalidTls {
-                        reason: e.to_string(),
-                    })?;
-                Ok(conn.into())
-            }
-            Servers::Sentinel { .. } => Ok(SentinelConnection::new(self.clone())?.into()),
-            Servers::Cluster(_) => Err(EndpointError::ClusterNeedsConnect),
-        }
-    }
-
-    /// [`connect_lazy`](Self::connect_lazy), and for a Redis Cluster a
-    /// connection made now (redis-rs learns the slot map on connecting).
-    ///
-    /// # Errors
-    ///
-    /// As `connect_lazy`, and [`EndpointError::Redis`] when no node of the
-    /// cluster answers.
-    pub async fn connect(&self) -> Result<RedisConnection, EndpointError> {
-        let Servers::Cluster(nodes) = &self.servers else {
-            return self.connect_lazy();
-        };
-        let scheme = if self.tls.is_some() {
-            "rediss"
-        } else {
-            "redis"
-        };
-        let urls = nodes
-            .iter()
-            .map(|(h, p)| format!("{scheme}://{}:{p}", bracket(h)));
-        let mut builder =
-            redis::cluster::ClusterClient::builder(urls).connection_timeout(self.connect_timeout);
-        if let Some(c) = &self.auth {
-            builder = builder.password(&c.password);
-            if let Some(u) = &c.username {
-                builder = builder.username(u);
-            }
-        }
-        if let Some(tls) = &self.tls {
-            builder = builder
-                .certs(tls.certificates())
-                .danger_accept_invalid_hostnames(tls.skip_hostname);
-        }
-        let client = builder.build().map_err(EndpointError::Redis)?;
-        let conn = client
-            .get_async_connection()
-            .await
-            .map_err(EndpointError::Redis)?;
-        Ok(conn.into())
     }
 
     /// A redis-rs client for one server of this endpoint with these

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 
 use redis::{ConnectionAddr, IntoConnectionInfo};
 
-use crate::endpoint::{Credentials, EndpointError, RedisEndpoint, Servers};
+use crate::endpoint::{Credentials, RedisEndpoint, Servers};
+use crate::error::EndpointError;
 use crate::tls::RedisTls;
 
 impl RedisEndpoint {

@@ -13,6 +13,8 @@
 use core::fmt;
 use core::time::Duration;
 
+use std::path::PathBuf;
+
 use crate::admission::Source;
 
 /// Why a [`RedisLimiter`](crate::RedisLimiter) call or construction failed.
@@ -340,4 +342,61 @@ fn is_tls_failure(e: &redis::RedisError) -> bool {
         e.source().is_some_and(is_tls)
     }
     std::error::Error::source(e).is_some_and(is_tls)
+}
+
+/// Why an endpoint could not be described or connected.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum EndpointError {
+    /// The URL does not have one of the forms of [`RedisEndpoint::parse`].
+    InvalidUrl {
+        /// What is wrong, without the password.
+        reason: String,
+    },
+    /// A CA, certificate or key file could not be read.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The TLS material does not parse (not PEM, a key without its
+    /// certificate, a certificate that does not match its key).
+    InvalidTls {
+        /// What is wrong.
+        reason: String,
+    },
+    /// A Redis Cluster cannot connect lazily: use
+    /// [`RedisEndpoint::connect`].
+    ClusterNeedsConnect,
+    /// Connecting to a cluster failed.
+    Redis(redis::RedisError),
+}
+
+impl fmt::Display for EndpointError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EndpointError::InvalidUrl { reason } => write!(f, "invalid Redis URL: {reason}"),
+            EndpointError::File { path, error } => {
+                write!(f, "cannot read {}: {error}", path.display())
+            }
+            EndpointError::InvalidTls { reason } => {
+                write!(f, "invalid Redis TLS material: {reason}")
+            }
+            EndpointError::ClusterNeedsConnect => f.write_str(
+                "a Redis Cluster connects when built (RedisEndpoint::connect), not lazily",
+            ),
+            EndpointError::Redis(e) => write!(f, "connecting to the Redis Cluster: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for EndpointError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            EndpointError::File { error, .. } => Some(error),
+            EndpointError::Redis(e) => Some(e),
+            _ => None,
+        }
+    }
 }

@@ -26,7 +26,8 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
 
-use crate::endpoint::{EndpointError, RedisEndpoint, Servers, Target};
+use crate::endpoint::{RedisEndpoint, Servers, Target};
+use crate::error::EndpointError;
 
 /// How often the sentinels are asked whether the master moved.
 pub(crate) const CHECK_EVERY: Duration = Duration::from_millis(250);

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use redis::{ClientTlsConfig, TlsCertificates};
 
-use crate::endpoint::EndpointError;
+use crate::error::EndpointError;
 
 /// TLS to Redis: which CA to trust (the system's roots by default), an
 /// optional client certificate (for `tls-auth-clients yes`), and whether

@@ -42,7 +42,6 @@ pub mod window;
 mod config;
 mod decide;
 mod matcher;
-mod redis_env;
 mod service;
 
 pub use config::{ConfigError, ConfigErrors, Fixable, LimitSpec, Pos, Problem, Rule, RuleSet};

@@ -5,6 +5,8 @@
 //! A value that does not parse is an error naming the variable and what it
 //! takes (theirs fails at start-up the same way), never a silent default.
 
+mod redis_env;
+
 use core::time::Duration;
 use std::path::PathBuf;
 
@@ -233,7 +235,7 @@ impl Settings {
             .as_str()
         {
             "memory" => Store::Memory,
-            "redis" => Store::Redis(Box::new(crate::redis_env::endpoint(&get, &bool_of)?)),
+            "redis" => Store::Redis(Box::new(redis_env::endpoint(&get, &bool_of)?)),
             other => {
                 return Err(SettingError {
                     name: "BACKEND_TYPE",

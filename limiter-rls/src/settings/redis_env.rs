@@ -21,7 +21,7 @@ use std::path::Path;
 
 use limiter_redis::{RedisEndpoint, RedisTls};
 
-use crate::settings::SettingError;
+use super::SettingError;
 
 /// The endpoint the variables read through `get` describe.
 pub(crate) fn endpoint(
