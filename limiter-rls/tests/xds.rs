@@ -1,0 +1,332 @@
+//! `CONFIG_TYPE=GRPC_XDS_SOTW` against an xDS server of this test's own,
+//! behaving as envoyproxy/ratelimit's examples/xds-sotw-config-server: it
+//! serves a snapshot of `RateLimitConfig` resources over the aggregated
+//! discovery service (state of the world) and pushes each new snapshot to
+//! the open streams, recording every request it receives (subscription,
+//! ACK, NACK). The `limiter-rls` binary is the client.
+
+mod support;
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse,
+};
+use futures::Stream;
+use limiter_rls::grpc::RateLimitClient;
+use limiter_rls::proto::aggregated_discovery_service_server::{
+    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
+};
+use limiter_rls::proto::config::{
+    RateLimitConfig, RateLimitDescriptor as ConfDescriptor, RateLimitPolicy, TYPE_URL,
+};
+use limiter_rls::proto::{
+    Any, Code, DiscoveryRequest, DiscoveryResponse, Entry, RateLimitDescriptor, RateLimitRequest,
+};
+use prost::Message;
+use support::{Rls, free_port, temp_dir};
+use tokio::sync::{mpsc, watch};
+use tonic::{Request, Response, Status, Streaming};
+
+/// A version and its resources.
+type Snapshot = Option<(String, Vec<Any>)>;
+
+type Responses = Pin<Box<dyn Stream<Item = Result<DiscoveryResponse, Status>> + Send>>;
+
+/// The test's xDS server: the snapshot in force and what it was sent.
+struct XdsServer {
+    snapshot: watch::Receiver<Snapshot>,
+    seen: mpsc::UnboundedSender<DiscoveryRequest>,
+}
+
+#[tonic::async_trait]
+impl AggregatedDiscoveryService for XdsServer {
+    type StreamAggregatedResourcesStream = Responses;
+
+    async fn stream_aggregated_resources(
+        &self,
+        request: Request<Streaming<DiscoveryRequest>>,
+    ) -> Result<Response<Responses>, Status> {
+        let mut inbound = request.into_inner();
+        let mut snapshot = self.snapshot.clone();
+        let seen = self.seen.clone();
+        let (tx, rx) = mpsc::channel(8);
+        tokio::spawn(async move {
+            // The subscription first, then the snapshot in force (if any)
+            // and every later one; nonces count responses on this stream.
+            let Ok(Some(first)) = inbound.message().await else {
+                return;
+            };
+            let _ = seen.send(first);
+            snapshot.mark_changed();
+            let mut nonce = 0u32;
+            loop {
+                tokio::select! {
+                    m = inbound.message() => match m {
+                        Ok(Some(m)) => { let _ = seen.send(m); }
+                        _ => return,
+                    },
+                    c = snapshot.changed() => {
+                        if c.is_err() {
+                            return;
+                        }
+                        let current = snapshot.borrow_and_update().clone();
+                        if let Some((version, resources)) = current {
+                            nonce += 1;
+                            let response = DiscoveryResponse {
+                                version_info: version,
+                                resources,
+                                type_url: TYPE_URL.into(),
+                                nonce: nonce.to_string(),
+                                ..DiscoveryResponse::default()
+                            };
+                            if tx.send(Ok(response)).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+        });
+        let stream =
+            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    type DeltaAggregatedResourcesStream =
+        Pin<Box<dyn Stream<Item = Result<DeltaDiscoveryResponse, Status>> + Send>>;
+
+    async fn delta_aggregated_resources(
+        &self,
+        _request: Request<Streaming<DeltaDiscoveryRequest>>,
+    ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
+        Err(Status::unimplemented("state of the world only"))
+    }
+}
+
+/// The running server: set snapshots, read what the client sent.
+struct Xds {
+    snapshot: watch::Sender<Snapshot>,
+    seen: mpsc::UnboundedReceiver<DiscoveryRequest>,
+}
+
+impl Xds {
+    /// Serves on 127.0.0.1:`port`.
+    async fn start(port: u16) -> Xds {
+        let (snapshot, rx) = watch::channel(None);
+        let (seen_tx, seen) = mpsc::unbounded_channel();
+        let service = AggregatedDiscoveryServiceServer::new(XdsServer {
+            snapshot: rx,
+            seen: seen_tx,
+        });
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+        );
+        Xds { snapshot, seen }
+    }
+
+    fn push(&self, version: &str, configs: &[RateLimitConfig]) {
+        let resources = configs
+            .iter()
+            .map(|c| Any {
+                type_url: TYPE_URL.into(),
+                value: c.encode_to_vec(),
+            })
+            .collect();
+        self.snapshot
+            .send_replace(Some((version.into(), resources)));
+    }
+
+    /// The next request the client sends (generously bounded).
+    async fn next(&mut self) -> DiscoveryRequest {
+        tokio::time::timeout(Duration::from_secs(30), self.seen.recv())
+            .await
+            .expect("the xDS client sent nothing within 30 s")
+            .expect("server gone")
+    }
+}
+
+/// A domain with one descriptor `key` limited to `n` per minute.
+fn config(name: &str, domain: &str, key: &str, n: u32, unit: i32) -> RateLimitConfig {
+    RateLimitConfig {
+        name: name.into(),
+        domain: domain.into(),
+        descriptors: vec![ConfDescriptor {
+            key: key.into(),
+            rate_limit: Some(RateLimitPolicy {
+                unit,
+                requests_per_unit: n,
+                ..RateLimitPolicy::default()
+            }),
+            ..ConfDescriptor::default()
+        }],
+    }
+}
+
+const MINUTE: i32 = 2;
+
+/// One call for `domain`/`key`=`value`: the overall code and the limit's
+/// requests per unit (0 when none applied).
+async fn call(client: &mut RateLimitClient, domain: &str, key: &str, value: &str) -> (Code, u32) {
+    let r = client
+        .should_rate_limit(RateLimitRequest {
+            domain: domain.into(),
+            descriptors: vec![RateLimitDescriptor {
+                entries: vec![Entry {
+                    key: key.into(),
+                    value: value.into(),
+                }],
+                ..RateLimitDescriptor::default()
+            }],
+            hits_addend: 0,
+        })
+        .await
+        .unwrap();
+    let limit = r.statuses[0]
+        .current_limit
+        .as_ref()
+        .map_or(0, |l| l.requests_per_unit);
+    (Code::try_from(r.overall_code).unwrap(), limit)
+}
+
+fn xds_env(port: u16) -> Vec<(&'static str, String)> {
+    vec![
+        ("CONFIG_TYPE", "GRPC_XDS_SOTW".into()),
+        ("CONFIG_GRPC_XDS_SERVER_URL", format!("127.0.0.1:{port}")),
+        ("CONFIG_GRPC_XDS_NODE_ID", "test-node".into()),
+        (
+            "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
+            "100ms".into(),
+        ),
+        ("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "100ms".into()),
+        ("XDS_CLIENT_BACKOFF_MAX_INTERVAL", "200ms".into()),
+    ]
+}
+
+async fn start_rls(env: Vec<(&'static str, String)>) -> tokio::task::JoinHandle<Rls> {
+    let root = temp_dir("xds");
+    tokio::task::spawn_blocking(move || {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        Rls::start(&root, 0, &env)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn xds_updates_apply_live_keep_counters_and_a_bad_one_is_nacked() {
+    let port = free_port();
+    let mut xds = Xds::start(port).await;
+    let starting = start_rls(xds_env(port)).await;
+
+    // The subscription: their node, their type, nothing accepted yet.
+    let sub = xds.next().await;
+    assert_eq!(sub.node.as_ref().unwrap().id, "test-node");
+    assert_eq!(sub.type_url, TYPE_URL);
+    assert!(sub.version_info.is_empty() && sub.response_nonce.is_empty());
+    assert!(sub.resource_names.is_empty(), "a wildcard subscription");
+    // Without FORCE_START_WITHOUT_INITIAL_CONFIG nothing is served yet.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !starting.is_finished(),
+        "listening before any config arrived"
+    );
+
+    xds.push("1", &[config("users", "d", "user", 3, MINUTE)]);
+    let ack = xds.next().await;
+    assert_eq!(
+        (ack.version_info.as_str(), ack.response_nonce.as_str()),
+        ("1", "1")
+    );
+    assert!(ack.error_detail.is_none(), "{:?}", ack.error_detail);
+    let rls = starting.await.unwrap();
+    let mut client = RateLimitClient::connect(format!("http://{}", rls.grpc))
+        .await
+        .unwrap();
+    assert_eq!(call(&mut client, "d", "user", "a").await, (Code::Ok, 3));
+    assert_eq!(call(&mut client, "d", "user", "a").await, (Code::Ok, 3));
+
+    // An update: a new domain beside the same limit; user=a's two hits stay.
+    xds.push(
+        "2",
+        &[
+            config("users", "d", "user", 3, MINUTE),
+            config("paths", "e", "path", 1, MINUTE),
+        ],
+    );
+    let ack = xds.next().await;
+    assert_eq!(
+        (ack.version_info.as_str(), ack.response_nonce.as_str()),
+        ("2", "2")
+    );
+    assert!(ack.error_detail.is_none(), "{:?}", ack.error_detail);
+    assert_eq!(call(&mut client, "d", "user", "a").await, (Code::Ok, 3));
+    assert_eq!(
+        call(&mut client, "d", "user", "a").await,
+        (Code::OverLimit, 3)
+    );
+    assert_eq!(call(&mut client, "e", "path", "/").await, (Code::Ok, 1));
+
+    // A bad update (no unit): NACKed with the last good version and the
+    // error; the config in force still answers.
+    xds.push(
+        "3",
+        &[
+            config("users", "d", "user", 100, 0),
+            config("paths", "e", "path", 1, MINUTE),
+        ],
+    );
+    let nack = xds.next().await;
+    assert_eq!(
+        (nack.version_info.as_str(), nack.response_nonce.as_str()),
+        ("2", "3")
+    );
+    let detail = nack.error_detail.expect("a NACK carries error_detail");
+    assert_eq!(detail.code, tonic::Code::InvalidArgument as i32);
+    assert!(
+        detail.message.contains("xds/users") && detail.message.contains("unit"),
+        "{}",
+        detail.message
+    );
+    assert_eq!(
+        call(&mut client, "d", "user", "a").await,
+        (Code::OverLimit, 3)
+    );
+    assert_eq!(
+        call(&mut client, "e", "path", "/").await,
+        (Code::OverLimit, 1)
+    );
+    assert_eq!(call(&mut client, "d", "user", "b").await, (Code::Ok, 3));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn force_start_serves_an_empty_config_then_connects_when_the_server_comes() {
+    let port = free_port();
+    let mut env = xds_env(port);
+    env.push(("FORCE_START_WITHOUT_INITIAL_CONFIG", "true".into()));
+    // No xDS server yet: the RLS starts anyway, with no domain.
+    let rls = start_rls(env).await.await.unwrap();
+    let mut client = RateLimitClient::connect(format!("http://{}", rls.grpc))
+        .await
+        .unwrap();
+    assert_eq!(call(&mut client, "d", "user", "a").await, (Code::Ok, 0));
+
+    // The server appears: the client's retries reach it, and its config
+    // is put in force.
+    let mut xds = Xds::start(port).await;
+    xds.push("7", &[config("users", "d", "user", 1, MINUTE)]);
+    let sub = xds.next().await;
+    assert_eq!(sub.type_url, TYPE_URL);
+    let ack = xds.next().await;
+    assert_eq!(ack.version_info, "7");
+    assert!(ack.error_detail.is_none(), "{:?}", ack.error_detail);
+    assert_eq!(call(&mut client, "d", "user", "a").await, (Code::Ok, 1));
+    assert_eq!(
+        call(&mut client, "d", "user", "a").await,
+        (Code::OverLimit, 1)
+    );
+}
