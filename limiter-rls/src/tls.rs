@@ -152,16 +152,18 @@ impl TlsListener {
     }
 
     /// The connections of `listener` once their handshake is done (and the
-    /// client's name checked), as tonic's incoming stream. Accepting stops
-    /// when the stream is dropped.
+    /// client's name checked), as tonic's incoming stream. Accepting (and
+    /// the watch of the files) stops when the stream is dropped.
     pub fn incoming(
-        &self,
+        self: Arc<Self>,
         listener: TcpListener,
     ) -> impl Stream<Item = io::Result<TlsStream<TcpStream>>> + Send + 'static {
         let (tx, rx) = mpsc::channel::<io::Result<TlsStream<TcpStream>>>(64);
         let config = Arc::clone(&self.config);
         let san = self.files.client_san.clone();
         tokio::spawn(async move {
+            // Owns `self`: the reloader lives as long as the listener.
+            let _watch = self;
             loop {
                 let tcp = tokio::select! {
                     accepted = listener.accept() => accepted,
