@@ -400,3 +400,131 @@ fn policy(p: &RateLimitPolicy) -> serde_json::Value {
     }
     serde_json::Value::Object(m)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::Any;
+    use crate::proto::config::RateLimitReplace;
+
+    fn response(configs: &[RateLimitConfig]) -> DiscoveryResponse {
+        DiscoveryResponse {
+            type_url: TYPE_URL.into(),
+            resources: configs
+                .iter()
+                .map(|c| Any {
+                    type_url: TYPE_URL.into(),
+                    value: c.encode_to_vec(),
+                })
+                .collect(),
+            ..DiscoveryResponse::default()
+        }
+    }
+
+    fn policy(unit: i32, n: u32) -> Option<RateLimitPolicy> {
+        Some(RateLimitPolicy {
+            unit,
+            requests_per_unit: n,
+            ..RateLimitPolicy::default()
+        })
+    }
+
+    /// Every field of their resource lands where their YAML puts it: the
+    /// rule set equals the one read from the YAML file they would write.
+    #[test]
+    fn a_resource_reads_as_their_yaml_file() {
+        let config = RateLimitConfig {
+            name: "c".into(),
+            domain: "d".into(),
+            descriptors: vec![
+                RateLimitDescriptor {
+                    key: "user".into(),
+                    rate_limit: policy(2, 5),
+                    shadow_mode: true,
+                    descriptors: vec![RateLimitDescriptor {
+                        key: "path".into(),
+                        value: "/a".into(),
+                        rate_limit: Some(RateLimitPolicy {
+                            unlimited: true,
+                            ..RateLimitPolicy::default()
+                        }),
+                        ..RateLimitDescriptor::default()
+                    }],
+                    ..RateLimitDescriptor::default()
+                },
+                RateLimitDescriptor {
+                    key: "plan".into(),
+                    value: "gold".into(),
+                    rate_limit: Some(RateLimitPolicy {
+                        unit: 7,
+                        requests_per_unit: 9,
+                        name: "gold".into(),
+                        replaces: vec![RateLimitReplace { name: "x".into() }],
+                        ..RateLimitPolicy::default()
+                    }),
+                    quota_mode: true,
+                    detailed_metric: true,
+                    metadata: Some(Struct {
+                        fields: [(
+                            "tier".to_owned(),
+                            Value {
+                                kind: Some(Kind::StringValue("gold".into())),
+                            },
+                        )]
+                        .into(),
+                    }),
+                    ..RateLimitDescriptor::default()
+                },
+            ],
+        };
+        let yaml = "domain: d
+descriptors:
+  - key: user
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 5}
+    descriptors:
+      - {key: path, value: /a, rate_limit: {unlimited: true}}
+  - key: plan
+    value: gold
+    quota_mode: true
+    detailed_metric: true
+    metadata: {tier: gold}
+    rate_limit: {unit: week, requests_per_unit: 9, name: gold, replaces: [{name: x}]}
+";
+        let from_xds = rules_of(&response(&[config])).unwrap();
+        let from_file = RuleSet::from_files(vec![("f.yaml".into(), yaml.into())]).unwrap();
+        assert_eq!(from_xds.dump(), from_file.dump());
+        let find = |rules: &RuleSet| {
+            let m = rules
+                .find(
+                    "d",
+                    &[crate::proto::Entry {
+                        key: "plan".into(),
+                        value: "gold".into(),
+                    }],
+                    None,
+                )
+                .unwrap();
+            (m.rule.as_ref().clone(), m.metadata.clone())
+        };
+        assert_eq!(find(&from_xds), find(&from_file));
+    }
+
+    #[test]
+    fn wrong_types_and_bad_configs_are_errors_that_say_where() {
+        let mut r = response(&[]);
+        assert!(rules_of(&r).unwrap().is_empty(), "no resource: no domain");
+        r.resources.push(Any {
+            type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
+            value: Vec::new(),
+        });
+        assert!(rules_of(&r).unwrap_err().contains("resources[0]"));
+        let two = |name: &str| RateLimitConfig {
+            name: name.into(),
+            domain: "same".into(),
+            descriptors: Vec::new(),
+        };
+        let e = rules_of(&response(&[two("a"), two("b")])).unwrap_err();
+        assert!(e.contains("xds/b"), "{e}");
+    }
+}

@@ -272,15 +272,48 @@ async fn a_certificate_replaced_on_disk_is_served_to_the_next_handshake() {
     assert!(served_cert(addr, &new.ca, None).await.is_err());
 }
 
+/// A CA, a `localhost` server pair and two client pairs (one naming
+/// `ratelimit-client.test`, one naming nothing) as PEM files in `dir`.
+fn pki_with_names(dir: &Path) -> [PathBuf; 7] {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_key = KeyPair::generate().unwrap();
+    let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+    let issuer = Issuer::new(ca, ca_key);
+    let leaf = |names: Vec<String>| {
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(names)
+            .unwrap()
+            .signed_by(&key, &issuer)
+            .unwrap();
+        (cert.pem(), key.serialize_pem())
+    };
+    let (server, server_key) = leaf(vec!["localhost".into()]);
+    let (named, named_key) = leaf(vec!["ratelimit-client.test".into()]);
+    let (nameless, nameless_key) = leaf(Vec::new());
+    let files = [
+        ("ca.pem", ca_pem),
+        ("server.pem", server),
+        ("server.key", server_key),
+        ("named.pem", named),
+        ("named.key", named_key),
+        ("nameless.pem", nameless),
+        ("nameless.key", nameless_key),
+    ];
+    files.map(|(name, pem)| {
+        let path = dir.join(name);
+        std::fs::write(&path, pem).unwrap();
+        path
+    })
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn a_client_certificate_without_the_required_name_is_refused() {
-    let pki = TestPki::new("rls-san");
+async fn only_a_client_certificate_with_the_required_name_is_answered() {
+    let dir = temp_dir("grpc-tls-san");
+    let [ca, cert, key, named, named_key, nameless, nameless_key] = pki_with_names(&dir);
     let rls = {
-        let (cert, key, ca) = (
-            pki.server_cert.clone(),
-            pki.server_key.clone(),
-            pki.ca.display().to_string(),
-        );
+        let (cert, key, ca) = (cert.clone(), key.clone(), ca.display().to_string());
         tokio::task::spawn_blocking(move || {
             let env = [
                 ("GRPC_CLIENT_TLS_CACERT", ca.as_str()),
@@ -291,8 +324,11 @@ async fn a_client_certificate_without_the_required_name_is_refused() {
         .await
         .unwrap()
     };
+    assert_eq!(
+        served_cert(rls.grpc, &ca, Some((&named, &named_key))).await,
+        Ok(der(&cert))
+    );
     // Signed by the trusted CA, but naming no DNS name at all.
-    let client = Some((pki.client_cert.as_path(), pki.client_key.as_path()));
-    let refused = served_cert(rls.grpc, &pki.ca, client).await;
+    let refused = served_cert(rls.grpc, &ca, Some((&nameless, &nameless_key))).await;
     assert!(refused.is_err(), "{refused:?}");
 }

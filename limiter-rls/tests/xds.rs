@@ -6,6 +6,8 @@
 //! ACK, NACK). The `limiter-rls` binary is the client.
 
 mod support;
+#[path = "../../limiter-redis/tests/support/tls.rs"]
+mod tls;
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -114,6 +116,11 @@ struct Xds {
 impl Xds {
     /// Serves on 127.0.0.1:`port`.
     async fn start(port: u16) -> Xds {
+        Xds::start_with(port, None).await
+    }
+
+    /// Serves on 127.0.0.1:`port`, over TLS with `tls`.
+    async fn start_with(port: u16, tls: Option<tonic::transport::ServerTlsConfig>) -> Xds {
         let (snapshot, rx) = watch::channel(None);
         let (seen_tx, seen) = mpsc::unbounded_channel();
         let service = AggregatedDiscoveryServiceServer::new(XdsServer {
@@ -123,8 +130,12 @@ impl Xds {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
             .await
             .unwrap();
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(tls) = tls {
+            builder = builder.tls_config(tls).unwrap();
+        }
         tokio::spawn(
-            tonic::transport::Server::builder()
+            builder
                 .add_service(service)
                 .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
         );
@@ -324,6 +335,46 @@ async fn force_start_serves_an_empty_config_then_connects_when_the_server_comes(
     let ack = xds.next().await;
     assert_eq!(ack.version_info, "7");
     assert!(ack.error_detail.is_none(), "{:?}", ack.error_detail);
+    assert_eq!(call(&mut client, "d", "user", "a").await, (Code::Ok, 1));
+    assert_eq!(
+        call(&mut client, "d", "user", "a").await,
+        (Code::OverLimit, 1)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn xds_over_mutual_tls() {
+    use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+    let pki = tls::TestPki::new("xds");
+    let read = |p: &std::path::PathBuf| std::fs::read(p).unwrap();
+    // The server asks for a client certificate signed by the test CA.
+    let server_tls = ServerTlsConfig::new()
+        .identity(Identity::from_pem(
+            read(&pki.server_cert),
+            read(&pki.server_key),
+        ))
+        .client_ca_root(Certificate::from_pem(read(&pki.ca)));
+    let port = free_port();
+    let mut xds = Xds::start_with(port, Some(server_tls)).await;
+    xds.push("1", &[config("users", "d", "user", 1, MINUTE)]);
+    let mut env = xds_env(port);
+    let path = |p: &std::path::PathBuf| p.display().to_string();
+    env.extend([
+        ("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true".into()),
+        ("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", path(&pki.ca)),
+        ("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", path(&pki.client_cert)),
+        ("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", path(&pki.client_key)),
+        // The certificate names localhost; the URL is an address.
+        ("CONFIG_GRPC_XDS_SERVER_TLS_SAN", "localhost".into()),
+    ]);
+    let rls = start_rls(env).await.await.unwrap();
+    let sub = xds.next().await;
+    assert_eq!(sub.node.unwrap().id, "test-node");
+    let ack = xds.next().await;
+    assert_eq!(ack.version_info, "1");
+    let mut client = RateLimitClient::connect(format!("http://{}", rls.grpc))
+        .await
+        .unwrap();
     assert_eq!(call(&mut client, "d", "user", "a").await, (Code::Ok, 1));
     assert_eq!(
         call(&mut client, "d", "user", "a").await,
