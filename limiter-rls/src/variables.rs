@@ -162,7 +162,7 @@ pub const VARIABLES: &[Variable] = &[
     var(
         "RLS_RELOAD_INTERVAL",
         "100ms",
-        "quiet time before changed files are read again",
+        "quiet time before changed files (config, gRPC TLS) are read again",
     ),
     var("RLS_ALGORITHM", "gcra", "gcra or fixed_window"),
     var(

@@ -181,10 +181,13 @@ impl<B: Backend> Client<B> {
                 }
             };
             tracing::info!(url = %self.settings.server_url, "connected to the xDS server");
-            match self.stream(channel).await {
-                Ok(true) => backoff = self.settings.backoff_initial,
-                Ok(false) => {}
+            let mut answered = false;
+            match self.stream(channel, &mut answered).await {
+                Ok(()) => tracing::warn!("the xDS server ended the stream"),
                 Err(e) => tracing::warn!(error = %e, "xDS stream failed"),
+            }
+            if answered {
+                backoff = self.settings.backoff_initial;
             }
             let wait = jitter(backoff);
             tracing::info!(?wait, "reopening the xDS stream after a backoff");
@@ -224,8 +227,8 @@ impl<B: Backend> Client<B> {
     }
 
     /// One stream: subscribe, then apply and answer every response until it
-    /// ends. `Ok(true)` when at least one response arrived.
-    async fn stream(&mut self, channel: Channel) -> Result<bool, tonic::Status> {
+    /// ends; `answered` turns true with the first response.
+    async fn stream(&mut self, channel: Channel, answered: &mut bool) -> Result<(), tonic::Status> {
         let mut client = AggregatedDiscoveryServiceClient::new(channel);
         if let Some(max) = self.settings.max_message_size {
             client = client.max_decoding_message_size(max);
@@ -254,13 +257,12 @@ impl<B: Backend> Client<B> {
             .stream_aggregated_resources(request)
             .await?
             .into_inner();
-        let mut any = false;
         while let Some(response) = responses.message().await? {
-            any = true;
+            *answered = true;
             let answer = self.apply(&response);
             let _ = tx.send(answer);
         }
-        Ok(any)
+        Ok(())
     }
 
     /// Puts `response` in force or refuses it; the ACK or NACK to send.

@@ -36,10 +36,12 @@ type Snapshot = Option<(String, Vec<Any>)>;
 
 type Responses = Pin<Box<dyn Stream<Item = Result<DiscoveryResponse, Status>> + Send>>;
 
-/// The test's xDS server: the snapshot in force and what it was sent.
+/// The test's xDS server: the snapshot in force, what it was sent, and a
+/// counter whose every step fails the open streams.
 struct XdsServer {
     snapshot: watch::Receiver<Snapshot>,
     seen: mpsc::UnboundedSender<DiscoveryRequest>,
+    breaks: watch::Receiver<u32>,
 }
 
 #[tonic::async_trait]
@@ -53,6 +55,8 @@ impl AggregatedDiscoveryService for XdsServer {
         let mut inbound = request.into_inner();
         let mut snapshot = self.snapshot.clone();
         let seen = self.seen.clone();
+        let mut breaks = self.breaks.clone();
+        breaks.mark_unchanged();
         let (tx, rx) = mpsc::channel(8);
         tokio::spawn(async move {
             // The subscription first, then the snapshot in force (if any)
@@ -65,6 +69,10 @@ impl AggregatedDiscoveryService for XdsServer {
             let mut nonce = 0u32;
             loop {
                 tokio::select! {
+                    _ = breaks.changed() => {
+                        let _ = tx.send(Err(Status::unavailable("stream broken by the test"))).await;
+                        return;
+                    }
                     m = inbound.message() => match m {
                         Ok(Some(m)) => { let _ = seen.send(m); }
                         _ => return,
@@ -111,6 +119,7 @@ impl AggregatedDiscoveryService for XdsServer {
 struct Xds {
     snapshot: watch::Sender<Snapshot>,
     seen: mpsc::UnboundedReceiver<DiscoveryRequest>,
+    breaks: watch::Sender<u32>,
 }
 
 impl Xds {
@@ -123,9 +132,11 @@ impl Xds {
     async fn start_with(port: u16, tls: Option<tonic::transport::ServerTlsConfig>) -> Xds {
         let (snapshot, rx) = watch::channel(None);
         let (seen_tx, seen) = mpsc::unbounded_channel();
+        let (breaks, breaks_rx) = watch::channel(0);
         let service = AggregatedDiscoveryServiceServer::new(XdsServer {
             snapshot: rx,
             seen: seen_tx,
+            breaks: breaks_rx,
         });
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
             .await
@@ -139,7 +150,16 @@ impl Xds {
                 .add_service(service)
                 .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
         );
-        Xds { snapshot, seen }
+        Xds {
+            snapshot,
+            seen,
+            breaks,
+        }
+    }
+
+    /// Fails every open stream (the client must open a new one).
+    fn break_streams(&self) {
+        self.breaks.send_modify(|n| *n += 1);
     }
 
     fn push(&self, version: &str, configs: &[RateLimitConfig]) {
@@ -379,5 +399,45 @@ async fn xds_over_mutual_tls() {
     assert_eq!(
         call(&mut client, "d", "user", "a").await,
         (Code::OverLimit, 1)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broken_stream_is_reopened_with_the_last_accepted_version() {
+    let port = free_port();
+    let mut xds = Xds::start(port).await;
+    xds.push("1", &[config("users", "d", "user", 2, MINUTE)]);
+    let rls = start_rls(xds_env(port)).await.await.unwrap();
+    assert!(
+        xds.next().await.version_info.is_empty(),
+        "the first subscription"
+    );
+    assert_eq!(xds.next().await.version_info, "1");
+    let mut client = RateLimitClient::connect(format!("http://{}", rls.grpc))
+        .await
+        .unwrap();
+    assert_eq!(call(&mut client, "d", "user", "a").await, (Code::Ok, 2));
+
+    // The stream fails: a new one says what is in force, nonce unset.
+    xds.break_streams();
+    let again = xds.next().await;
+    assert_eq!(
+        (again.version_info.as_str(), again.response_nonce.as_str()),
+        ("1", "")
+    );
+    assert_eq!(again.type_url, TYPE_URL);
+    // The server resends its snapshot on the new stream; then an update.
+    assert_eq!(xds.next().await.version_info, "1");
+    xds.push("2", &[config("users", "d", "user", 2, MINUTE)]);
+    let ack = xds.next().await;
+    assert_eq!(
+        (ack.version_info.as_str(), ack.response_nonce.as_str()),
+        ("2", "2")
+    );
+    // Counted across the reconnect: a's first hit stays.
+    assert_eq!(call(&mut client, "d", "user", "a").await, (Code::Ok, 2));
+    assert_eq!(
+        call(&mut client, "d", "user", "a").await,
+        (Code::OverLimit, 2)
     );
 }
