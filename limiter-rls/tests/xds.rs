@@ -3,7 +3,8 @@
 //! serves a snapshot of `RateLimitConfig` resources over the aggregated
 //! discovery service (state of the world) and pushes each new snapshot to
 //! the open streams, recording every request it receives (subscription,
-//! ACK, NACK). The `limiter-rls` binary is the client.
+//! ACK, NACK). The `limiter-rls` binary is the client; the last test puts
+//! a real Envoy in front of it.
 
 mod support;
 #[path = "../../limiter-redis/tests/support/tls.rs"]
@@ -440,4 +441,31 @@ async fn a_broken_stream_is_reopened_with_the_last_accepted_version() {
         call(&mut client, "d", "user", "a").await,
         (Code::OverLimit, 2)
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn envoy_limits_by_the_config_the_xds_server_pushes() {
+    let port = free_port();
+    let mut xds = Xds::start(port).await;
+    xds.push("1", &[config("users", "test", "user", 2, MINUTE)]);
+    let rls = start_rls(xds_env(port)).await.await.unwrap();
+    let grpc = rls.grpc.port();
+    // failure_mode_deny: a failed call is a 500, never a silent 200.
+    let envoy = tokio::task::spawn_blocking(move || {
+        support::Envoy::start(support::upstream(), Some(grpc), true)
+    })
+    .await
+    .unwrap();
+    let statuses = |envoy: &support::Envoy, user: &str, n: usize| -> Vec<u16> {
+        tokio::task::block_in_place(|| {
+            (0..n)
+                .map(|_| envoy.get(&[("x-user", user)]).status)
+                .collect()
+        })
+    };
+    assert_eq!(statuses(&envoy, "a", 3), [200, 200, 429]);
+
+    xds.push("2", &[config("users", "test", "user", 3, MINUTE)]);
+    while xds.next().await.version_info != "2" {}
+    assert_eq!(statuses(&envoy, "b", 4), [200, 200, 200, 429]);
 }
