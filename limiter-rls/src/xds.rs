@@ -37,7 +37,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
-pub use resource::{rules_of, yaml_of};
+use resource::rules_of;
 
 use crate::backend::Backend;
 use crate::proto::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;

@@ -18,7 +18,7 @@ use crate::proto::config::{RateLimitConfig, RateLimitDescriptor, RateLimitPolicy
 /// # Errors
 ///
 /// What is wrong, as text for the NACK's `error_detail`.
-pub fn rules_of(response: &DiscoveryResponse) -> Result<RuleSet, String> {
+pub(crate) fn rules_of(response: &DiscoveryResponse) -> Result<RuleSet, String> {
     if response.type_url != TYPE_URL {
         return Err(format!(
             "type_url {:?}: only {TYPE_URL} is subscribed to",
@@ -47,7 +47,7 @@ pub fn rules_of(response: &DiscoveryResponse) -> Result<RuleSet, String> {
 
 /// The config as their YAML file would write it (in YAML's JSON form, one
 /// field a line so errors point at the field).
-pub fn yaml_of(config: &RateLimitConfig) -> String {
+fn yaml_of(config: &RateLimitConfig) -> String {
     let root = serde_json::json!({
         "domain": config.domain,
         "descriptors": config.descriptors.iter().map(descriptor).collect::<Vec<_>>(),
