@@ -43,6 +43,8 @@ struct XdsServer {
     snapshot: watch::Receiver<Snapshot>,
     seen: mpsc::UnboundedSender<DiscoveryRequest>,
     breaks: watch::Receiver<u32>,
+    /// Each stream's gRPC metadata.
+    streams: mpsc::UnboundedSender<tonic::metadata::MetadataMap>,
 }
 
 #[tonic::async_trait]
@@ -53,6 +55,7 @@ impl AggregatedDiscoveryService for XdsServer {
         &self,
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<Responses>, Status> {
+        let _ = self.streams.send(request.metadata().clone());
         let mut inbound = request.into_inner();
         let mut snapshot = self.snapshot.clone();
         let seen = self.seen.clone();
@@ -121,6 +124,7 @@ struct Xds {
     snapshot: watch::Sender<Snapshot>,
     seen: mpsc::UnboundedReceiver<DiscoveryRequest>,
     breaks: watch::Sender<u32>,
+    streams: mpsc::UnboundedReceiver<tonic::metadata::MetadataMap>,
 }
 
 impl Xds {
@@ -134,10 +138,12 @@ impl Xds {
         let (snapshot, rx) = watch::channel(None);
         let (seen_tx, seen) = mpsc::unbounded_channel();
         let (breaks, breaks_rx) = watch::channel(0);
+        let (streams_tx, streams) = mpsc::unbounded_channel();
         let service = AggregatedDiscoveryServiceServer::new(XdsServer {
             snapshot: rx,
             seen: seen_tx,
             breaks: breaks_rx,
+            streams: streams_tx,
         });
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
             .await
@@ -155,6 +161,7 @@ impl Xds {
             snapshot,
             seen,
             breaks,
+            streams,
         }
     }
 
@@ -253,11 +260,28 @@ async fn start_rls(env: Vec<(&'static str, String)>) -> tokio::task::JoinHandle<
 async fn xds_updates_apply_live_keep_counters_and_a_bad_one_is_nacked() {
     let port = free_port();
     let mut xds = Xds::start(port).await;
-    let starting = start_rls(xds_env(port)).await;
+    let mut env = xds_env(port);
+    env.extend([
+        ("CONFIG_GRPC_XDS_NODE_METADATA", "zone=a".into()),
+        (
+            "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
+            "x-tenant:t1".into(),
+        ),
+    ]);
+    let starting = start_rls(env).await;
 
-    // The subscription: their node, their type, nothing accepted yet.
+    // The subscription: their node, their type, nothing accepted yet; the
+    // extra header on the stream.
     let sub = xds.next().await;
-    assert_eq!(sub.node.as_ref().unwrap().id, "test-node");
+    let node = sub.node.as_ref().unwrap();
+    assert_eq!(node.id, "test-node");
+    let zone = node.metadata.as_ref().unwrap().fields["zone"].kind.clone();
+    assert_eq!(
+        zone,
+        Some(limiter_rls::proto::Kind::StringValue("a".into()))
+    );
+    let headers = xds.streams.recv().await.unwrap();
+    assert_eq!(headers.get("x-tenant").unwrap(), "t1");
     assert_eq!(sub.type_url, TYPE_URL);
     assert!(sub.version_info.is_empty() && sub.response_nonce.is_empty());
     assert!(sub.resource_names.is_empty(), "a wildcard subscription");
