@@ -35,6 +35,7 @@ fn req(pairs: &[(&str, &str)]) -> RateLimitRequest {
                 }],
                 limit: None,
                 hits_addend: None,
+                ..Default::default()
             })
             .collect(),
         hits_addend: 0,

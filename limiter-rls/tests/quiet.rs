@@ -47,6 +47,7 @@ fn call() -> RateLimitRequest {
             }],
             limit: None,
             hits_addend: None,
+            ..Default::default()
         }],
         hits_addend: 0,
     }

@@ -48,6 +48,7 @@ fn req(user: &str) -> RateLimitRequest {
             }],
             limit: None,
             hits_addend: None,
+            ..Default::default()
         }],
         hits_addend: 0,
     }

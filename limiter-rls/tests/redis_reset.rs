@@ -14,6 +14,7 @@ use limiter_rls::backend::AnyBackend;
 use limiter_rls::backend::redis::RedisGcra;
 use limiter_rls::proto::{
     Code, DescriptorStatus, Entry, RateLimitDescriptor, RateLimitRequest, RateLimitResponse,
+    UInt64Value,
 };
 use limiter_rls::stats::Recorder;
 use limiter_rls::{Options, RateLimiter, RuleSet};
@@ -37,7 +38,8 @@ fn d(key: &str, hits: Option<u64>) -> RateLimitDescriptor {
             value: "u".into(),
         }],
         limit: None,
-        hits_addend: hits,
+        hits_addend: hits.map(|value| UInt64Value { value }),
+        ..Default::default()
     }
 }
 

@@ -156,6 +156,7 @@ fn request(user: u64) -> RateLimitRequest {
             }],
             limit: None,
             hits_addend: None,
+            is_negative_hits: false,
         }],
         hits_addend: 0,
     }
