@@ -15,7 +15,7 @@ use limiter_rls::grpc::RateLimitClient;
 use limiter_rls::proto::{
     Code, Entry, RateLimitDescriptor, RateLimitOverride, RateLimitRequest, UInt64Value, Unit,
 };
-use support::{Rls, get, request, temp_dir};
+use support::{Rls, TempDir, get, request, temp_dir};
 
 const CONFIG: &str = "domain: test
 descriptors:
@@ -58,7 +58,7 @@ fn req(ds: Vec<RateLimitDescriptor>, hits: u32) -> RateLimitRequest {
     }
 }
 
-fn start(env: &[(&str, &str)]) -> (Rls, std::path::PathBuf) {
+fn start(env: &[(&str, &str)]) -> (Rls, TempDir) {
     let root = temp_dir("binary");
     std::fs::create_dir_all(root.join("config")).unwrap();
     std::fs::write(root.join("config/a.yaml"), CONFIG).unwrap();

@@ -6,8 +6,6 @@
 //! are made by the test (rcgen).
 
 mod support;
-#[path = "../../limiter-redis/tests/support/tls.rs"]
-mod tls;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -18,7 +16,7 @@ use rustls::RootCertStore;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use support::{Envoy, Rls, free_port, temp_dir, upstream};
-use tls::TestPki;
+use limiter_test_support::tls::TestPki;
 
 const CONFIG: &str = "domain: test
 descriptors:
@@ -120,7 +118,7 @@ static_resources:
       endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {rls_port}}}}}}}}}]}}]
 "#
     );
-    Envoy::from_yaml(&yaml, port, admin)
+    Envoy::start(&yaml, port, admin)
 }
 
 fn statuses(envoy: &Envoy, user: &str, n: usize) -> Vec<u16> {

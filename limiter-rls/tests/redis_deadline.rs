@@ -7,8 +7,7 @@
 //! (`start_paused`): the blackhole never answers, so only the deadline can
 //! end a call.
 
-#[path = "../../limiter-redis/tests/support/mod.rs"]
-mod redis_support;
+use limiter_test_support::redis as redis_support;
 
 use std::time::Duration;
 

@@ -3,8 +3,7 @@
 //! the time until the bucket is full, `tat − now`, exact to the
 //! microsecond the key's state is kept in, for grants, checks and refusals.
 
-#[path = "../../limiter-redis/tests/support/mod.rs"]
-mod redis_support;
+use limiter_test_support::redis as redis_support;
 
 use std::time::Duration;
 

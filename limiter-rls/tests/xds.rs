@@ -7,8 +7,6 @@
 //! a real Envoy in front of it.
 
 mod support;
-#[path = "../../limiter-redis/tests/support/tls.rs"]
-mod tls;
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -390,7 +388,7 @@ async fn force_start_serves_an_empty_config_then_connects_when_the_server_comes(
 #[tokio::test(flavor = "multi_thread")]
 async fn xds_over_mutual_tls() {
     use tonic::transport::{Certificate, Identity, ServerTlsConfig};
-    let pki = tls::TestPki::new("xds");
+    let pki = limiter_test_support::tls::TestPki::new("xds");
     let read = |p: &std::path::PathBuf| std::fs::read(p).unwrap();
     // The server asks for a client certificate signed by the test CA.
     let server_tls = ServerTlsConfig::new()
@@ -476,7 +474,7 @@ async fn envoy_limits_by_the_config_the_xds_server_pushes() {
     let grpc = rls.grpc.port();
     // failure_mode_deny: a failed call is a 500, never a silent 200.
     let envoy = tokio::task::spawn_blocking(move || {
-        support::Envoy::start(support::upstream(), Some(grpc), true)
+        support::envoy_in_front(support::upstream(), Some(grpc), true)
     })
     .await
     .unwrap();
