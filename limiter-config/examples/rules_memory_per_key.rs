@@ -5,7 +5,7 @@
 //! layer writes for `key: ip`: IPv4 addresses as text, or IPv6 `/64`s
 //! percent-encoded (`v6`).
 //!
-//! Run: `cargo run --release -p limiter-config --example memory_per_key [v4|v6]`
+//! Run: `cargo run --release -p limiter-config --example rules_memory_per_key [v4|v6]`
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

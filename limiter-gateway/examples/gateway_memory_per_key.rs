@@ -8,7 +8,7 @@
 //! included (`KeyedLimiter` reserves its table for up to 2^17 keys up
 //! front; its pages become resident as keys land on them).
 //!
-//! `cargo run --release -p limiter-gateway --features testing --example memory_per_key`
+//! `cargo run --release -p limiter-gateway --features testing --example gateway_memory_per_key`
 
 use std::time::Instant;
 
