@@ -47,6 +47,7 @@
 //! `testing`: the `echo` module, the upstream of the demo, the benchmark
 //! and the tests; not part of the proxy.
 
+mod accept;
 mod admin;
 mod admin_auth;
 mod admin_http;
@@ -73,6 +74,7 @@ mod state;
 mod tls;
 mod upgrade;
 pub mod upstream;
+mod workers;
 
 pub use admin::{metrics_handle, rules_json};
 pub use admin_auth::{
