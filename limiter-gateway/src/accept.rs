@@ -82,14 +82,6 @@ pub(crate) async fn accept_loop(
     let accept_errors = metrics::counter!("gateway_accept_errors_total");
     let refused = metrics::counter!("gateway_connections_refused_total", "reason" => "per_client");
     loop {
-        // At the cap, wait here: new connections queue in the backlog.
-        let permit = tokio::select! {
-            _ = stop.wait_for(|s| *s) => break,
-            permit = Arc::clone(&slots).acquire_owned() => match permit {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-        };
         let accepted = tokio::select! {
             _ = stop.wait_for(|s| *s) => break,
             accepted = listener.accept() => accepted,
@@ -103,6 +95,17 @@ pub(crate) async fn accept_loop(
                 tokio::time::sleep(backoff.failed()).await;
                 continue;
             }
+        };
+        // At the cap, wait here with this one connection: the next ones
+        // queue in the backlog. (Taking the slot before accepting would let
+        // a worker whose socket is quiet hold it while another's backlog
+        // waits: the kernel never moves a connection between sockets.)
+        let permit = tokio::select! {
+            _ = stop.wait_for(|s| *s) => break,
+            permit = Arc::clone(&slots).acquire_owned() => match permit {
+                Ok(p) => p,
+                Err(_) => break,
+            },
         };
         backoff.succeeded();
         let settings = shared.settings.load_full();
