@@ -526,6 +526,17 @@ prefix = "/api/"
                 .contains("routed twice")
         );
         assert_eq!(
+            bad("workers = 0").to_string(),
+            "`workers`: must be at least 1 (leave it out for one per core)"
+        );
+        assert_eq!(
+            GatewayConfig::from_toml("g.toml".as_ref(), "workers = 3")
+                .unwrap()
+                .workers
+                .map(std::num::NonZeroUsize::get),
+            Some(3)
+        );
+        assert_eq!(
             bad("admin = 9090").to_string(),
             "`admin`: a integer: write an address (admin = \"127.0.0.1:9090\") or a table ([admin] listen = \"127.0.0.1:9090\", token_file = \"admin.token\")"
         );

@@ -8,7 +8,7 @@ use http::{Response, StatusCode};
 use http_body_util::{Either, Full};
 use limiter_tower::problem::Problem;
 
-use crate::upstream::ResponseBody;
+use crate::response::ResponseBody;
 
 /// The body of every response the gateway sends: the upstream's stream,
 /// or a document of the gateway's own (its problem documents, and the

@@ -25,8 +25,8 @@ use std::sync::{Arc, Weak};
 
 use super::Upstream;
 use super::connect::{AddressClient, SendError, TlsTarget};
-use super::local::ResponseBody;
 use super::{Balance, MAX_ATTEMPTS, PoolConfig};
+use crate::response::ResponseBody;
 use crate::settings::Timeouts;
 use bytes::Bytes;
 use http::{Request, Response, Uri};

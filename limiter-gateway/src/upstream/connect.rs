@@ -38,7 +38,8 @@ use tower_service::Service;
 
 use super::Protocol;
 use super::balance::UpstreamBody;
-use super::local::{LocalPool, ResponseBody};
+use super::local::LocalPool;
+use crate::response::ResponseBody;
 use crate::settings::Timeouts;
 
 /// The TLS side of a connector: the client configurations and the name

@@ -33,13 +33,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use http::{Request, Response};
-use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1;
 
 use super::balance::UpstreamBody;
 use super::connect::{Connector, SendError, UpstreamStream};
+use crate::response::{Carrier, ResponseBody};
 
 /// The most idle connections one thread keeps for one address.
 pub(crate) const MAX_IDLE: usize = 1024;
@@ -53,12 +52,13 @@ struct Held {
     conn: Conn,
     /// The address's pool key.
     key: u64,
+    /// How long it may idle in the pool.
+    idle: Duration,
 }
 
 struct Idle {
     held: Box<Held>,
     since: Instant,
-    timeout: Duration,
 }
 
 thread_local! {
@@ -130,6 +130,7 @@ impl LocalPool {
             send,
             conn,
             key: self.key,
+            idle: self.idle,
         }))
     }
 
@@ -166,8 +167,8 @@ impl LocalPool {
             .await;
             match result {
                 Ok(response) => {
-                    let held = (!ended).then_some(held);
-                    return Ok(response.map(|body| ResponseBody::pooled(body, held, self.idle)));
+                    let held = (!ended).then_some(held as Box<dyn Carrier>);
+                    return Ok(response.map(|body| ResponseBody::carried(body, held)));
                 }
                 Err(mut error) => match error.take_message() {
                     // A stale pooled connection gave the request back unsent.
@@ -194,7 +195,7 @@ fn origin_form(request: &mut Request<UpstreamBody>) {
     }
 }
 
-fn checkin(held: Box<Held>, timeout: Duration) {
+fn checkin(held: Box<Held>) {
     // A thread being torn down keeps nothing: the connection closes.
     let _ = POOL.try_with(|pool| {
         let mut pool = pool.borrow_mut();
@@ -203,7 +204,6 @@ fn checkin(held: Box<Held>, timeout: Duration) {
             idle.push(Idle {
                 held,
                 since: Instant::now(),
-                timeout,
             });
         }
     });
@@ -219,7 +219,7 @@ pub(crate) fn sweep() {
         let mut pool = pool.borrow_mut();
         for idle in pool.values_mut() {
             idle.retain_mut(|i| {
-                i.since.elapsed() < i.timeout
+                i.since.elapsed() < i.held.idle
                     && Pin::new(&mut i.held.conn).poll(&mut cx).is_pending()
             });
         }
@@ -227,81 +227,12 @@ pub(crate) fn sweep() {
     });
 }
 
-/// The body of an upstream's response: hyper's stream, and on the
-/// per-thread path the connection it arrives on, polled with it and
-/// returned to the thread's pool at its end.
-pub struct ResponseBody {
-    body: Incoming,
-    held: Option<(Box<Held>, Duration)>,
-}
-
-impl std::fmt::Debug for ResponseBody {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResponseBody")
-            .field("body", &self.body)
-            .field("pooled", &self.held.is_some())
-            .finish()
-    }
-}
-
-impl ResponseBody {
-    /// A body whose connection is another task's (hyper-util's pool).
-    pub(crate) fn detached(body: Incoming) -> ResponseBody {
-        ResponseBody { body, held: None }
+impl Carrier for Held {
+    fn poll_conn(&mut self, cx: &mut Context<'_>) -> bool {
+        Pin::new(&mut self.conn).poll(cx).is_ready()
     }
 
-    /// A body arriving on `held` (`None`: the connection has ended), which
-    /// idles at most `timeout` once the body is done.
-    fn pooled(body: Incoming, held: Option<Box<Held>>, timeout: Duration) -> ResponseBody {
-        let mut body = ResponseBody {
-            body,
-            held: held.map(|h| (h, timeout)),
-        };
-        if body.body.is_end_stream() {
-            // No frame will be asked for (an empty or HEAD response).
-            body.finish();
-        }
-        body
-    }
-
-    /// The body has ended: its connection goes to this thread's pool.
-    fn finish(&mut self) {
-        if let Some((held, timeout)) = self.held.take() {
-            checkin(held, timeout);
-        }
-    }
-}
-
-impl Body for ResponseBody {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let this = self.get_mut();
-        if let Some((held, _)) = &mut this.held
-            && Pin::new(&mut held.conn).poll(cx).is_ready()
-        {
-            // Closed (or failed): what it read is in the body already.
-            this.held = None;
-        }
-        let frame = Pin::new(&mut this.body).poll_frame(cx);
-        match &frame {
-            Poll::Ready(None) => this.finish(),
-            Poll::Ready(Some(Ok(_))) if this.body.is_end_stream() => this.finish(),
-            Poll::Ready(Some(Err(_))) => this.held = None,
-            Poll::Ready(Some(Ok(_))) | Poll::Pending => {}
-        }
-        frame
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+    fn release(self: Box<Self>) {
+        checkin(self);
     }
 }

@@ -31,7 +31,6 @@ use std::time::Duration;
 use serde::Deserialize;
 
 pub(crate) use balance::Balancer;
-pub use local::ResponseBody;
 pub(crate) use local::sweep;
 
 use crate::settings::GatewayConfigError;
