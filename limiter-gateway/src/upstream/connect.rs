@@ -313,7 +313,10 @@ impl AddressClient {
             Some(local) if !request.headers().contains_key(http::header::UPGRADE) => {
                 local.send(&self.connector, request).await
             }
-            _ => Ok(self.request(request).await?.map(ResponseBody::detached)),
+            // Boxed: hyper-util's future would size every request's.
+            _ => Ok(Box::pin(self.request(request))
+                .await?
+                .map(ResponseBody::detached)),
         }
     }
 

@@ -152,7 +152,9 @@ impl LocalPool {
             let fresh = pooled.is_none();
             let mut held = match pooled {
                 Some(held) => held,
-                None => self.open(connector).await?,
+                // Boxed: the dial (a TLS handshake's state included) would
+                // otherwise size, and be copied with, every request's future.
+                None => Box::pin(self.open(connector)).await?,
             };
             let mut head = pin!(held.send.try_send_request(request));
             let mut ended = false;
