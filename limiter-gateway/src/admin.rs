@@ -82,6 +82,10 @@ pub(crate) fn register() {
         "gateway_upstream_retries_total",
         "Attempts that failed (connect, or a connection lost before the head) and were retried on another address, unseen by the client, by upstream."
     );
+    describe_counter!(
+        "gateway_upstream_connections_opened_total",
+        "HTTP/1.1 upstream connections opened by the workers' own pools, by upstream (0 new per request once warm, under keep-alive)."
+    );
     describe_gauge!(
         "gateway_upstream_available_addresses",
         "Addresses of an upstream that are neither ejected nor failing their health check."

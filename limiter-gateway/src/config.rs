@@ -52,6 +52,10 @@ pub struct GatewayConfig {
     pub paths: PathMode,
     /// Logging.
     pub log: LogConfig,
+    /// The serving threads, each a single-threaded runtime with its own
+    /// listener sockets (`SO_REUSEPORT`) and upstream connections; `None`
+    /// for one per CPU core.
+    pub workers: Option<std::num::NonZeroUsize>,
 }
 
 /// How the gateway logs (the gateway file's `[log]`).
@@ -80,6 +84,7 @@ struct FileConfig {
     paths: Option<String>,
     #[serde(default)]
     log: FileLog,
+    workers: Option<usize>,
 }
 
 #[derive(Deserialize, Default)]
@@ -265,6 +270,7 @@ impl GatewayConfig {
             paths: PathMode::default(),
             log: LogConfig::default(),
             tls: None,
+            workers: None,
         }
     }
 
@@ -353,6 +359,15 @@ impl GatewayConfig {
             access: raw.log.access,
         };
         let tls = raw.tls.map(|t| t.parse(file)).transpose()?;
+        let workers = match raw.workers {
+            None => None,
+            Some(n) => Some(std::num::NonZeroUsize::new(n).ok_or_else(|| {
+                invalid(
+                    "workers",
+                    "must be at least 1 (leave it out for one per core)",
+                )
+            })?),
+        };
         Ok(GatewayConfig {
             listen,
             admin,
@@ -363,6 +378,7 @@ impl GatewayConfig {
             paths,
             log,
             tls,
+            workers,
         })
     }
 
@@ -508,6 +524,17 @@ prefix = "/api/"
                 .unwrap_err()
                 .to_string()
                 .contains("routed twice")
+        );
+        assert_eq!(
+            bad("workers = 0").to_string(),
+            "`workers`: must be at least 1 (leave it out for one per core)"
+        );
+        assert_eq!(
+            GatewayConfig::from_toml("g.toml".as_ref(), "workers = 3")
+                .unwrap()
+                .workers
+                .map(std::num::NonZeroUsize::get),
+            Some(3)
         );
         assert_eq!(
             bad("admin = 9090").to_string(),

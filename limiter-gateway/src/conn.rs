@@ -32,9 +32,10 @@
 //! A listener holds at most `max_per_listener` connections (default 10,000,
 //! lowered at start to what the process's open-file limit leaves: each
 //! client connection may need an upstream one, and 64 descriptors stay free
-//! for the admin listener, logs and reloads); at the cap it stops accepting,
-//! so new connections wait in the kernel's backlog instead of failing an
-//! `accept` for want of descriptors. A client address holds at most
+//! for the admin listener, logs and reloads); at the cap each worker's
+//! socket holds the one connection it accepted last, unserved, until a
+//! slot frees, and stops accepting: new connections wait in the kernel's
+//! backlog instead of failing an `accept` for want of descriptors. A client address holds at most
 //! `max_per_client` (default 1,024; 0 for no cap): one more is closed at
 //! accept and counted.
 //!

@@ -4,6 +4,9 @@
 //!
 //! # What a request goes through
 //!
+//! 0. One of `workers` single-threaded runtimes (one per core by default,
+//!    each with its own `SO_REUSEPORT` socket per address; module `workers`)
+//!    accepts the connection and serves all its requests.
 //! 1. The listener (hyper 1 through hyper-util: HTTP/1.1 with keep-alive,
 //!    h2c with prior knowledge) holds each connection to its deadlines and
 //!    caps (module `conn`), inserts the socket peer as
@@ -16,7 +19,8 @@
 //!    exactly as `limiter-tower` does, headers included. A request no rule
 //!    matches passes.
 //! 3. [`Proxy`] forwards it to the upstream of the longest matching prefix
-//!    on a pooled keep-alive client, both bodies streamed, hop-by-hop
+//!    on a keep-alive connection (HTTP/1.1: the serving worker's own, driven
+//!    in the request's task; module `upstream`), both bodies streamed, hop-by-hop
 //!    headers removed and forwarding headers appended (module `forward`);
 //!    `502`/`504` problem documents when the upstream fails.
 //!
@@ -47,6 +51,7 @@
 //! `testing`: the `echo` module, the upstream of the demo, the benchmark
 //! and the tests; not part of the proxy.
 
+mod accept;
 mod admin;
 mod admin_auth;
 mod admin_http;
@@ -67,12 +72,14 @@ mod pressure;
 mod proxy;
 mod reload;
 mod reply;
+mod response;
 mod server;
 mod settings;
 mod state;
 mod tls;
 mod upgrade;
 pub mod upstream;
+mod workers;
 
 pub use admin::{metrics_handle, rules_json};
 pub use admin_auth::{
@@ -95,5 +102,6 @@ pub use logs::init_logging;
 pub use paths::{Normalized, PathError, PathMode, normalize};
 pub use proxy::{Proxy, ProxyBody, problem};
 pub use reload::{LoadGateway, unrouted_rules, watch};
+pub use response::ResponseBody;
 pub use server::{Drained, Gateway, Running};
 pub use tls::{ClientTls, TlsConfig};

@@ -129,7 +129,9 @@ fn main() -> ExitCode {
         }
     };
     init_logging(&config.log);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    // The admin listener, reloads and health checks: the proxy listeners
+    // have runtimes of their own, one per worker (`workers`).
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

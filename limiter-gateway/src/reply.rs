@@ -6,14 +6,15 @@
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use http_body_util::{Either, Full};
-use hyper::body::Incoming;
 use limiter_tower::problem::Problem;
+
+use crate::response::ResponseBody;
 
 /// The body of every response the gateway sends: the upstream's stream,
 /// or a document of the gateway's own (its problem documents, and the
 /// rules' 429, 413 and 503, which limiter-tower's layer writes into this
 /// type as `Either::Right` through `AnswerBody`).
-pub type ProxyBody = Either<Incoming, Full<Bytes>>;
+pub type ProxyBody = Either<ResponseBody, Full<Bytes>>;
 
 /// A problem document response (the workspace's one writer,
 /// `limiter_tower::problem`).

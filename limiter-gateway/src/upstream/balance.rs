@@ -23,15 +23,14 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
-use bytes::Bytes;
-use http::{Request, Response, Uri};
-use http_body_util::{Either, Empty};
-use hyper::body::Incoming;
-
 use super::Upstream;
 use super::connect::{AddressClient, SendError, TlsTarget};
 use super::{Balance, MAX_ATTEMPTS, PoolConfig};
+use crate::response::ResponseBody;
 use crate::settings::Timeouts;
+use bytes::Bytes;
+use http::{Request, Response, Uri};
+use http_body_util::{Either, Empty};
 
 /// The body sent upstream: the client's, or none (a request whose body is
 /// empty is sent with `Empty`, which makes it replayable).
@@ -155,8 +154,13 @@ impl Balancer {
             .into_iter()
             .map(|addr| {
                 let addr: Arc<str> = addr.into();
-                let client =
-                    AddressClient::new(Arc::clone(&addr), timeouts, tls.clone(), pool.protocol);
+                let client = AddressClient::new(
+                    &upstream.name,
+                    Arc::clone(&addr),
+                    timeouts,
+                    tls.clone(),
+                    pool.protocol,
+                );
                 Endpoint {
                     addr,
                     client,
@@ -243,11 +247,11 @@ impl Balancer {
     pub(crate) async fn send(
         &self,
         request: Request<UpstreamBody>,
-    ) -> Result<Response<Incoming>, SendError> {
+    ) -> Result<Response<ResponseBody>, SendError> {
         let n = self.endpoints.len();
         if n == 1 {
             // Nothing to choose or fail over to: the fast path.
-            return self.endpoints[0].client.request(request).await;
+            return self.endpoints[0].client.send(request).await;
         }
         // A copy to replay, kept only when there is another address to try.
         let replay = match request.body() {
@@ -291,7 +295,7 @@ impl Balancer {
             // Relaxed: see `InFlight`.
             endpoint.in_flight.fetch_add(1, Ordering::Relaxed);
             let guard = InFlight(&endpoint.in_flight);
-            let result = endpoint.client.request(this).await;
+            let result = endpoint.client.send(this).await;
             drop(guard);
             match result {
                 Ok(response) => {

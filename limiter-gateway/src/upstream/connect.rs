@@ -38,6 +38,8 @@ use tower_service::Service;
 
 use super::Protocol;
 use super::balance::UpstreamBody;
+use super::local::LocalPool;
+use crate::response::ResponseBody;
 use crate::settings::Timeouts;
 
 /// The TLS side of a connector: the client configurations and the name
@@ -163,6 +165,11 @@ impl Connector {
         self.learned.get_or_try_init(|| learn).await.copied()
     }
 
+    /// A new connection, within the connect timeout.
+    pub(crate) async fn dial(&self) -> io::Result<UpstreamStream> {
+        within(self.timeout, self.clone().connect()).await
+    }
+
     async fn connect(self) -> io::Result<UpstreamStream> {
         let tls = match (&self.tls, self.protocol) {
             (None, _) => None,
@@ -213,6 +220,8 @@ pub(crate) enum SendError {
     Connect(io::Error),
     /// hyper-util's client: its connect or the exchange.
     Client(hyper_util::client::legacy::Error),
+    /// The per-thread path (module `local`): the exchange on a connection.
+    Exchange(hyper::Error),
 }
 
 impl SendError {
@@ -221,6 +230,7 @@ impl SendError {
         match self {
             SendError::Connect(_) => true,
             SendError::Client(e) => e.is_connect(),
+            SendError::Exchange(_) => false,
         }
     }
 }
@@ -230,6 +240,7 @@ impl std::fmt::Display for SendError {
         match self {
             SendError::Connect(e) => write!(f, "connect: {e}"),
             SendError::Client(e) => write!(f, "{e}"),
+            SendError::Exchange(e) => write!(f, "{e}"),
         }
     }
 }
@@ -239,21 +250,27 @@ impl std::error::Error for SendError {
         match self {
             SendError::Connect(e) => Some(e),
             SendError::Client(e) => Some(e),
+            SendError::Exchange(e) => Some(e),
         }
     }
 }
 
-/// One address's keep-alive pool (HTTP/1.1: up to 1024 idle connections;
-/// h2: multiplexed), its requests framed for the protocol it speaks.
+/// One address's keep-alive pools: per thread for HTTP/1.1 (module
+/// `local`), hyper-util's shared one for h2, `auto`, upgrades and health
+/// probes (HTTP/1.1: up to 1024 idle connections; h2: multiplexed), its
+/// requests framed for the protocol it speaks.
 #[derive(Debug)]
 pub(crate) struct AddressClient {
     client: Client<Connector, UpstreamBody>,
     connector: Connector,
+    /// HTTP/1.1 addresses only.
+    local: Option<LocalPool>,
 }
 
 impl AddressClient {
     /// The pool of `addr`, TLS when `tls`.
     pub(crate) fn new(
+        upstream: &str,
         addr: Arc<str>,
         timeouts: &Timeouts,
         tls: Option<TlsTarget>,
@@ -273,7 +290,34 @@ impl AddressClient {
             .pool_max_idle_per_host(1024)
             .http2_only(protocol == Protocol::H2)
             .build(connector.clone());
-        AddressClient { client, connector }
+        let local = (protocol == Protocol::Http1).then(|| LocalPool::new(upstream, timeouts.idle));
+        AddressClient {
+            client,
+            connector,
+            local,
+        }
+    }
+
+    /// Sends a proxied `request` (its URI the upstream's): in this task on
+    /// this thread's pool for HTTP/1.1 (an upgrade excepted), else as
+    /// [`request`](AddressClient::request).
+    ///
+    /// # Errors
+    ///
+    /// [`SendError`]: no connection, or none that gave a response head.
+    pub(crate) async fn send(
+        &self,
+        request: Request<UpstreamBody>,
+    ) -> Result<Response<ResponseBody>, SendError> {
+        match &self.local {
+            Some(local) if !request.headers().contains_key(http::header::UPGRADE) => {
+                local.send(&self.connector, request).await
+            }
+            // Boxed: hyper-util's future would size every request's.
+            _ => Ok(Box::pin(self.request(request))
+                .await?
+                .map(ResponseBody::detached)),
+        }
     }
 
     /// Sends `request` (its URI the upstream's) on a pooled connection.

@@ -2,7 +2,8 @@
 //! configuration ([`PoolConfig`]), the connector of one address (module
 //! `connect`: TCP, optionally TLS, HTTP/1.1 or HTTP/2), the choice of an
 //! address per request with passive ejection (module `balance`) and the
-//! optional active health check (module `health`).
+//! optional active health check (module `health`); HTTP/1.1 requests go
+//! in their own task on the serving thread's pool (module `local`).
 //!
 //! Guarantees, for every upstream:
 //! * each address has its own keep-alive pool; the URI sent to it carries
@@ -23,12 +24,14 @@
 mod balance;
 mod connect;
 pub(crate) mod health;
+mod local;
 
 use std::time::Duration;
 
 use serde::Deserialize;
 
 pub(crate) use balance::Balancer;
+pub(crate) use local::sweep;
 
 use crate::settings::GatewayConfigError;
 

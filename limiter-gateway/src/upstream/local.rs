@@ -1,0 +1,240 @@
+//! The HTTP/1 exchange in the request's own task, on a per-thread pool of
+//! idle upstream connections.
+//!
+//! Guarantees, for a request to an HTTP/1 address (plain or TLS) that is
+//! not an upgrade:
+//! * it is written and its response read by the task that polls the
+//!   request and then the response body: hyper's `client::conn::http1`
+//!   connection is polled beside them (as Pingora joins both halves of a
+//!   proxied request), never spawned; no channel to another task, no lock
+//!   and nothing spawned per request;
+//! * an idle connection waits in the pool of the thread that finished its
+//!   last response (a `thread_local`: each worker runtime is one thread, so
+//!   this is the worker's own pool), most recent on top; it is reused only
+//!   when polling it shows it open and ready for a request, otherwise it is
+//!   closed and the next one (or a new one) is tried. A request that a
+//!   stale pooled connection gave back unsent goes on the next one;
+//! * a connection returns to the pool only when its response body has
+//!   ended; a body dropped before its end closes it. At most [`MAX_IDLE`]
+//!   wait per address and thread, none longer than `timeouts.idle`
+//!   (checked at checkout and by [`sweep`]);
+//! * every new connection is counted in
+//!   `gateway_upstream_connections_opened_total{upstream}`.
+//!
+//! h2 and `auto` addresses and upgrades keep hyper-util's pooled client
+//! (module `connect`), which multiplexes h2 and hands over upgraded
+//! connections.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::{Future, poll_fn};
+use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use http::{Request, Response};
+use hyper::client::conn::http1;
+
+use super::balance::UpstreamBody;
+use super::connect::{Connector, SendError, UpstreamStream};
+use crate::response::{Carrier, ResponseBody};
+
+/// The most idle connections one thread keeps for one address.
+pub(crate) const MAX_IDLE: usize = 1024;
+
+type Conn = http1::Connection<UpstreamStream, UpstreamBody>;
+
+/// One upstream connection: its request handle and its state machine,
+/// which whoever holds it polls.
+struct Held {
+    send: http1::SendRequest<UpstreamBody>,
+    conn: Conn,
+    /// The address's pool key.
+    key: u64,
+    /// How long it may idle in the pool.
+    idle: Duration,
+}
+
+struct Idle {
+    held: Box<Held>,
+    since: Instant,
+}
+
+thread_local! {
+    /// This thread's idle connections by address key.
+    static POOL: RefCell<HashMap<u64, Vec<Idle>>> = RefCell::new(HashMap::new());
+}
+
+/// Pool keys, one per address of every balancer built.
+static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
+
+/// One address's per-thread pools and their settings.
+#[derive(Debug)]
+pub(crate) struct LocalPool {
+    key: u64,
+    idle: Duration,
+    opened: metrics::Counter,
+}
+
+impl LocalPool {
+    /// The pools of a new address of `upstream`, whose connections idle at
+    /// most `idle`.
+    pub(crate) fn new(upstream: &str, idle: Duration) -> LocalPool {
+        let opened = metrics::counter!("gateway_upstream_connections_opened_total", "upstream" => upstream.to_owned());
+        opened.increment(0);
+        LocalPool {
+            // Relaxed: a unique number; nothing is published with it.
+            key: NEXT_KEY.fetch_add(1, Ordering::Relaxed),
+            idle,
+            opened,
+        }
+    }
+
+    /// The most recent idle connection of this thread that is open and
+    /// ready; the stale ones above it are closed.
+    fn checkout(&self, cx: &mut Context<'_>) -> Option<Box<Held>> {
+        POOL.try_with(|pool| {
+            let mut pool = pool.borrow_mut();
+            let idle = pool.get_mut(&self.key)?;
+            while let Some(Idle {
+                mut held, since, ..
+            }) = idle.pop()
+            {
+                if since.elapsed() >= self.idle {
+                    // The ones below waited longer still.
+                    idle.clear();
+                    return None;
+                }
+                if Pin::new(&mut held.conn).poll(cx).is_ready() {
+                    continue;
+                }
+                if let Poll::Ready(Ok(())) = held.send.poll_ready(cx) {
+                    return Some(held);
+                }
+            }
+            None
+        })
+        .ok()
+        .flatten()
+    }
+
+    async fn open(&self, connector: &Connector) -> Result<Box<Held>, SendError> {
+        let stream = connector.dial().await.map_err(SendError::Connect)?;
+        let (send, conn) = http1::Builder::new()
+            .handshake(stream)
+            .await
+            .map_err(SendError::Exchange)?;
+        self.opened.increment(1);
+        Ok(Box::new(Held {
+            send,
+            conn,
+            key: self.key,
+            idle: self.idle,
+        }))
+    }
+
+    /// Sends `request` (its URI the upstream's) on an idle connection of
+    /// this thread or a new one, polling the connection in this task.
+    ///
+    /// # Errors
+    ///
+    /// No connection ([`SendError::Connect`]), or none that gave a
+    /// response head.
+    pub(crate) async fn send(
+        &self,
+        connector: &Connector,
+        mut request: Request<UpstreamBody>,
+    ) -> Result<Response<ResponseBody>, SendError> {
+        origin_form(&mut request);
+        loop {
+            let pooled = poll_fn(|cx| Poll::Ready(self.checkout(cx))).await;
+            let fresh = pooled.is_none();
+            let mut held = match pooled {
+                Some(held) => held,
+                // Boxed: the dial (a TLS handshake's state included) would
+                // otherwise size, and be copied with, every request's future.
+                None => Box::pin(self.open(connector)).await?,
+            };
+            let mut head = pin!(held.send.try_send_request(request));
+            let mut ended = false;
+            let result = poll_fn(|cx| {
+                // The connection first: it writes the request and reads
+                // the head that the response future then takes.
+                if !ended && Pin::new(&mut held.conn).poll(cx).is_ready() {
+                    ended = true;
+                }
+                head.as_mut().poll(cx)
+            })
+            .await;
+            match result {
+                Ok(response) => {
+                    let held = (!ended).then_some(held as Box<dyn Carrier>);
+                    return Ok(response.map(|body| ResponseBody::carried(body, held)));
+                }
+                Err(mut error) => match error.take_message() {
+                    // A stale pooled connection gave the request back unsent.
+                    Some(unsent) if !fresh => request = unsent,
+                    _ => return Err(SendError::Exchange(error.into_error())),
+                },
+            }
+        }
+    }
+}
+
+/// The request target in origin form (`/path?query`), as an HTTP/1 origin
+/// server expects it (RFC 9112 §3.2.1), and `Host` from the URI if the
+/// request has none.
+fn origin_form(request: &mut Request<UpstreamBody>) {
+    if !request.headers().contains_key(http::header::HOST)
+        && let Some(host) = request.uri().authority()
+        && let Ok(value) = http::HeaderValue::from_str(host.as_str())
+    {
+        request.headers_mut().insert(http::header::HOST, value);
+    }
+    if let Some(pq) = request.uri().path_and_query().cloned() {
+        *request.uri_mut() = http::Uri::from(pq);
+    }
+}
+
+fn checkin(held: Box<Held>) {
+    // A thread being torn down keeps nothing: the connection closes.
+    let _ = POOL.try_with(|pool| {
+        let mut pool = pool.borrow_mut();
+        let idle = pool.entry(held.key).or_default();
+        if idle.len() < MAX_IDLE {
+            idle.push(Idle {
+                held,
+                since: Instant::now(),
+            });
+        }
+    });
+}
+
+/// Closes this thread's idle connections that waited past their idle
+/// timeout or that their upstream closed (each worker runs it now and
+/// then, so an address no request uses any more holds no socket).
+pub(crate) fn sweep() {
+    let waker = futures::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    let _ = POOL.try_with(|pool| {
+        let mut pool = pool.borrow_mut();
+        for idle in pool.values_mut() {
+            idle.retain_mut(|i| {
+                i.since.elapsed() < i.held.idle
+                    && Pin::new(&mut i.held.conn).poll(&mut cx).is_pending()
+            });
+        }
+        pool.retain(|_, idle| !idle.is_empty());
+    });
+}
+
+impl Carrier for Held {
+    fn poll_conn(&mut self, cx: &mut Context<'_>) -> bool {
+        Pin::new(&mut self.conn).poll(cx).is_ready()
+    }
+
+    fn release(self: Box<Self>) {
+        checkin(self);
+    }
+}
