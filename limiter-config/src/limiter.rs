@@ -652,10 +652,10 @@ impl<C: RuleClock> RuleLimiter<C> {
 /// reset, a request above the limit, or why the count could not decide.
 fn quota_refusal(denial: limiter_core::Denial) -> RuleError {
     match denial {
-        limiter_core::Denial::RateLimited { retry_after } => {
+        limiter_core::Denial::RateLimited { retry_after, .. } => {
             RuleError::Limited(AcquireError::RateLimited { wait: retry_after })
         }
-        limiter_core::Denial::OverBurst { cost, burst } => {
+        limiter_core::Denial::OverBurst { cost, burst, .. } => {
             RuleError::Limited(AcquireError::InsufficientCapacity {
                 requested: cost,
                 burst,

@@ -115,7 +115,7 @@ pub use clock::{BlockingClock, Clock, DefaultClock, ManualClock};
 pub use clock::{CoarseClock, MonotonicClock};
 pub use composite::{AllOfError, AllReservation, Limit, cancel_all, reserve_all, try_acquire_all};
 pub use debt::{ChargeAfter, DEFAULT_MAX_DEBT, Debt, MAX_DEBT_LIMIT, charge_in_chunks};
-pub use decision::{Decide, Decider, Denial, Grant, Policy, Unavailable};
+pub use decision::{Decide, Denial, Grant, Policy, Unavailable};
 pub use error::{AcquireError, QuotaError};
 pub use follow::{CellQuota, QuotaOf, SharedQuota};
 pub use limiter::RateLimiter;

@@ -63,7 +63,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use limiter_core::{
-    AcquireError, CellClock, CellRefunds, Clock, DefaultClock, GcraCell, Headroom, Quota,
+    AcquireError, CellClock, CellRefunds, Clock, DefaultClock, GcraCell, Headroom, Policy, Quota,
     QuotaError, QuotaOf, Reservation, SharedQuota,
 };
 
@@ -595,7 +595,24 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         n: u32,
         max_wait: Duration,
     ) -> Result<(Reservation, Headroom), KeyedError> {
-        self.decide(key, |e| {
+        self.decide_with_policy(key, n, max_wait)
+            .map(|(reservation, headroom, _)| (reservation, headroom))
+            .map_err(|(error, _)| error)
+    }
+
+    /// [`reserve_n_with_headroom`](KeyedLimiter::reserve_n_with_headroom)
+    /// with the [`Policy`] the key's entry was decided under, on a grant and
+    /// on a refusal alike (read from the entry the decision ran on: no
+    /// second lookup of the key).
+    #[inline]
+    pub(crate) fn decide_with_policy(
+        &self,
+        key: &K,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<(Reservation, Headroom, Policy), (KeyedError, Policy)> {
+        let decided_under = core::cell::Cell::new(None);
+        let result = self.decide(key, |e| {
             let decided = e.cell.reserve_n_with_refunds(
                 &self.refunds,
                 self.cell_clock(),
@@ -603,6 +620,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
                 n,
                 max_wait,
             )?;
+            let policy = Policy::from(e.quota.quota());
+            decided_under.set(Some(policy));
             Some(decided.map(|r| {
                 // The cell made `r`, so this is always `Some`.
                 let left = e
@@ -612,8 +631,17 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
                         remaining: 0,
                         refill_in: r.wait(),
                     });
-                (r, left)
+                (r, left, policy)
             }))
+        });
+        // No entry decided (a full key table): the quota a new key would get.
+        result.map_err(|e| {
+            (
+                e,
+                decided_under
+                    .get()
+                    .unwrap_or_else(|| self.quota_of(key).into()),
+            )
         })
     }
 
@@ -926,15 +954,6 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn quota_of(&self, key: &K) -> Quota {
-        // With no override anywhere, every key follows the shared quota:
-        // no hash, no probe (this is read for the headers of every
-        // response). Relaxed: a call ordered after `set_quota_for` returns
-        // (program order, or any synchronisation) sees its count; one
-        // concurrent with it may state either quota, as a read of the table
-        // just before the insertion would.
-        if self.override_count.load(Ordering::Relaxed) == 0 {
-            return self.shared.quota();
-        }
         self.override_of(key).unwrap_or_else(|| self.shared.quota())
     }
 

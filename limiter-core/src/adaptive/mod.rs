@@ -49,7 +49,7 @@ pub use percentile::PercentileWindow;
 pub use policy::{AdaptivePolicy, EwmaAimd, LoadBased, Outcome, Proposal, Reason};
 
 use crate::clock::{Clock, DefaultClock};
-use crate::decision::{Decide, Decider, Denial, Grant, Policy};
+use crate::decision::{Decide, Denial, Grant};
 use crate::error::{AcquireError, QuotaError};
 use crate::limiter::RateLimiter;
 use crate::limiter_trait::Limiter;
@@ -762,20 +762,10 @@ impl<P: AdaptivePolicy, C: Clock> Limiter for AdaptiveLimiter<P, C> {
 /// Exact headroom under the rate in force, from the word the decision
 /// wrote; the policy is the quota of that rate. Grants count as admitted,
 /// as [`Limiter::reserve_n`]'s do.
-impl<P: AdaptivePolicy, C: Clock> Decider for AdaptiveLimiter<P, C> {
+impl<P: AdaptivePolicy, C: Clock> Decide for AdaptiveLimiter<P, C> {
     type Key = ();
     type Ticket = Reservation;
 
-    fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
-        self.limiter.cancel(ticket)
-    }
-
-    fn policy(&self, _key: &()) -> Policy {
-        self.limiter.quota().into()
-    }
-}
-
-impl<P: AdaptivePolicy, C: Clock> Decide for AdaptiveLimiter<P, C> {
     fn decide(
         &self,
         _key: &(),
@@ -785,6 +775,10 @@ impl<P: AdaptivePolicy, C: Clock> Decide for AdaptiveLimiter<P, C> {
         let grant = self.limiter.decide(&(), cost, max_wait)?;
         self.count(cost);
         Ok(grant)
+    }
+
+    fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
+        self.limiter.cancel(ticket)
     }
 }
 
