@@ -18,9 +18,7 @@ use std::time::Duration;
 
 use limiter_async::{AsyncLimiter, CancelGrant, SlotWait, WakeUp};
 use limiter_concurrency::ConcurrencyLimiter;
-use limiter_core::{
-    AcquireError, AdaptiveLimiter, EwmaAimd, Outcome, PercentileWindow, PriorityClass, RateLimiter,
-};
+use limiter_core::{AcquireError, AdaptiveLimiter, adaptive::EwmaAimd, adaptive::Completion, adaptive::PercentileWindow, PriorityClass, RateLimiter};
 use limiter_keyed::{KeyedError, KeyedLimiter, PenaltyBox, TopKey};
 #[cfg(feature = "redis")]
 use limiter_redis::{RedisLimitError, RedisLimiter};
@@ -377,7 +375,7 @@ impl<C: RuleClock> RuleLimiter<C> {
     /// Records a downstream latency and what became of the request into an
     /// `adaptive` rule's policy (the HTTP layer does this for routed
     /// rules); does nothing for other rules.
-    pub fn record(&self, latency: Duration, outcome: Outcome) {
+    pub fn record(&self, latency: Duration, outcome: Completion) {
         if let Core::Local(l) = &self.live.core {
             l.record(latency, outcome);
         }

@@ -1,7 +1,11 @@
-//! [`GcraCell`]: the GCRA state of one limited subject in a bare `AtomicU64`,
-//! with the quota passed in by the caller, and the identity of the cell. The
-//! building block of keyed limiters, which keep one cell per key and one
-//! quota for all of them.
+//! The building blocks of per-key limiters (what `limiter-keyed` is made
+//! of, for authors of other keyed maps): [`GcraCell`], the GCRA state of
+//! one limited subject in a bare `AtomicU64`, with the quota passed in by
+//! the caller; [`SharedQuota`] and [`CellQuota`], a quota every cell
+//! follows and each cell's record of it ([`QuotaOf`] names the one a call
+//! decides under); [`CellClock`], the reading a cell decides at; and
+//! [`CellRefunds`] (std), the slots of reservations cancelled out of
+//! order. A user of one limiter needs none of them.
 //!
 //! # Layout
 //!
@@ -45,8 +49,9 @@ use core::time::Duration;
 use crate::clock::Clock;
 use crate::error::AcquireError;
 #[cfg(feature = "std")]
-use crate::follow::SharedQuota;
-use crate::follow::{LOCKED, QuotaOf};
+pub use crate::follow::{CellQuota, QuotaOf, SharedQuota};
+
+use crate::follow::LOCKED;
 use crate::gcra::{self, Params, Refusal};
 use crate::identity::Owner;
 use crate::limiter::acquire_error;
@@ -64,7 +69,7 @@ use crate::sync::{AtomicU64, Ordering};
 /// # Examples
 ///
 /// ```
-/// use limiter_core::{CellClock, ManualClock};
+/// use limiter_core::{cell::CellClock, ManualClock};
 ///
 /// let clock = ManualClock::starting_at(1_000);
 /// let on = CellClock { clock: &clock, origin: 400 };
@@ -115,7 +120,7 @@ const _: () = assert!(GcraCell::RETIRED > MAX_SPAN);
 ///
 /// ```
 /// use core::time::Duration;
-/// use limiter_core::{GcraCell, Quota};
+/// use limiter_core::{cell::GcraCell, Quota};
 ///
 /// let quota = Quota::per_second(10)?.with_burst(2)?;
 /// let cell = GcraCell::new();
@@ -151,7 +156,7 @@ impl GcraCell {
     /// # Examples
     ///
     /// ```
-    /// use limiter_core::{GcraCell, MAX_SPAN};
+    /// use limiter_core::{cell::GcraCell, clock::MAX_SPAN};
     ///
     /// assert!(GcraCell::RETIRED > MAX_SPAN);
     /// ```
@@ -164,7 +169,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -191,7 +196,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -226,7 +231,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -266,7 +271,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{CellClock, GcraCell, ManualClock, Quota};
+    /// use limiter_core::{cell::CellClock, cell::GcraCell, ManualClock, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -398,7 +403,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -439,7 +444,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{CellClock, CellRefunds, GcraCell, ManualClock, Quota};
+    /// use limiter_core::{cell::CellClock, cell::CellRefunds, cell::GcraCell, ManualClock, Quota};
     ///
     /// let (cell, refunds, clock) = (GcraCell::new(), CellRefunds::new(), ManualClock::new());
     /// let on = CellClock { clock: &clock, origin: 0 };
@@ -519,9 +524,9 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{CellRefunds, GcraCell, Quota};
+    /// use limiter_core::{cell::CellRefunds, cell::GcraCell, Quota};
     ///
-    /// use limiter_core::{CellClock, ManualClock};
+    /// use limiter_core::{cell::CellClock, ManualClock};
     /// let (cell, refunds, clock) = (GcraCell::new(), CellRefunds::new(), ManualClock::new());
     /// let on = CellClock { clock: &clock, origin: 0 };
     /// let q = Quota::per_second(10)?;
@@ -618,7 +623,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -632,7 +637,7 @@ impl GcraCell {
     /// ```
     ///
     /// A cell that follows a shared quota is moved to it first, if it has
-    /// not been yet (see [`SharedQuota`](crate::SharedQuota)).
+    /// not been yet (see [`SharedQuota`](crate::cell::SharedQuota)).
     pub fn available<'a>(&self, quota: impl Into<QuotaOf<'a>>, now: u64) -> u32 {
         let quota = quota.into();
         loop {
@@ -673,7 +678,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Headroom, Quota};
+    /// use limiter_core::{cell::GcraCell, Headroom, Quota};
     ///
     /// let quota = Quota::per_second(10)?.with_burst(3)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -725,11 +730,11 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
-    /// use limiter_core::MAX_SPAN;
+    /// use limiter_core::clock::MAX_SPAN;
     /// let quota = quota.with_burst(3)?;
     /// assert_eq!(GcraCell::available_when_new(quota, 0), 3);
     /// assert_eq!(GcraCell::available_when_new(quota, MAX_SPAN - 100_000_000), 1);
@@ -746,7 +751,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -767,7 +772,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -792,7 +797,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -821,7 +826,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -873,7 +878,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let (old, new) = (Quota::per_second(10)?.with_burst(4)?, Quota::per_second(1)?.with_burst(4)?);
     /// let cell = GcraCell::new();
@@ -948,7 +953,7 @@ impl CellRefunds {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{CellClock, CellRefunds, GcraCell, ManualClock, Quota};
+    /// use limiter_core::{cell::CellClock, cell::CellRefunds, cell::GcraCell, ManualClock, Quota};
     ///
     /// let (cell, refunds, clock) = (GcraCell::new(), CellRefunds::new(), ManualClock::new());
     /// let on = CellClock { clock: &clock, origin: 0 };

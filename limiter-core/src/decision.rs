@@ -275,7 +275,7 @@ pub trait Decide: Send + Sync {
     /// Charges `key` `permits` more after a grant, as capped GCRA debt:
     /// its next permit comes at most `max(cap, t)` later, and the part
     /// above the cap is reported as [`Debt::dropped`] (see
-    /// [`ChargeAfter`](crate::ChargeAfter) for the cap and the cost).
+    /// [`ChargeAfter`](crate::debt::ChargeAfter) for the cap and the cost).
     ///
     /// The default charges nothing and reports every permit dropped: a
     /// limiter that cannot carry debt (sliding window, warm-up, adaptive,
@@ -287,7 +287,7 @@ pub trait Decide: Send + Sync {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{Debt, Decide, ManualClock, Quota, RateLimiter, SlidingWindow};
+    /// use limiter_core::{debt::Debt, Decide, ManualClock, Quota, RateLimiter, SlidingWindow};
     ///
     /// let gcra = RateLimiter::with_clock(Quota::per_second(10)?, ManualClock::new());
     /// gcra.decide_now(&(), 1)?;

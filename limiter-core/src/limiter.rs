@@ -141,7 +141,7 @@ impl<C: Clock> RateLimiter<C> {
     ///
     /// The limiter counts time from `clock`'s reading now, its epoch, so any
     /// clock origin works (the Unix epoch, a counter, a process start): the
-    /// [`MAX_SPAN`](crate::MAX_SPAN) of 36.5 years is measured from the
+    /// [`MAX_SPAN`](crate::clock::MAX_SPAN) of 36.5 years is measured from the
     /// limiter's creation. Past it (or past the clock's `u64::MAX`, if that
     /// comes first) every call answers [`AcquireError::TimeOutOfRange`].
     ///
@@ -206,7 +206,7 @@ impl<C: Clock> RateLimiter<C> {
     /// * [`AcquireError::RateLimited`] with the exact wait until `n` permits
     ///   would be available. Nothing is written.
     /// * [`AcquireError::TimeOutOfRange`] if the clock reads more than
-    ///   [`MAX_SPAN`](crate::MAX_SPAN) past the limiter's creation.
+    ///   [`MAX_SPAN`](crate::clock::MAX_SPAN) past the limiter's creation.
     ///
     /// # Examples
     ///
@@ -287,7 +287,7 @@ impl<C: Clock> RateLimiter<C> {
     /// * [`AcquireError::RateLimited`] with the wait the slot would need, if
     ///   it exceeds `max_wait`. Nothing is written.
     /// * [`AcquireError::TimeOutOfRange`] if the clock, or the slot, lies
-    ///   more than [`MAX_SPAN`](crate::MAX_SPAN) past the limiter's creation.
+    ///   more than [`MAX_SPAN`](crate::clock::MAX_SPAN) past the limiter's creation.
     ///
     /// # Examples
     ///
@@ -908,9 +908,9 @@ impl<C: Clock> Decide for RateLimiter<C> {
         RateLimiter::cancel(self, ticket)
     }
 
-    /// [`ChargeAfter::charge_after`](crate::ChargeAfter::charge_after).
-    fn charge_after(&self, _key: &(), permits: u64, cap: Duration) -> crate::Debt {
-        crate::ChargeAfter::charge_after(self, permits, cap)
+    /// [`ChargeAfter::charge_after`](crate::debt::ChargeAfter::charge_after).
+    fn charge_after(&self, _key: &(), permits: u64, cap: Duration) -> crate::debt::Debt {
+        crate::debt::ChargeAfter::charge_after(self, permits, cap)
     }
 }
 
@@ -1083,7 +1083,7 @@ impl<C: Clock> ChargeAfter for RateLimiter<C> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{ChargeAfter, Debt, ManualClock, Quota, RateLimiter};
+    /// use limiter_core::{debt::ChargeAfter, debt::Debt, ManualClock, Quota, RateLimiter};
     ///
     /// // 10 per second, burst 5: t = 100 ms.
     /// let limiter = RateLimiter::with_clock(Quota::per_second(10)?.with_burst(5)?, ManualClock::new());

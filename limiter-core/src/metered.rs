@@ -335,7 +335,7 @@ impl<L: Limiter + Decide> Decide for Metered<L> {
         refunded
     }
 
-    fn charge_after(&self, key: &L::Key, permits: u64, cap: Duration) -> crate::Debt {
+    fn charge_after(&self, key: &L::Key, permits: u64, cap: Duration) -> crate::debt::Debt {
         self.inner.charge_after(key, permits, cap)
     }
 }

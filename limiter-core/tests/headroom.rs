@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use limiter_core::{GcraCell, Headroom, ManualClock, Quota, RateLimiter};
+use limiter_core::{Headroom, ManualClock, Quota, RateLimiter, cell::GcraCell};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -102,8 +102,8 @@ mod through_decide {
     use std::time::Duration;
 
     use limiter_core::{
-        AdaptiveBuilder, Decide, EwmaAimd, Grant, ManualClock, Metered, PriorityLimiter, Quota,
-        RateLimiter, Reservation, SlidingWindow, WarmUpLimiter,
+        Decide, Grant, ManualClock, Metered, PriorityLimiter, Quota, RateLimiter, Reservation,
+        SlidingWindow, WarmUpLimiter, adaptive::AdaptiveBuilder, adaptive::EwmaAimd,
     };
     use proptest::prelude::*;
 

@@ -10,11 +10,9 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use limiter_core::{
-    AdaptiveBuilder, AdaptiveLimiter, AdaptivePolicy, EwmaAimd, ManualClock, PercentileWindow,
-};
+use limiter_core::{adaptive::AdaptiveBuilder, AdaptiveLimiter, adaptive::RateController, adaptive::EwmaAimd, ManualClock, adaptive::PercentileWindow};
 
-fn adaptive<P: AdaptivePolicy>(policy: P, clock: &ManualClock) -> AdaptiveLimiter<P, ManualClock> {
+fn adaptive<P: RateController>(policy: P, clock: &ManualClock) -> AdaptiveLimiter<P, ManualClock> {
     AdaptiveBuilder::with_clock(policy, clock.clone())
         .min_rate(100.0)
         .max_rate(1_000_000.0)

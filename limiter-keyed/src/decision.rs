@@ -70,7 +70,7 @@ where
 
     /// [`ChargeKeyAfter::charge_key_after`](crate::ChargeKeyAfter::charge_key_after):
     /// the key's own quota.
-    fn charge_after(&self, key: &K, permits: u64, cap: Duration) -> limiter_core::Debt {
+    fn charge_after(&self, key: &K, permits: u64, cap: Duration) -> limiter_core::debt::Debt {
         crate::ChargeKeyAfter::charge_key_after(self, key, permits, cap)
     }
 }

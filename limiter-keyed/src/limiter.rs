@@ -62,10 +62,7 @@ use std::collections::HashMap as StdHashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use limiter_core::{
-    AcquireError, CellClock, CellRefunds, Clock, DefaultClock, GcraCell, Headroom, Policy, Quota,
-    QuotaError, QuotaOf, Reservation, SharedQuota,
-};
+use limiter_core::{AcquireError, cell::CellClock, cell::CellRefunds, Clock, DefaultClock, cell::GcraCell, Headroom, Policy, Quota, QuotaError, cell::QuotaOf, Reservation, cell::SharedQuota};
 
 use scc::HashIndex;
 

@@ -5,9 +5,7 @@
 
 use std::time::Duration;
 
-use limiter_core::{
-    AcquireError, Limit, ManualClock, Quota, RateLimiter, cancel_all, reserve_all, try_acquire_all,
-};
+use limiter_core::{AcquireError, composite::Limit, ManualClock, Quota, RateLimiter, composite::cancel_all, composite::reserve_all, composite::try_acquire_all};
 use limiter_keyed::{KeyedError, KeyedLimiter, WhenFull};
 
 #[test]

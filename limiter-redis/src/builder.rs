@@ -5,7 +5,7 @@ use core::time::Duration;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use limiter_core::{Clock, MAX_SPAN, Quota};
+use limiter_core::{Clock, clock::MAX_SPAN, Quota};
 
 use crate::connection::RedisConnection;
 use crate::deny_cache::DenyCache;
@@ -386,7 +386,7 @@ impl RedisLimiterBuilder {
     /// it equals a fresh one). Only needed in client-clock mode when the
     /// client clock may run slower than Redis' (a test's manual clock):
     /// Redis expires keys on its own clock. At most
-    /// [`MAX_SPAN`](limiter_core::MAX_SPAN) (2^60 ns, about 36.5 years), so
+    /// [`MAX_SPAN`](limiter_core::clock::MAX_SPAN) (2^60 ns, about 36.5 years), so
     /// that the script's TTL stays an exact integer; a longer one is
     /// rejected by [`build`](Self::build).
     ///

@@ -19,7 +19,7 @@
 use core::time::Duration;
 
 use limiter_async::AsyncDecide;
-use limiter_core::{Debt, Denial, Grant, Headroom, Policy, Unavailable};
+use limiter_core::{debt::Debt, Denial, Grant, Headroom, Policy, Unavailable};
 
 use crate::admission::Admission;
 use crate::error::RedisLimitError;

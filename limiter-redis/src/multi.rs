@@ -22,7 +22,7 @@
 //! * The deny cache and leases are not used (they hold single-key answers);
 //!   the circuit breaker, the call timeout and the failure policy are. Under
 //!   [`FailurePolicy::Local`] the in-process fallback decides all the keys
-//!   together with `limiter_core::reserve_all`, all or nothing too.
+//!   together with `limiter_core::composite::reserve_all`, all or nothing too.
 
 use core::time::Duration;
 use std::collections::HashSet;

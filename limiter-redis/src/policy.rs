@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use limiter_core::{AcquireError, Limit, Quota, RateLimiter};
+use limiter_core::{AcquireError, composite::Limit, Quota, RateLimiter};
 
 use crate::admission::{Admission, Source};
 use crate::error::RedisLimitError;
@@ -245,7 +245,7 @@ impl LocalFallback {
     }
 
     /// Decides every `(key, quota, n)` of `limits` together, all or nothing
-    /// (`limiter_core::reserve_all` over the keys' local limiters, each at
+    /// (`limiter_core::composite::reserve_all` over the keys' local limiters, each at
     /// `share` of its own quota).
     ///
     /// # Errors
@@ -273,7 +273,7 @@ impl LocalFallback {
             let missing = l.quota().burst() - l.available().min(l.quota().burst());
             l.quota().period() * missing
         };
-        match limiter_core::reserve_all(&parts, max_wait) {
+        match limiter_core::composite::reserve_all(&parts, max_wait) {
             Ok(granted) => Ok(limiters
                 .iter()
                 .map(|l| Admission {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use limiter_core::{MAX_SPAN, ManualClock, Quota};
+use limiter_core::{clock::MAX_SPAN, ManualClock, Quota};
 use limiter_redis::{FailurePolicy, RedisLimitError, RedisLimiter, Source};
 use support::{RedisServer, denied};
 

@@ -101,8 +101,8 @@ pub struct CostSpec {
     pub response_header: Option<HeaderName>,
     /// The cap on that debt: right after a charge the key's next permit is
     /// at most `max(max_debt, t)` away. From the rule's `t` to
-    /// [`MAX_DEBT_LIMIT`](limiter_core::MAX_DEBT_LIMIT) (one day);
-    /// default [`DEFAULT_MAX_DEBT`](limiter_core::DEFAULT_MAX_DEBT) (one
+    /// [`MAX_DEBT_LIMIT`](limiter_core::debt::MAX_DEBT_LIMIT) (one day);
+    /// default [`DEFAULT_MAX_DEBT`](limiter_core::debt::DEFAULT_MAX_DEBT) (one
     /// minute).
     pub max_debt: Duration,
 }
@@ -112,7 +112,7 @@ impl Default for CostSpec {
         CostSpec {
             request: 1,
             response_header: None,
-            max_debt: limiter_core::DEFAULT_MAX_DEBT,
+            max_debt: limiter_core::debt::DEFAULT_MAX_DEBT,
         }
     }
 }

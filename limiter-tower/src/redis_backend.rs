@@ -29,7 +29,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use limiter_async::AsyncDecide;
-use limiter_core::{Debt, Denial, Grant, Unavailable};
+use limiter_core::{debt::Debt, Denial, Grant, Unavailable};
 use limiter_redis::RedisLimiter;
 
 use crate::key_encoding::{EncodeKey, encode_key};
