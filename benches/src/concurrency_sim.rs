@@ -26,7 +26,9 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
 use limiter_concurrency::{ConcurrencyLimiter, Outcome, OwnedPermit};
-use limiter_core::{adaptive::AdaptiveBuilder, AdaptiveLimiter, adaptive::RateController, Limiter, ManualClock};
+use limiter_core::{
+    AdaptiveLimiter, Limiter, ManualClock, adaptive::AdaptiveBuilder, adaptive::RateController,
+};
 
 const NS: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;

@@ -17,7 +17,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use governor::clock::{MonotonicClock as GovMonotonic, QuantaClock, QuantaUpkeepClock};
-use limiter_core::{Clock, clock::CoarseClock, Quota, RateLimiter};
+use limiter_core::{Clock, Quota, RateLimiter, clock::CoarseClock};
 
 use crate::mutex_gcra::MutexGcra;
 

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use limiter_async::AsyncDecide;
-use limiter_core::{debt::Debt, Decide, Denial, Grant, Headroom, Policy, Reservation, Unavailable};
+use limiter_core::{Decide, Denial, Grant, Headroom, Policy, Reservation, Unavailable, debt::Debt};
 use limiter_keyed::Strike;
 
 use crate::calendar::composite_headroom;

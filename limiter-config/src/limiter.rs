@@ -18,7 +18,10 @@ use std::time::Duration;
 
 use limiter_async::{AsyncLimiter, CancelGrant, SlotWait, WakeUp};
 use limiter_concurrency::ConcurrencyLimiter;
-use limiter_core::{AcquireError, AdaptiveLimiter, adaptive::EwmaAimd, adaptive::Completion, adaptive::PercentileWindow, PriorityClass, RateLimiter};
+use limiter_core::{
+    AcquireError, AdaptiveLimiter, PriorityClass, RateLimiter, adaptive::Completion,
+    adaptive::EwmaAimd, adaptive::PercentileWindow,
+};
 use limiter_keyed::{KeyedError, KeyedLimiter, PenaltyBox, TopKey};
 #[cfg(feature = "redis")]
 use limiter_redis::{RedisLimitError, RedisLimiter};

@@ -12,7 +12,10 @@ use crate::store::Conn;
 #[cfg(feature = "redis")]
 use crate::store::redis_limiter;
 use limiter_async::AsyncLimiter;
-use limiter_core::{AdaptiveLimiter, adaptive::EwmaAimd, Limiter, adaptive::PercentileWindow, PriorityClass, PriorityLimiter, Quota, RateLimiter, SlidingWindow, WarmUpBuilder};
+use limiter_core::{
+    AdaptiveLimiter, Limiter, PriorityClass, PriorityLimiter, Quota, RateLimiter, SlidingWindow,
+    WarmUpBuilder, adaptive::EwmaAimd, adaptive::PercentileWindow,
+};
 #[cfg(feature = "redis")]
 use limiter_redis::RedisLimiter;
 

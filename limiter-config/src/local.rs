@@ -22,7 +22,10 @@
 use std::any::Any;
 use std::time::Duration;
 
-use limiter_core::{AdaptiveLimiter, adaptive::RateController, Clock, Decide, Limiter, adaptive::Completion, Quota, RateLimiter, Reservation, SlidingWindow, WarmUpLimiter};
+use limiter_core::{
+    AdaptiveLimiter, Clock, Decide, Limiter, Quota, RateLimiter, Reservation, SlidingWindow,
+    WarmUpLimiter, adaptive::Completion, adaptive::RateController,
+};
 
 /// What a rule needs of an unkeyed in-process limiter (module docs).
 pub(crate) trait LocalRule: Limiter + Decide<Key = (), Ticket = Reservation> + Any {

@@ -59,8 +59,17 @@ fn the_root_has_at_most_thirty_public_names() {
 #[test]
 fn the_count_sees_every_kind_of_root_item() {
     let names = root_names();
-    for expected in ["RateLimiter", "Decide", "cell", "MonotonicClock", "Headroom"] {
-        assert!(names.iter().any(|n| n == expected), "{expected} in {names:?}");
+    for expected in [
+        "RateLimiter",
+        "Decide",
+        "cell",
+        "MonotonicClock",
+        "Headroom",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} in {names:?}"
+        );
     }
     // Each name once: a duplicate would mean the parser misread an item.
     let mut sorted = names.clone();

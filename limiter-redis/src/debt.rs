@@ -20,7 +20,7 @@
 
 use core::time::Duration;
 
-use limiter_core::{debt::Debt, Quota};
+use limiter_core::{Quota, debt::Debt};
 
 use crate::error::RedisLimitError;
 use crate::limiter::RedisLimiter;

@@ -11,15 +11,15 @@
 //!
 //! # Failure
 //!
-//! The limiter's own [`FailurePolicy`](crate::FailurePolicy) answers first:
+//! The limiter's own [`WhenDown`](crate::WhenDown) answers first:
 //! `Local` and `Open` grant, `Closed` denies ([`Denial::RateLimited`] with
-//! the breaker's wait). Under `FailurePolicy::Error` an unavailability
+//! the breaker's wait). Under `WhenDown::Error` an unavailability
 //! (timeout, refused connection, open breaker) is [`Denial::Unavailable`].
 
 use core::time::Duration;
 
 use limiter_async::AsyncDecide;
-use limiter_core::{debt::Debt, Denial, Grant, Headroom, Policy, Unavailable};
+use limiter_core::{Denial, Grant, Headroom, Policy, Unavailable, debt::Debt};
 
 use crate::admission::Admission;
 use crate::error::RedisLimitError;

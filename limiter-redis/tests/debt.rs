@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use limiter_core::{debt::ChargeAfter, debt::Debt, ManualClock, Quota, RateLimiter};
+use limiter_core::{ManualClock, Quota, RateLimiter, debt::ChargeAfter, debt::Debt};
 use limiter_redis::{RedisLimitError, RedisLimiter};
 use support::{RedisServer, denied};
 

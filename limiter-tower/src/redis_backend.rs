@@ -9,10 +9,10 @@
 //!
 //! # Failure
 //!
-//! The limiter's own [`FailurePolicy`](limiter_redis::FailurePolicy) answers
+//! The limiter's own [`WhenDown`](limiter_redis::WhenDown) answers
 //! first: `Local` and `Open` grant (the layer sees a grant), `Closed` denies
 //! (the layer answers `429` with the breaker's `Retry-After`). Under
-//! `FailurePolicy::Error` every unavailability (timeout, refused connection,
+//! `WhenDown::Error` every unavailability (timeout, refused connection,
 //! open breaker) reaches the layer as
 //! [`Denial::Unavailable`](limiter_core::Denial::Unavailable), and the
 //! layer's `fail_open` decides: `503` by default, or the request goes
@@ -29,7 +29,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use limiter_async::AsyncDecide;
-use limiter_core::{debt::Debt, Denial, Grant, Unavailable};
+use limiter_core::{Denial, Grant, Unavailable, debt::Debt};
 use limiter_redis::RedisLimiter;
 
 use crate::key_encoding::{EncodeKey, encode_key};

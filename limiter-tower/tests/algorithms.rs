@@ -19,7 +19,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::Full;
-use limiter_core::{adaptive::AdaptiveBuilder, Decide, adaptive::EwmaAimd, ManualClock, Policy, PriorityLimiter, Quota, RateLimiter, SlidingWindow, WarmUpLimiter};
+use limiter_core::{
+    Decide, ManualClock, Policy, PriorityLimiter, Quota, RateLimiter, SlidingWindow, WarmUpLimiter,
+    adaptive::AdaptiveBuilder, adaptive::EwmaAimd,
+};
 use limiter_keyed::KeyedLimiter;
 use limiter_tower::{
     Backend, Draft10, Global, HeaderStyle, KeyError, KeyExtractor, PeerAddr, PeerIp, RateLimitInfo,

@@ -508,7 +508,7 @@ fn main() {
         conn.clone(),
         "bench",
         STORE_BUDGET,
-        limiter_redis::FailurePolicy::Error,
+        limiter_redis::WhenDown::Error,
     )
     .unwrap();
     let (redis_port, _stop_redis) =
@@ -560,7 +560,7 @@ fn main() {
                     conn.clone(),
                     "bench-call",
                     STORE_BUDGET,
-                    limiter_redis::FailurePolicy::Error,
+                    limiter_redis::WhenDown::Error,
                 )
                 .unwrap(),
             ),
@@ -572,7 +572,7 @@ fn main() {
                     conn,
                     "bench-call_",
                     STORE_BUDGET,
-                    limiter_redis::FailurePolicy::Error,
+                    limiter_redis::WhenDown::Error,
                     1_000_000,
                 )
                 .unwrap(),

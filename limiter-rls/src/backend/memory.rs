@@ -29,7 +29,7 @@ use core::time::Duration;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
-use limiter_core::{Clock, composite::Limit, Quota, composite::try_acquire_all};
+use limiter_core::{Clock, Quota, composite::Limit, composite::try_acquire_all};
 use limiter_keyed::{ChargeKeyAfter, KeyedError, KeyedLimiter};
 use tokio::time::Instant;
 
