@@ -46,11 +46,10 @@
 
 use core::time::Duration;
 
-use crate::clock::Clock;
-use crate::error::AcquireError;
-#[cfg(feature = "std")]
 pub use crate::follow::{CellQuota, QuotaOf, SharedQuota};
 
+use crate::clock::Clock;
+use crate::error::AcquireError;
 use crate::follow::LOCKED;
 use crate::gcra::{self, Params, Refusal};
 use crate::identity::Owner;
