@@ -65,7 +65,7 @@
 //!
 //! # Features
 //!
-//! * `std` (default): [`MonotonicClock`], [`CoarseClock`] (a cached
+//! * `std` (default): [`MonotonicClock`], [`clock::CoarseClock`] (a cached
 //!   millisecond clock), the blocking `take*` on real clocks, refunds of
 //!   reservations cancelled out of order ([`cell::CellRefunds`] for cells),
 //!   `std::error::Error` impls. Without it the crate is `no_std` (it needs

@@ -8,7 +8,7 @@
 //!    h2c with prior knowledge) holds each connection to its deadlines and
 //!    caps (module `conn`), inserts the socket peer as
 //!    [`PeerAddr`](limiter_tower::PeerAddr), checks the head (`Host`, field
-//!    sizes, module `front`) and normalises the path ([`normalize`]): every
+//!    sizes, module `front`) and normalises the path (module `paths`): every
 //!    later step sees the normal form.
 //! 2. [`RuleSet::layer`](limiter_config::RuleSet::layer) matches the
 //!    request to its rule (route or prefix, method), keys it, and rejects

@@ -40,8 +40,8 @@
 //! its own epoch. A quota change is not rescaled: the `tat` keeps its
 //! meaning in nanoseconds.
 //!
-//! The decision is [`crate::gcra::reserve_within`] with the whole burst; the CAS loop is the one of
-//! [`crate::state`] (load once, decide, `compare_exchange_weak`, decide again
+//! The decision is `gcra::reserve_within` with the whole burst; the CAS loop is the one of
+//! `state` (load once, decide, `compare_exchange_weak`, decide again
 //! on the value a failed CAS returns; a refusal writes nothing).
 
 use core::time::Duration;
@@ -448,7 +448,7 @@ impl GcraCell {
     /// ```
     ///
     /// A cell that follows a shared quota is moved to it first, if it has
-    /// not been yet (see [`SharedQuota`](crate::cell::SharedQuota)).
+    /// not been yet (see [`SharedQuota`]).
     pub fn available<'a>(&self, quota: impl Into<QuotaOf<'a>>, now: u64) -> u32 {
         let quota = quota.into();
         loop {
