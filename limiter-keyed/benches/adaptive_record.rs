@@ -10,7 +10,10 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use limiter_core::{adaptive::AdaptiveBuilder, AdaptiveLimiter, adaptive::RateController, adaptive::EwmaAimd, ManualClock, adaptive::PercentileWindow};
+use limiter_core::{
+    AdaptiveLimiter, ManualClock, adaptive::AdaptiveBuilder, adaptive::EwmaAimd,
+    adaptive::PercentileWindow, adaptive::RateController,
+};
 
 fn adaptive<P: RateController>(policy: P, clock: &ManualClock) -> AdaptiveLimiter<P, ManualClock> {
     AdaptiveBuilder::with_clock(policy, clock.clone())

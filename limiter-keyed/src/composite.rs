@@ -13,7 +13,7 @@
 use core::hash::Hash;
 use core::time::Duration;
 
-use limiter_core::{Clock, composite::Limit, Reservation};
+use limiter_core::{Clock, Reservation, composite::Limit};
 
 use crate::error::KeyedError;
 use crate::limiter::KeyedLimiter;

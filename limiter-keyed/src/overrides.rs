@@ -41,7 +41,7 @@ use core::fmt;
 use core::hash::Hash;
 use core::sync::atomic::Ordering;
 
-use limiter_core::{cell::CellQuota, Clock, Quota};
+use limiter_core::{Clock, Quota, cell::CellQuota};
 use scc::hash_index::Entry as MapEntry;
 
 use crate::entry::Entry;

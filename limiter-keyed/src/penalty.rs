@@ -174,7 +174,9 @@ impl Penalty {
         };
         let count = count + 1;
         if count >= u64::from(self.after) {
-            let until = now.saturating_add(self.block).min(limiter_core::clock::MAX_SPAN);
+            let until = now
+                .saturating_add(self.block)
+                .min(limiter_core::clock::MAX_SPAN);
             (
                 BLOCKED | until,
                 Strike::Penalized {

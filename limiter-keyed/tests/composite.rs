@@ -5,7 +5,10 @@
 
 use std::time::Duration;
 
-use limiter_core::{AcquireError, composite::Limit, ManualClock, Quota, RateLimiter, composite::cancel_all, composite::reserve_all, composite::try_acquire_all};
+use limiter_core::{
+    AcquireError, ManualClock, Quota, RateLimiter, composite::Limit, composite::cancel_all,
+    composite::reserve_all, composite::try_acquire_all,
+};
 use limiter_keyed::{KeyedError, KeyedLimiter, WhenFull};
 
 #[test]
