@@ -18,7 +18,7 @@ use criterion::{BenchmarkGroup, BenchmarkId, Criterion, criterion_group, criteri
 use limiter_benches::floors;
 use limiter_benches::measure::{Crew, run};
 use limiter_benches::subjects::{self, Elapsed, Path};
-use limiter_core::{MonotonicClock, TscClock};
+use limiter_core::{MonotonicClock, clock::TscClock};
 
 /// One thread, `iters` calls, admissions checked after the clock stops.
 fn single<F>(group: &mut BenchmarkGroup<'_, WallTime>, name: &str, expect_all: bool, op: Arc<F>)

@@ -33,10 +33,10 @@ pub fn ours() -> AsyncLimiter {
 /// Our async limiter on the TSC clock (`from_limiter`): the same waiting
 /// layer, reading the clock governor reads instead of tokio's (which paused
 /// test time drives, and which costs an `Instant` read).
-pub fn ours_tsc() -> AsyncLimiter<limiter_core::RateLimiter<limiter_core::TscClock>> {
+pub fn ours_tsc() -> AsyncLimiter<limiter_core::RateLimiter<limiter_core::clock::TscClock>> {
     AsyncLimiter::from_limiter(limiter_core::RateLimiter::with_clock(
         Path::Allow.quota(),
-        limiter_core::TscClock::new(),
+        limiter_core::clock::TscClock::new(),
     ))
 }
 

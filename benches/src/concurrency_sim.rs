@@ -26,7 +26,9 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
 use limiter_concurrency::{ConcurrencyLimiter, Outcome, OwnedPermit};
-use limiter_core::{AdaptiveBuilder, AdaptiveLimiter, AdaptivePolicy, Limiter, ManualClock};
+use limiter_core::{
+    AdaptiveLimiter, Limiter, ManualClock, adaptive::AdaptiveBuilder, adaptive::RateController,
+};
 
 const NS: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;
@@ -136,12 +138,12 @@ impl Subject for Concurrency {
 /// limiter-core's [`AdaptiveLimiter`] (a rate adapted to latency) as a
 /// subject, on a manual clock the simulator moves.
 #[derive(Debug)]
-pub struct Rate<P: AdaptivePolicy> {
+pub struct Rate<P: RateController> {
     limiter: AdaptiveLimiter<P, ManualClock>,
     clock: ManualClock,
 }
 
-impl<P: AdaptivePolicy> Rate<P> {
+impl<P: RateController> Rate<P> {
     /// `policy` between `min_rate` and `max_rate` requests/s.
     ///
     /// # Panics
@@ -159,7 +161,7 @@ impl<P: AdaptivePolicy> Rate<P> {
     }
 }
 
-impl<P: AdaptivePolicy> Subject for Rate<P> {
+impl<P: RateController> Subject for Rate<P> {
     fn admit(&mut self, now: u64) -> Option<Token> {
         self.clock.set(now);
         self.limiter.try_acquire().ok().map(|()| Token::Rate)
@@ -167,9 +169,9 @@ impl<P: AdaptivePolicy> Subject for Rate<P> {
     fn finish(&mut self, _token: Token, now: u64, latency: u64, dropped: bool) {
         self.clock.set(now);
         let outcome = if dropped {
-            limiter_core::Outcome::Dropped
+            limiter_core::adaptive::Completion::Dropped
         } else {
-            limiter_core::Outcome::Success
+            limiter_core::adaptive::Completion::Success
         };
         self.limiter
             .record_outcome(Duration::from_nanos(latency), outcome);

@@ -8,7 +8,7 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use limiter_core::{Clock, MAX_SPAN, Quota};
+use limiter_core::{Clock, Quota, clock::MAX_SPAN};
 
 /// A GCRA limiter whose `tat` (ns since the clock's origin) is guarded by a
 /// mutex. Same decision as `limiter_core::RateLimiter::try_acquire_n`:

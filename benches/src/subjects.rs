@@ -17,7 +17,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use governor::clock::{MonotonicClock as GovMonotonic, QuantaClock, QuantaUpkeepClock};
-use limiter_core::{Clock, CoarseClock, Quota, RateLimiter};
+use limiter_core::{Clock, Quota, RateLimiter, clock::CoarseClock};
 
 use crate::mutex_gcra::MutexGcra;
 
@@ -216,7 +216,7 @@ pub fn coarse_clock() -> CoarseClock {
 mod tests {
     use super::*;
     use crate::measure::run;
-    use limiter_core::{MonotonicClock, TscClock};
+    use limiter_core::{MonotonicClock, clock::TscClock};
 
     fn check(path: Path, op: &dyn Fn() -> bool) {
         assert_eq!(run(1_000, op).admitted, path.expected(1_000), "{path:?}");

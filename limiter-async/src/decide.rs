@@ -1,5 +1,5 @@
-//! [`AsyncDecide`]: the decision seam of `limiter-core` ([`Decider`]) for
-//! limiters whose decision may need an `.await` (a network store).
+//! [`AsyncDecide`]: the twin of `limiter-core`'s [`Decide`] for limiters
+//! whose decision may need an `.await` (a network store).
 //!
 //! Every in-memory [`Decide`] is an `AsyncDecide` through the blanket impl:
 //! its future is ready at once, and [`decide_ready`](AsyncDecide::decide_ready)
@@ -8,7 +8,7 @@
 //! A remote limiter (`limiter_redis::RedisLimiter`) implements
 //! `AsyncDecide` directly.
 //!
-//! Times are relative to the decision, as in [`Decider`]: a grant's `wait`
+//! Times are relative to the decision, as in [`Decide`]: a grant's `wait`
 //! is a [`Duration`] from the moment the decision was made; the one wait
 //! of this crate turns it into an absolute
 //! deadline.
@@ -16,9 +16,11 @@
 use core::future::Future;
 use core::time::Duration;
 
-use limiter_core::{Debt, Decide, Decider, Denial, Grant, Unavailable};
+use limiter_core::{debt::Debt, Decide, Denial, Grant, Unavailable};
 
-/// A [`Decider`] whose decision is a future.
+/// A limiter asked for permits per key whose decision is a future: the
+/// same question and answer as [`Decide`] (a [`Grant`] with its headroom
+/// and policy, or a [`Denial`] with its wait and policy).
 ///
 /// # Examples
 ///
@@ -43,7 +45,16 @@ use limiter_core::{Debt, Decide, Decider, Denial, Grant, Unavailable};
 /// A front end may drop the future before it resolves (its client went
 /// away); an implementation whose decision has side effects after an
 /// `.await` must tolerate that and say what is consumed then.
-pub trait AsyncDecide: Decider {
+pub trait AsyncDecide: Send + Sync {
+    /// What requests are counted by.
+    type Key: ?Sized;
+    /// What a grant hands back to [`cancel`](AsyncDecide::cancel).
+    type Ticket;
+
+    /// Gives back the permits of a grant that will not be used; returns
+    /// whether they are back.
+    fn cancel(&self, key: &Self::Key, ticket: Self::Ticket) -> bool;
+
     /// Claims `cost` permits for `key` if they conform within `max_wait`.
     ///
     /// # Errors
@@ -114,6 +125,13 @@ where
     D: Decide + ?Sized,
     D::Ticket: Send,
 {
+    type Key = D::Key;
+    type Ticket = D::Ticket;
+
+    fn cancel(&self, key: &D::Key, ticket: D::Ticket) -> bool {
+        Decide::cancel(self, key, ticket)
+    }
+
     fn decide_async(
         &self,
         key: &D::Key,

@@ -21,9 +21,9 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use limiter_core::Decider;
 use tokio::time::Instant;
 
+use crate::decide::AsyncDecide;
 use crate::timer::SlotTimer;
 use crate::wake::{WakeUp, Waking};
 
@@ -38,9 +38,10 @@ impl Refund for () {
     fn refund(self) {}
 }
 
-/// A grant of a [`Decider`], given back through [`Decider::cancel`].
+/// A grant of an [`AsyncDecide`] (every `Decide` is one), given back
+/// through its `cancel`.
 #[derive(Debug)]
-pub struct CancelGrant<'a, D: Decider + ?Sized> {
+pub struct CancelGrant<'a, D: AsyncDecide + ?Sized> {
     /// The decider that granted it.
     pub decider: &'a D,
     /// The key it was granted for.
@@ -49,12 +50,12 @@ pub struct CancelGrant<'a, D: Decider + ?Sized> {
     pub ticket: D::Ticket,
 }
 
-impl<D: Decider + ?Sized> Refund for CancelGrant<'_, D> {
+impl<D: AsyncDecide + ?Sized> Refund for CancelGrant<'_, D> {
     fn refund(self) {
         // Refused only when the limiter cannot give it back (a quota change
         // since, a slot already past): the permits then stay spent, the
         // strict side.
-        let _given_back = self.decider.cancel(self.key, self.ticket);
+        let _given_back = AsyncDecide::cancel(self.decider, self.key, self.ticket);
     }
 }
 

@@ -70,7 +70,7 @@ impl<T> Refused<T> {
     /// // A clock past the limiter's span: no permit can ever be granted.
     /// let clock = limiter_async::TokioClock::with_origin(tokio::time::Instant::now());
     /// let limiter = AsyncLimiter::with_clock(Quota::per_second(10)?, clock);
-    /// tokio::time::advance(std::time::Duration::from_nanos(limiter_core::MAX_SPAN + 1)).await;
+    /// tokio::time::advance(std::time::Duration::from_nanos(limiter_core::clock::MAX_SPAN + 1)).await;
     /// let mut throttled = limiter.throttle(futures::stream::iter(["job"]));
     /// let refused = throttled.next().await.unwrap().unwrap_err();
     /// assert_eq!(refused.into_item(), "job");

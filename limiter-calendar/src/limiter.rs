@@ -18,7 +18,7 @@
 use core::time::Duration;
 
 use limiter_core::{
-    AcquireError, Clock, Decide, Decider, Denial, Grant, Headroom, Limiter, Policy, Reservation,
+    AcquireError, Clock, Decide, Denial, Grant, Headroom, Limiter, Policy, Reservation,
 };
 
 use crate::clock::UnixClock;
@@ -353,19 +353,38 @@ impl<C: Clock> Limiter for CalendarLimiter<C> {
     }
 }
 
-/// The decision seam: one subject (`Key = ()`), grants that cannot be
-/// given back (`Ticket = ()`, `cancel` is `false`), and a policy of `limit`
-/// permits per current period (`burst = limit`, `interval = period / limit`,
-/// so `window()` is the period's length, 23 or 25 hours on a DST day).
-impl<C: Clock> Decider for CalendarLimiter<C> {
+/// The decision seam: one subject (`Key = ()`), grants at once or
+/// refusals (a wait never helps before the reset, which the denial's
+/// `retry_after` names), grants that cannot be given back (`Ticket = ()`,
+/// `cancel` is `false`), and a policy of `limit` permits per current period
+/// (`burst = limit`, `interval = period / limit`, so `window()` is the
+/// period's length, 23 or 25 hours on a DST day).
+impl<C: Clock> Decide for CalendarLimiter<C> {
     type Key = ();
     type Ticket = ();
+
+    fn decide(&self, _key: &(), cost: u32, _max_wait: Duration) -> Result<Grant<()>, Denial> {
+        let decided = self.acquire_n(cost);
+        let policy = self.policy();
+        match decided {
+            Ok(grant) => Ok(Grant {
+                ticket: (),
+                wait: Duration::ZERO,
+                headroom: grant.headroom,
+                policy,
+            }),
+            Err(error) => Err(Denial::refused(error, policy)),
+        }
+    }
 
     fn cancel(&self, _key: &(), _ticket: ()) -> bool {
         false
     }
+}
 
-    fn policy(&self, _key: &()) -> Policy {
+impl<C: Clock> CalendarLimiter<C> {
+    /// `limit` permits per current period (see the `Decide` impl).
+    fn policy(&self) -> Policy {
         let limit = self.limit();
         let period = self.window().map_or(Duration::ZERO, |w| {
             Duration::from_secs(u64::from(w.end - w.start))
@@ -374,18 +393,5 @@ impl<C: Clock> Decider for CalendarLimiter<C> {
             burst: limit,
             interval: period / limit,
         }
-    }
-}
-
-/// Grants at once or refuses; a wait never helps before the reset, which
-/// the denial's `retry_after` names.
-impl<C: Clock> Decide for CalendarLimiter<C> {
-    fn decide(&self, _key: &(), cost: u32, _max_wait: Duration) -> Result<Grant<()>, Denial> {
-        let grant = self.acquire_n(cost)?;
-        Ok(Grant {
-            ticket: (),
-            wait: Duration::ZERO,
-            headroom: grant.headroom,
-        })
     }
 }

@@ -106,13 +106,13 @@ fn a_daily_quota_in_new_york_across_both_dst_changes() {
     assert_eq!(grant.reset_at, secs("2024-03-11T04:00:00Z")); // midnight EDT
     assert_eq!(grant.headroom.refill_in, Duration::from_secs(23 * 3600));
     // Through the decision seam: the policy spans the 23-hour day.
-    use limiter_core::{Decide, Decider, Denial};
-    let policy = limiter.policy(&());
+    use limiter_core::{Decide, Denial};
+    let denial = limiter.decide_now(&(), 1).unwrap_err();
+    let policy = denial.policy().unwrap();
     assert_eq!(
         (policy.burst, policy.window()),
         (2, Duration::from_secs(23 * 3600))
     );
-    let denial = limiter.decide_now(&(), 1).unwrap_err();
     assert!(matches!(denial, Denial::RateLimited { .. }));
     assert_eq!(denial.retry_after(), Some(Duration::from_secs(23 * 3600)));
     // 02:30 local does not exist that day; the period is unaffected.

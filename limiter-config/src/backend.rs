@@ -25,9 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use limiter_async::AsyncDecide;
-use limiter_core::{
-    Debt, Decide, Decider, Denial, Grant, Headroom, Policy, Reservation, Unavailable,
-};
+use limiter_core::{Decide, Denial, Grant, Headroom, Policy, Reservation, Unavailable, debt::Debt};
 use limiter_keyed::Strike;
 
 use crate::calendar::composite_headroom;
@@ -63,10 +61,9 @@ fn ruled(decision: Result<Grant<Reservation>, Denial>) -> Result<Grant<RuleTicke
 }
 
 impl<C: RuleClock> RuleLimiter<C> {
-    /// The refusal of a key in the penalty box, if it is in it now.
-    fn penalized(&self, key: &RuleKeyText) -> Option<Denial> {
-        let left = self.penalty.as_ref()?.blocked(key)?;
-        Some(Denial::RateLimited { retry_after: left })
+    /// How long a key in the penalty box stays in it, if it is in it now.
+    fn penalized(&self, key: &RuleKeyText) -> Option<Duration> {
+        self.penalty.as_ref()?.blocked(key)
     }
 
     /// What the rule makes of its limiter's decision (or of the penalty
@@ -100,11 +97,21 @@ impl<C: RuleClock> RuleLimiter<C> {
                 self.counters.penalized.increment(1);
                 denial
             }
-            (Some(jail), Denial::RateLimited { retry_after }) => match jail.strike(key) {
+            (
+                Some(jail),
+                Denial::RateLimited {
+                    retry_after,
+                    policy,
+                },
+            ) => match jail.strike(key) {
                 Strike::Penalized { retry_after: block } => Denial::RateLimited {
                     retry_after: retry_after.max(block),
+                    policy,
                 },
-                _ => Denial::RateLimited { retry_after },
+                _ => Denial::RateLimited {
+                    retry_after,
+                    policy,
+                },
             },
             (_, denial) => denial,
         };
@@ -112,6 +119,11 @@ impl<C: RuleClock> RuleLimiter<C> {
             return Err(denial);
         }
         self.counters.shadow_rejected.increment(1);
+        // Only refusals by the limit get here, and each carries its policy.
+        let policy = denial.policy().unwrap_or(Policy {
+            burst: 0,
+            interval: Duration::ZERO,
+        });
         Ok(Grant {
             ticket: RuleTicket { reservation: None },
             wait: Duration::ZERO,
@@ -119,6 +131,7 @@ impl<C: RuleClock> RuleLimiter<C> {
                 remaining: 0,
                 refill_in: denial.retry_after().unwrap_or(Duration::ZERO),
             },
+            policy,
         })
     }
 }
@@ -133,7 +146,11 @@ impl<C: RuleClock> RuleBackend<C> {
         cost: u32,
         max_wait: Duration,
     ) -> Option<Result<Grant<RuleTicket>, Denial>> {
-        if let Some(refusal) = self.0.penalized(key) {
+        if let Some(left) = self.0.penalized(key) {
+            let refusal = Denial::RateLimited {
+                retry_after: left,
+                policy: self.rate_policy(key),
+            };
             return Some(self.0.settle(key, Err(refusal), true));
         }
         let decision = self.decide_sync(key, cost, max_wait)?;
@@ -154,25 +171,18 @@ impl<C: RuleClock> RuleBackend<C> {
         let Some(calendar) = &self.0.calendar else {
             return decision;
         };
-        let mut grant = match decision {
-            Ok(grant) => grant,
-            Err(denial) => {
-                // The rate refused: the calendar was not asked; the headers
-                // state the rate.
-                calendar.binds(u32::MAX, 0);
-                return Err(denial);
-            }
-        };
+        // The rate refused: the calendar was not asked; the denial states
+        // the rate.
+        let mut grant = decision?;
         match calendar.decide(key, cost) {
             Some(Ok(quota)) => {
-                let burst = self.rate_policy(key).burst;
-                grant.headroom = composite_headroom(calendar, grant.headroom, burst, &quota);
+                (grant.headroom, grant.policy) =
+                    composite_headroom(calendar, (grant.headroom, grant.policy), &quota);
                 Ok(grant)
             }
             Some(Err(denial)) => {
-                calendar.binds(0, u32::MAX);
                 // All or nothing: give the rate's permits back.
-                Decider::cancel(self, key, grant.ticket);
+                self.cancel_ticket(key, grant.ticket);
                 Err(denial)
             }
             // A Redis count beside a local rate cannot be built.
@@ -214,48 +224,47 @@ impl<C: RuleClock> RuleBackend<C> {
     }
 }
 
-impl<C: RuleClock> Decider for RuleBackend<C> {
-    type Key = RuleKeyText;
-    type Ticket = RuleTicket;
+/// The policy `limiter` decides `key` under now: a zero-permit decision's,
+/// which takes nothing; `otherwise` where it cannot decide.
+fn standing_policy<D: Decide + ?Sized>(
+    limiter: &D,
+    key: &D::Key,
+    otherwise: impl FnOnce() -> Policy,
+) -> Policy {
+    match limiter.decide(key, 0, Duration::ZERO) {
+        Ok(grant) => grant.policy,
+        Err(denial) => denial.policy().unwrap_or_else(otherwise),
+    }
+}
 
-    fn cancel(&self, key: &RuleKeyText, ticket: RuleTicket) -> bool {
+impl<C: RuleClock> RuleBackend<C> {
+    /// Gives a grant's reservation back to the limiter that made it.
+    fn cancel_ticket(&self, key: &RuleKeyText, ticket: RuleTicket) -> bool {
         let Some(reservation) = ticket.reservation else {
             // Redis refunds nothing.
             return false;
         };
         match &self.0.live.core {
-            Core::Local(l) => Decider::cancel(&**l, &(), reservation),
-            Core::Keyed(k) => Decider::cancel(&**k, key, reservation),
-            Core::Priority(p, _) => Decider::cancel(&**p, &self.class_of(key), reservation),
+            Core::Local(l) => Decide::cancel(&**l, &(), reservation),
+            Core::Keyed(k) => Decide::cancel(&**k, key, reservation),
+            Core::Priority(p, _) => Decide::cancel(&**p, &self.class_of(key), reservation),
             #[cfg(feature = "redis")]
             Core::Redis { .. } => false,
             Core::Concurrency(_) => false,
         }
     }
 
-    /// The rate's policy, or the calendar's where it binds (see
-    /// `calendar`): after a decision, as that decision found; otherwise as
-    /// the key's count reads now.
-    fn policy(&self, key: &RuleKeyText) -> Policy {
-        let rate = self.rate_policy(key);
-        let Some(calendar) = &self.0.calendar else {
-            return rate;
-        };
-        let binds = calendar
-            .last_binding()
-            .or_else(|| calendar.read(key).map(|q| q.remaining <= rate.burst))
-            .unwrap_or(false);
-        if binds { calendar.policy() } else { rate }
-    }
-}
-
-impl<C: RuleClock> RuleBackend<C> {
-    /// The policy of the rule's rate (its limiter's).
+    /// The policy of the rule's rate as it stands (for `explain` and a
+    /// penalty box's refusal; a decision carries its own).
     pub(crate) fn rate_policy(&self, key: &RuleKeyText) -> Policy {
         match &self.0.live.core {
-            Core::Local(l) => l.policy(&()),
-            Core::Keyed(k) => k.policy(key),
-            Core::Priority(p, _) => p.policy(&self.class_of(key)),
+            Core::Local(l) => standing_policy(&**l, &(), || Policy {
+                // Only a clock past the limiter's span gets here.
+                burst: 0,
+                interval: Duration::MAX,
+            }),
+            Core::Keyed(k) => k.quota_of(key).into(),
+            Core::Priority(p, _) => standing_policy(&**p, &self.class_of(key), || p.quota().into()),
             #[cfg(feature = "redis")]
             Core::Redis { limiter, .. } => limiter.quota().into(),
             // Never asked: a concurrency rule is routed to its own layer,
@@ -269,6 +278,13 @@ impl<C: RuleClock> RuleBackend<C> {
 }
 
 impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
+    type Key = RuleKeyText;
+    type Ticket = RuleTicket;
+
+    fn cancel(&self, key: &RuleKeyText, ticket: RuleTicket) -> bool {
+        self.cancel_ticket(key, ticket)
+    }
+
     async fn decide_async(
         &self,
         key: &RuleKeyText,
@@ -294,9 +310,9 @@ impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
             if let Some(calendar) = calendar {
                 match calendar.decide_remote(key, 0).await {
                     Some(Ok(q)) if q.headroom.remaining < cost => {
-                        calendar.binds(0, u32::MAX);
                         let denial = Denial::RateLimited {
                             retry_after: q.headroom.refill_in,
+                            policy: calendar.policy(),
                         };
                         return self.0.settle(key, Err(denial), false);
                     }
@@ -312,25 +328,20 @@ impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
                 (Some(calendar), Ok(mut grant)) => {
                     match calendar.decide_remote(key, cost).await {
                         Some(Ok(quota)) => {
-                            let burst = limiter.quota().burst();
-                            grant.headroom =
-                                composite_headroom(calendar, grant.headroom, burst, &quota);
+                            (grant.headroom, grant.policy) = composite_headroom(
+                                calendar,
+                                (grant.headroom, grant.policy),
+                                &quota,
+                            );
                             Ok(grant)
                         }
-                        Some(Err(denial)) => {
-                            // Only a race for the period's last permits
-                            // with another instance gets here.
-                            calendar.binds(0, u32::MAX);
-                            Err(denial)
-                        }
+                        // Only a race for the period's last permits with
+                        // another instance gets here.
+                        Some(Err(denial)) => Err(denial),
                         None => Ok(grant),
                     }
                 }
-                (Some(calendar), Err(denial)) => {
-                    calendar.binds(u32::MAX, 0);
-                    Err(denial)
-                }
-                (None, decision) => decision,
+                (_, decision) => decision,
             };
             return self.0.settle(key, decision, false);
         }
@@ -456,17 +467,17 @@ mod tests {
                 let g = b
                     .decide_ready(&key, 1, Duration::ZERO)
                     .unwrap()
-                    .map(|g| g.headroom)
-                    .map_err(|d| d.retry_after());
+                    .map(|g| (g.headroom, g.policy))
+                    .map_err(|d| (d.retry_after(), d.policy()));
                 let Core::Local(direct) = &twin.0.live.core else {
                     unreachable!("{body}")
                 };
                 let direct = direct
                     .decide(&(), 1, Duration::ZERO)
-                    .map(|g| g.headroom)
-                    .map_err(|d| d.retry_after());
+                    .map(|g| (g.headroom, g.policy))
+                    .map_err(|d| (d.retry_after(), d.policy()));
                 assert_eq!(g, direct, "{body}");
-                assert_eq!(b.policy(&key), twin.policy(&key), "{body}");
+                assert_eq!(b.rate_policy(&key), twin.rate_policy(&key), "{body}");
                 clock.advance(Duration::from_millis(100));
             }
         }
@@ -487,8 +498,8 @@ mod tests {
         );
         let critical = crate::key::library_key("critical");
         let unknown = crate::key::library_key("root");
-        assert_eq!(b.policy(&critical).burst, 4);
-        assert_eq!(b.policy(&unknown).burst, 2); // the lowest class
+        assert_eq!(b.rate_policy(&critical).burst, 4);
+        assert_eq!(b.rate_policy(&unknown).burst, 2); // the lowest class
         let g = b
             .decide_ready(&unknown, 1, Duration::ZERO)
             .unwrap()

@@ -31,7 +31,6 @@
 //! `Retry-After` is the refusing part's wait: the calendar's is the time
 //! until the period resets.
 
-use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -71,14 +70,6 @@ pub(crate) struct QuotaState {
     pub(crate) remaining: u32,
     /// The time until the period resets.
     pub(crate) reset_in: Duration,
-}
-
-thread_local! {
-    /// Whether the last composite decision of this thread (by the rule at
-    /// this address) was bound by its calendar: the policy the headers
-    /// state right after it (`limiter-tower` asks for the policy on the
-    /// thread that finished the decision).
-    static LAST_BINDING: Cell<(usize, bool)> = const { Cell::new((0, false)) };
 }
 
 impl RuleCalendar {
@@ -200,11 +191,16 @@ impl RuleCalendar {
         cost: u32,
     ) -> Option<Result<CalendarGrant, Denial>> {
         Some(match self {
-            RuleCalendar::Global(c) => c.acquire_n(cost).map_err(Denial::from),
+            RuleCalendar::Global(c) => c
+                .acquire_n(cost)
+                .map_err(|e| Denial::refused(e, self.policy())),
             RuleCalendar::Keyed(c) => c.acquire_n(key, cost).map_err(|e| match e {
-                limiter_calendar::KeyedCalendarError::Acquire(e) => Denial::from(e),
+                limiter_calendar::KeyedCalendarError::Acquire(e) => {
+                    Denial::refused(e, self.policy())
+                }
                 full => Denial::RateLimited {
                     retry_after: full.retry_after().unwrap_or(Duration::ZERO),
+                    policy: self.policy(),
                 },
             }),
             #[cfg(feature = "redis")]
@@ -239,39 +235,29 @@ impl RuleCalendar {
         let mut conn = conn.clone();
         Some(
             match calendar.acquire_n(&mut conn, &redis_key, cost).await {
-                Ok(decision) => decision.map_err(Denial::from),
+                Ok(decision) => decision.map_err(|e| Denial::refused(e, self.policy())),
                 Err(e) => Err(Denial::Unavailable(Box::new(e))),
             },
         )
     }
 
     /// Whether the calendar binds after a grant that left `remaining` in
-    /// the period, beside a rate of `rate_burst`; remembered for the
-    /// policy the headers state next on this thread.
+    /// the period, beside a rate of `rate_burst`: then its headroom and
+    /// policy are the ones the headers state.
     pub(crate) fn binds(&self, remaining: u32, rate_burst: u32) -> bool {
-        let binds = remaining <= rate_burst;
-        LAST_BINDING.with(|b| b.set((self as *const RuleCalendar as usize, binds)));
-        binds
-    }
-
-    /// Whether the last decision of this thread by this calendar's rule was
-    /// bound by it; `None` when this thread made none.
-    pub(crate) fn last_binding(&self) -> Option<bool> {
-        let (at, binds) = LAST_BINDING.with(Cell::get);
-        (at == self as *const RuleCalendar as usize).then_some(binds)
+        remaining <= rate_burst
     }
 }
 
-/// The headroom a grant of both parts reports: the calendar's when it
-/// binds.
+/// The headroom and policy a grant of both parts reports: the calendar's
+/// when it binds, else the rate's.
 pub(crate) fn composite_headroom(
     calendar: &RuleCalendar,
-    rate: Headroom,
-    rate_burst: u32,
+    rate: (Headroom, Policy),
     grant: &CalendarGrant,
-) -> Headroom {
-    if calendar.binds(grant.headroom.remaining, rate_burst) {
-        grant.headroom
+) -> (Headroom, Policy) {
+    if calendar.binds(grant.headroom.remaining, rate.1.burst) {
+        (grant.headroom, calendar.policy())
     } else {
         rate
     }

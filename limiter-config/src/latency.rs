@@ -14,20 +14,20 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Request, Response, StatusCode};
-use limiter_core::Outcome;
+use limiter_core::adaptive::Completion;
 use tower_service::Service;
 
 use crate::RuleClock;
 use crate::limiter::RuleLimiter;
 
 /// What a response with `status` says about the downstream's load.
-pub(crate) fn outcome_of(status: StatusCode) -> Outcome {
+pub(crate) fn outcome_of(status: StatusCode) -> Completion {
     if status.is_server_error() {
-        Outcome::Dropped
+        Completion::Dropped
     } else if status.is_client_error() {
-        Outcome::Ignored
+        Completion::Ignored
     } else {
-        Outcome::Success
+        Completion::Success
     }
 }
 

@@ -19,7 +19,8 @@ use std::time::Duration;
 use limiter_async::{AsyncLimiter, CancelGrant, SlotWait, WakeUp};
 use limiter_concurrency::ConcurrencyLimiter;
 use limiter_core::{
-    AcquireError, AdaptiveLimiter, EwmaAimd, Outcome, PercentileWindow, PriorityClass, RateLimiter,
+    AcquireError, AdaptiveLimiter, PriorityClass, RateLimiter, adaptive::Completion,
+    adaptive::EwmaAimd, adaptive::PercentileWindow,
 };
 use limiter_keyed::{KeyedError, KeyedLimiter, PenaltyBox, TopKey};
 #[cfg(feature = "redis")]
@@ -377,7 +378,7 @@ impl<C: RuleClock> RuleLimiter<C> {
     /// Records a downstream latency and what became of the request into an
     /// `adaptive` rule's policy (the HTTP layer does this for routed
     /// rules); does nothing for other rules.
-    pub fn record(&self, latency: Duration, outcome: Outcome) {
+    pub fn record(&self, latency: Duration, outcome: Completion) {
         if let Core::Local(l) = &self.live.core {
             l.record(latency, outcome);
         }
@@ -652,10 +653,10 @@ impl<C: RuleClock> RuleLimiter<C> {
 /// reset, a request above the limit, or why the count could not decide.
 fn quota_refusal(denial: limiter_core::Denial) -> RuleError {
     match denial {
-        limiter_core::Denial::RateLimited { retry_after } => {
+        limiter_core::Denial::RateLimited { retry_after, .. } => {
             RuleError::Limited(AcquireError::RateLimited { wait: retry_after })
         }
-        limiter_core::Denial::OverBurst { cost, burst } => {
+        limiter_core::Denial::OverBurst { cost, burst, .. } => {
             RuleError::Limited(AcquireError::InsufficientCapacity {
                 requested: cost,
                 burst,

@@ -13,8 +13,8 @@ use crate::store::Conn;
 use crate::store::redis_limiter;
 use limiter_async::AsyncLimiter;
 use limiter_core::{
-    AdaptiveLimiter, EwmaAimd, Limiter, PercentileWindow, PriorityClass, PriorityLimiter, Quota,
-    RateLimiter, SlidingWindow, WarmUpBuilder,
+    AdaptiveLimiter, Limiter, PriorityClass, PriorityLimiter, Quota, RateLimiter, SlidingWindow,
+    WarmUpBuilder, adaptive::EwmaAimd, adaptive::PercentileWindow,
 };
 #[cfg(feature = "redis")]
 use limiter_redis::RedisLimiter;

@@ -23,8 +23,8 @@ use std::any::Any;
 use std::time::Duration;
 
 use limiter_core::{
-    AdaptiveLimiter, AdaptivePolicy, Clock, Decide, Limiter, Outcome, Quota, RateLimiter,
-    Reservation, SlidingWindow, WarmUpLimiter,
+    AdaptiveLimiter, Clock, Decide, Limiter, Quota, RateLimiter, Reservation, SlidingWindow,
+    WarmUpLimiter, adaptive::Completion, adaptive::RateController,
 };
 
 /// What a rule needs of an unkeyed in-process limiter (module docs).
@@ -41,7 +41,7 @@ pub(crate) trait LocalRule: Limiter + Decide<Key = (), Ticket = Reservation> + A
 
     /// Feeds a downstream latency and its outcome to an adaptive rate;
     /// nothing for a fixed one.
-    fn record(&self, _latency: Duration, _outcome: Outcome) {}
+    fn record(&self, _latency: Duration, _outcome: Completion) {}
 }
 
 impl<C: Clock + 'static> LocalRule for RateLimiter<C> {
@@ -67,14 +67,14 @@ impl<C: Clock + 'static> LocalRule for WarmUpLimiter<C> {
     }
 }
 
-impl<P: AdaptivePolicy + 'static, C: Clock + 'static> LocalRule for AdaptiveLimiter<P, C> {
+impl<P: RateController + 'static, C: Clock + 'static> LocalRule for AdaptiveLimiter<P, C> {
     /// An adaptive rate moves with every latency recorded: no reading
     /// without deciding.
     fn available(&self) -> Option<u32> {
         None
     }
 
-    fn record(&self, latency: Duration, outcome: Outcome) {
+    fn record(&self, latency: Duration, outcome: Completion) {
         self.record_outcome(latency, outcome);
     }
 }

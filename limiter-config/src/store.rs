@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use limiter_rules::Problem;
 #[cfg(feature = "redis")]
-use limiter_rules::{FailurePolicy, RedisSpec};
+use limiter_rules::{RedisSpec, WhenRedisDown};
 
 /// A connection to one Redis endpoint: one server or a Sentinel master.
 #[cfg(feature = "redis")]
@@ -94,10 +94,10 @@ pub(crate) fn redis_limiter(
     limiter_redis::RedisLimiter::builder_with_connection(conn, quota)
         .key_prefix(spec.key_prefix.clone())
         .failure_policy(match spec.failure_policy {
-            FailurePolicy::Open => limiter_redis::FailurePolicy::Open,
-            FailurePolicy::Closed => limiter_redis::FailurePolicy::Closed,
-            FailurePolicy::Local { share } => limiter_redis::FailurePolicy::Local { share },
-            FailurePolicy::Error => limiter_redis::FailurePolicy::Error,
+            WhenRedisDown::Open => limiter_redis::WhenDown::Open,
+            WhenRedisDown::Closed => limiter_redis::WhenDown::Closed,
+            WhenRedisDown::Local { share } => limiter_redis::WhenDown::Local { share },
+            WhenRedisDown::Error => limiter_redis::WhenDown::Error,
         })
         .call_timeout(spec.timeout)
         .build()

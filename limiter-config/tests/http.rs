@@ -14,7 +14,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use limiter_config::RuleSet;
-use limiter_core::Reason;
+use limiter_core::adaptive::Reason;
 use std::time::Duration;
 use support::{TempDir, within};
 

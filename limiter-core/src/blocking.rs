@@ -20,7 +20,7 @@ impl<C: BlockingClock> RateLimiter<C> {
     /// # Errors
     ///
     /// [`AcquireError::TimeOutOfRange`], at once, if the clock reads more
-    /// than [`MAX_SPAN`](crate::MAX_SPAN) past the limiter's creation (no
+    /// than [`MAX_SPAN`](crate::clock::MAX_SPAN) past the limiter's creation (no
     /// permit can be granted any more). One permit always fits the burst, so
     /// nothing else can fail.
     ///

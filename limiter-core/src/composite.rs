@@ -136,7 +136,7 @@ impl AllReservation {
 ///
 /// ```
 /// use core::time::Duration;
-/// use limiter_core::{Limit, ManualClock, Quota, RateLimiter, try_acquire_all};
+/// use limiter_core::{composite::Limit, ManualClock, Quota, RateLimiter, composite::try_acquire_all};
 ///
 /// let clock = ManualClock::new();
 /// let per_user = RateLimiter::with_clock(Quota::per_second(1)?.with_burst(2)?, clock.clone());
@@ -173,7 +173,7 @@ pub fn try_acquire_all<E>(parts: &[(&dyn Limit<E>, u32)]) -> Result<(), AllOfErr
 ///
 /// ```
 /// use core::time::Duration;
-/// use limiter_core::{Limit, ManualClock, Quota, RateLimiter, cancel_all, reserve_all};
+/// use limiter_core::{composite::Limit, ManualClock, Quota, RateLimiter, composite::cancel_all, composite::reserve_all};
 ///
 /// let clock = ManualClock::new();
 /// let a = RateLimiter::with_clock(Quota::per_second(10)?, clock.clone());

@@ -77,7 +77,7 @@ pub trait ChargeAfter {
 ///
 /// ```
 /// use core::time::Duration;
-/// use limiter_core::{Debt, GcraCell, Quota, charge_in_chunks};
+/// use limiter_core::{debt::Debt, cell::GcraCell, Quota, debt::charge_in_chunks};
 ///
 /// let quota = Quota::per_second(10)?.with_burst(2)?; // t = 100 ms
 /// let cell = GcraCell::new();

@@ -1,15 +1,16 @@
-//! [`Decider`] and [`Decide`]: "may `cost` permits for this key proceed, waiting at most
+//! [`Decide`]: "may `cost` permits for this key proceed, waiting at most
 //! `max_wait`?", the one question every front end asks of a limiter (an
-//! HTTP layer, a rules engine, a gateway, an async wait).
+//! HTTP layer, a rules engine, a gateway, an async wait), and the one trait
+//! an algorithm implements.
 //!
 //! A decision is either a [`Grant`] (the permits are claimed, possibly for
-//! a slot `wait` from now, and can be given back with [`Decider::cancel`])
-//! or a [`Denial`] that consumed nothing. A grant carries the [`Headroom`]
-//! the decision left, computed from the state word that decision wrote, so
-//! a `RateLimit` header describes that decision rather than a second look
-//! that a concurrent caller could already have moved. [`Decider::policy`]
-//! states the limit a key is decided under as its burst and emission
-//! interval, enough to describe both the burst and the steady rate.
+//! a slot `wait` from now, and can be given back with [`Decide::cancel`])
+//! or a [`Denial`] that consumed nothing. Each carries everything a front
+//! end writes: a grant its [`Headroom`], computed from the state word that
+//! decision wrote (so a `RateLimit` header describes that decision, not a
+//! second look a concurrent caller could already have moved), and the
+//! [`Policy`] it was decided under; a denial its exact wait and policy.
+//! Nothing is asked again after the decision.
 //!
 //! Times are [`Duration`]s relative to the decision, so the limiter's clock
 //! never leaks into the caller.
@@ -46,10 +47,11 @@ use crate::reservation::Headroom;
 /// error type.
 pub type Unavailable = Box<dyn core::error::Error + Send + Sync + 'static>;
 
-/// Permits claimed by a decision, with what it left.
+/// Permits claimed by a decision, with what it left and the limit it was
+/// decided under.
 #[derive(Debug)]
 pub struct Grant<T> {
-    /// Gives the permits back through [`Decider::cancel`].
+    /// Gives the permits back through [`Decide::cancel`].
     pub ticket: T,
     /// How long after the decision the permits may be used (zero: now).
     pub wait: Duration,
@@ -57,6 +59,8 @@ pub struct Grant<T> {
     /// decision wrote (0 remaining when the grant had to wait: the slots
     /// before it are taken).
     pub headroom: Headroom,
+    /// The limit the permits were decided under.
+    pub policy: Policy,
 }
 
 impl<T> Grant<T> {
@@ -66,11 +70,16 @@ impl<T> Grant<T> {
             ticket: f(self.ticket),
             wait: self.wait,
             headroom: self.headroom,
+            policy: self.policy,
         }
     }
 }
 
 /// Why permits were not granted. Nothing was consumed.
+///
+/// A refusal by the limit carries the [`Policy`] that refused it, so a
+/// front end can state it (`RateLimit-Policy`, a gRPC refusal) without
+/// asking again.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Denial {
@@ -79,6 +88,8 @@ pub enum Denial {
     RateLimited {
         /// The exact time until the same request would conform.
         retry_after: Duration,
+        /// The limit that refused it.
+        policy: Policy,
     },
     /// The cost exceeds the burst: the request can never conform, however
     /// long it waits.
@@ -87,6 +98,8 @@ pub enum Denial {
         cost: u32,
         /// The most the key can grant at once.
         burst: u32,
+        /// The limit that refused it.
+        policy: Policy,
     },
     /// The limiter could not decide (a store that is down, a full key
     /// table, a clock past the limiter's span, a priority class that does
@@ -95,12 +108,38 @@ pub enum Denial {
 }
 
 impl Denial {
+    /// The denial of a limit decided under `policy` that refused with
+    /// `error` (an error other than a refusal by the limit, such as a clock
+    /// past the limiter's span, is [`Unavailable`](Denial::Unavailable)).
+    pub fn refused(error: AcquireError, policy: Policy) -> Denial {
+        match error {
+            AcquireError::RateLimited { wait } => Denial::RateLimited {
+                retry_after: wait,
+                policy,
+            },
+            AcquireError::InsufficientCapacity { requested, burst } => Denial::OverBurst {
+                cost: requested,
+                burst,
+                policy,
+            },
+            other => Denial::Unavailable(Box::new(other)),
+        }
+    }
+
     /// How long to wait before the same request could succeed: `Some` for
     /// [`RateLimited`](Denial::RateLimited) only.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            Denial::RateLimited { retry_after } => Some(*retry_after),
+            Denial::RateLimited { retry_after, .. } => Some(*retry_after),
             _ => None,
+        }
+    }
+
+    /// The limit that refused: `None` when the limiter could not decide.
+    pub fn policy(&self) -> Option<Policy> {
+        match self {
+            Denial::RateLimited { policy, .. } | Denial::OverBurst { policy, .. } => Some(*policy),
+            Denial::Unavailable(_) => None,
         }
     }
 }
@@ -108,10 +147,10 @@ impl Denial {
 impl fmt::Display for Denial {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Denial::RateLimited { retry_after } => {
+            Denial::RateLimited { retry_after, .. } => {
                 write!(f, "rate limited; retry after {retry_after:?}")
             }
-            Denial::OverBurst { cost, burst } => write!(
+            Denial::OverBurst { cost, burst, .. } => write!(
                 f,
                 "the request costs {cost} permits but at most {burst} are granted at once; lower the cost or raise the burst"
             ),
@@ -125,19 +164,6 @@ impl core::error::Error for Denial {
         match self {
             Denial::Unavailable(e) => Some(e.as_ref()),
             _ => None,
-        }
-    }
-}
-
-impl From<AcquireError> for Denial {
-    fn from(e: AcquireError) -> Denial {
-        match e {
-            AcquireError::RateLimited { wait } => Denial::RateLimited { retry_after: wait },
-            AcquireError::InsufficientCapacity { requested, burst } => Denial::OverBurst {
-                cost: requested,
-                burst,
-            },
-            other => Denial::Unavailable(Box::new(other)),
         }
     }
 }
@@ -186,49 +212,41 @@ impl From<Quota> for Policy {
     }
 }
 
-/// A limiter asked for permits per key, what every decider shares whether
-/// it decides at once ([`Decide`]) or asynchronously (`limiter-async`'s
-/// `AsyncDecide`): what requests are counted by, what a grant gives back,
-/// and the limit a key is decided under.
+/// A limiter asked for permits per key, deciding at once, in memory: the
+/// one trait an algorithm implements, and the seam under every front end
+/// (limiter-async's `AsyncDecide` is its twin for a decision that needs an
+/// `.await`).
 ///
 /// `Key` is `()` for one global limit, `K` for a per-key limiter, the class
-/// for the priority limiter.
-pub trait Decider: Send + Sync {
-    /// What requests are counted by.
-    type Key: ?Sized;
-    /// What a grant hands back to [`cancel`](Decider::cancel).
-    type Ticket;
-
-    /// Gives back the permits of a grant that will not be used; returns
-    /// whether they are back (each limiter's `cancel` says when they are).
-    fn cancel(&self, key: &Self::Key, ticket: Self::Ticket) -> bool;
-
-    /// The limit `key` is decided under.
-    fn policy(&self, key: &Self::Key) -> Policy;
-}
-
-/// A [`Decider`] that decides at once, in memory: the decision seam under
-/// every front end.
+/// for the priority limiter. The convenient surface (`try_acquire`,
+/// `reserve_n`, `take`) is each limiter's own inherent methods.
 ///
 /// # Examples
 ///
 /// ```
 /// use core::time::Duration;
-/// use limiter_core::{Decide, Decider, Headroom, ManualClock, Quota, RateLimiter};
+/// use limiter_core::{Decide, Headroom, ManualClock, Policy, Quota, RateLimiter};
 ///
 /// let limiter = RateLimiter::with_clock(Quota::per_second(2)?, ManualClock::new());
 /// let grant = limiter.decide(&(), 1, Duration::ZERO)?;
 /// assert_eq!(grant.wait, Duration::ZERO);
 /// assert_eq!(grant.headroom, Headroom { remaining: 0, refill_in: Duration::from_millis(500) });
+/// assert_eq!(grant.policy, Policy { burst: 1, interval: Duration::from_millis(500) });
 /// // Waiting up to a second: the next slot, 500 ms away, is claimed...
 /// let held = limiter.decide(&(), 1, Duration::from_secs(1))?;
 /// assert_eq!(held.wait, Duration::from_millis(500));
-/// assert!(Decider::cancel(&limiter, &(), held.ticket)); // ...and given back.
+/// assert!(Decide::cancel(&limiter, &(), held.ticket)); // ...and given back.
 /// let denied = limiter.decide_now(&(), 1).unwrap_err();
 /// assert_eq!(denied.retry_after(), Some(Duration::from_millis(500)));
+/// assert_eq!(denied.policy(), Some(grant.policy));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub trait Decide: Decider {
+pub trait Decide: Send + Sync {
+    /// What requests are counted by.
+    type Key: ?Sized;
+    /// What a grant hands back to [`cancel`](Decide::cancel).
+    type Ticket;
+
     /// Claims `cost` permits for `key` if they conform within `max_wait`.
     ///
     /// # Errors
@@ -240,6 +258,10 @@ pub trait Decide: Decider {
         cost: u32,
         max_wait: Duration,
     ) -> Result<Grant<Self::Ticket>, Denial>;
+
+    /// Gives back the permits of a grant that will not be used; returns
+    /// whether they are back (each limiter's `cancel` says when they are).
+    fn cancel(&self, key: &Self::Key, ticket: Self::Ticket) -> bool;
 
     /// Claims `cost` permits for `key` if they conform now.
     ///
@@ -253,7 +275,7 @@ pub trait Decide: Decider {
     /// Charges `key` `permits` more after a grant, as capped GCRA debt:
     /// its next permit comes at most `max(cap, t)` later, and the part
     /// above the cap is reported as [`Debt::dropped`] (see
-    /// [`ChargeAfter`](crate::ChargeAfter) for the cap and the cost).
+    /// [`ChargeAfter`](crate::debt::ChargeAfter) for the cap and the cost).
     ///
     /// The default charges nothing and reports every permit dropped: a
     /// limiter that cannot carry debt (sliding window, warm-up, adaptive,
@@ -265,7 +287,7 @@ pub trait Decide: Decider {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{Debt, Decide, ManualClock, Quota, RateLimiter, SlidingWindow};
+    /// use limiter_core::{debt::Debt, Decide, ManualClock, Quota, RateLimiter, SlidingWindow};
     ///
     /// let gcra = RateLimiter::with_clock(Quota::per_second(10)?, ManualClock::new());
     /// gcra.decide_now(&(), 1)?;
@@ -290,17 +312,9 @@ pub trait Decide: Decider {
 /// A pointer to a decider is that decider: `&D`, `Arc<D>`.
 macro_rules! forward_decide {
     ($($pointer:ty),*) => {$(
-        impl<D: Decider + ?Sized> Decider for $pointer {
+        impl<D: Decide + ?Sized> Decide for $pointer {
             type Key = D::Key;
             type Ticket = D::Ticket;
-            fn cancel(&self, key: &D::Key, ticket: D::Ticket) -> bool {
-                (**self).cancel(key, ticket)
-            }
-            fn policy(&self, key: &D::Key) -> Policy {
-                (**self).policy(key)
-            }
-        }
-        impl<D: Decide + ?Sized> Decide for $pointer {
             #[inline]
             fn decide(
                 &self,
@@ -309,6 +323,9 @@ macro_rules! forward_decide {
                 max_wait: Duration,
             ) -> Result<Grant<D::Ticket>, Denial> {
                 (**self).decide(key, cost, max_wait)
+            }
+            fn cancel(&self, key: &D::Key, ticket: D::Ticket) -> bool {
+                (**self).cancel(key, ticket)
             }
             #[inline]
             fn charge_after(&self, key: &D::Key, permits: u64, cap: Duration) -> Debt {
@@ -323,36 +340,17 @@ forward_decide!(&D, alloc::sync::Arc<D>);
 /// Two limits at once, all or nothing: `A` decided per key (say, per
 /// user), `B` once for all (say, global). A grant waits for the later of
 /// the two slots and reports the headroom of the part with fewer permits
-/// left (on a tie, the one that refills later); a denial of either gives
-/// the other's permits back. The policy is the one with the slower steady
-/// rate.
-impl<A, B> Decider for (A, B)
-where
-    A: Decider,
-    B: Decider<Key = ()>,
-{
-    type Key = A::Key;
-    type Ticket = (A::Ticket, B::Ticket);
-
-    /// Cancels `B`'s part first, then `A`'s; whether both are back.
-    fn cancel(&self, key: &A::Key, (a, b): Self::Ticket) -> bool {
-        let b = self.1.cancel(&(), b);
-        let a = self.0.cancel(key, a);
-        a && b
-    }
-
-    fn policy(&self, key: &A::Key) -> Policy {
-        let (a, b) = (self.0.policy(key), self.1.policy(&()));
-        if a.interval >= b.interval { a } else { b }
-    }
-}
-
-/// See the [`Decider`] impl of `(A, B)`.
+/// left (on a tie, the one that refills later) and the policy with the
+/// slower steady rate; a denial of either gives the other's permits back
+/// and carries the denying part's policy.
 impl<A, B> Decide for (A, B)
 where
     A: Decide,
     B: Decide<Key = ()>,
 {
+    type Key = A::Key;
+    type Ticket = (A::Ticket, B::Ticket);
+
     fn decide(
         &self,
         key: &A::Key,
@@ -376,11 +374,24 @@ where
         } else {
             b.headroom
         };
+        let policy = if a.policy.interval >= b.policy.interval {
+            a.policy
+        } else {
+            b.policy
+        };
         Ok(Grant {
             wait: a.wait.max(b.wait),
             ticket: (a.ticket, b.ticket),
             headroom,
+            policy,
         })
+    }
+
+    /// Cancels `B`'s part first, then `A`'s; whether both are back.
+    fn cancel(&self, key: &A::Key, (a, b): Self::Ticket) -> bool {
+        let b = self.1.cancel(&(), b);
+        let a = self.0.cancel(key, a);
+        a && b
     }
 
     /// Charges both parts; the debt reported is the smaller charge (what

@@ -28,7 +28,7 @@ pub enum QuotaError {
         /// The interval they were asked for.
         per: Duration,
     },
-    /// `period · burst` is longer than the [`MAX_SPAN`](crate::MAX_SPAN) the
+    /// `period · burst` is longer than the [`MAX_SPAN`](crate::clock::MAX_SPAN) the
     /// state word can hold (2^60 ns, about 36.5 years).
     SpanTooLong {
         /// The emission interval `t`.

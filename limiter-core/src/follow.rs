@@ -17,7 +17,7 @@
 //!
 //! # The protocol of a following cell
 //!
-//! The cell's word is `tat`, [`GcraCell::RETIRED`](crate::GcraCell::RETIRED),
+//! The cell's word is `tat`, [`GcraCell::RETIRED`](crate::cell::GcraCell::RETIRED),
 //! or `LOCKED` (`u64::MAX − 1`, also above every `tat`): a cell being moved
 //! to a new quota. The cell's [`CellQuota`] (`t`, `burst`, `version`) is
 //! written only by the thread that holds `LOCKED`.
@@ -68,7 +68,7 @@ use crate::quota_versions::{
 use crate::sync::{AtomicU32, AtomicU64, Ordering, spin_hint};
 
 /// The word of a cell being moved to a new quota: above every `tat`, below
-/// [`GcraCell::RETIRED`](crate::GcraCell::RETIRED).
+/// [`GcraCell::RETIRED`](crate::cell::GcraCell::RETIRED).
 pub(crate) const LOCKED: u64 = u64::MAX - 1;
 
 /// The version of a pinned [`CellQuota`], which never follows a change.
@@ -90,7 +90,7 @@ const _: () = assert!(LOCKED > MAX_SPAN);
 ///
 /// ```
 /// use core::time::Duration;
-/// use limiter_core::{CellClock, CellQuota, GcraCell, ManualClock, Quota, QuotaOf, SharedQuota};
+/// use limiter_core::{cell::CellClock, cell::CellQuota, cell::GcraCell, ManualClock, Quota, cell::QuotaOf, cell::SharedQuota};
 ///
 /// let shared = SharedQuota::new(Quota::per_second(10)?.with_burst(4)?);
 /// let (cell, record) = (GcraCell::new(), CellQuota::following(&shared));
@@ -200,7 +200,7 @@ impl SharedQuota {
 /// # Examples
 ///
 /// ```
-/// use limiter_core::{CellQuota, Quota, SharedQuota};
+/// use limiter_core::{cell::CellQuota, Quota, cell::SharedQuota};
 ///
 /// let shared = SharedQuota::new(Quota::per_second(10)?);
 /// assert_eq!(CellQuota::following(&shared).quota(), Quota::per_second(10)?);
@@ -268,7 +268,7 @@ impl CellQuota {
     }
 }
 
-/// The quota a [`GcraCell`](crate::GcraCell) decision is made under: one
+/// The quota a [`GcraCell`](crate::cell::GcraCell) decision is made under: one
 /// the caller passes in (`Fixed`, the cell's original mode), or a cell
 /// record that follows a [`SharedQuota`].
 #[derive(Debug, Clone, Copy)]

@@ -45,6 +45,17 @@ impl From<Params> for Quota {
     }
 }
 
+impl Params {
+    /// The policy these parameters state: `burst` at once, one more every `t`.
+    #[inline]
+    pub(crate) fn policy(self) -> crate::decision::Policy {
+        crate::decision::Policy {
+            burst: self.burst,
+            interval: core::time::Duration::from_nanos(self.t),
+        }
+    }
+}
+
 impl From<Quota> for Params {
     fn from(q: Quota) -> Params {
         Params {

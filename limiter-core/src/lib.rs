@@ -12,8 +12,8 @@
 //! | one limit shared by classes, the higher ones never starved | [`PriorityLimiter`] |
 //! | a rate moved by the downstream's latency or load | [`AdaptiveLimiter`] |
 //! | counts of allowed, rejected and delayed decisions | [`Metered`] around any of them |
-//! | one limit per key, in your own map | [`GcraCell`] (or the `limiter-keyed` crate) |
-//! | several limits at once, all or nothing (per user *and* global) | [`try_acquire_all`] / [`reserve_all`] over [`Limit`]s |
+//! | one limit per key, in your own map | the `limiter-keyed` crate (built on [`cell`]) |
+//! | several limits at once, all or nothing (per user *and* global) | a pair `(A, B)` through [`Decide`], or [`composite`] |
 //! | waiting with `.await` | the `limiter-async` crate, on any [`Limiter`] |
 //!
 //! and, on each of them: [`try_acquire`](RateLimiter::try_acquire) /
@@ -24,8 +24,13 @@
 //! [`take_n_timeout`](RateLimiter::take_n_timeout) to block until they come;
 //! [`reserve_n`](RateLimiter::reserve_n) and
 //! [`cancel`](RateLimiter::cancel) to claim a future slot and give it back.
-//! Clocks: [`DefaultClock`] (the TSC), [`MonotonicClock`], [`CoarseClock`],
-//! and [`ManualClock`] for exact tests.
+//! Clocks: [`DefaultClock`] (the TSC), [`MonotonicClock`], [`ManualClock`]
+//! for exact tests, and more in [`clock`].
+//!
+//! The root holds what a user of one limiter needs. The modules hold the
+//! rest: [`adaptive`] (the rate controllers), [`cell`] (the building
+//! blocks of per-key limiters), [`clock`], [`composite`] (several limits
+//! all or nothing) and [`debt`] (charging after the fact).
 //!
 //! # How it works
 //!
@@ -60,9 +65,9 @@
 //!
 //! # Features
 //!
-//! * `std` (default): [`MonotonicClock`], [`CoarseClock`] (a cached
+//! * `std` (default): [`MonotonicClock`], [`clock::CoarseClock`] (a cached
 //!   millisecond clock), the blocking `take*` on real clocks, refunds of
-//!   reservations cancelled out of order ([`CellRefunds`] for cells),
+//!   reservations cancelled out of order ([`cell::CellRefunds`] for cells),
 //!   `std::error::Error` impls. Without it the crate is `no_std` (it needs
 //!   `alloc` for [`ManualClock`]) and builds on targets without native 64-bit
 //!   atomics through portable-atomic.
@@ -75,13 +80,13 @@
 
 extern crate alloc;
 
-mod adaptive;
+pub mod adaptive;
 mod blocking;
-mod cell;
+pub mod cell;
 mod change_lock;
-mod clock;
-mod composite;
-mod debt;
+pub mod clock;
+pub mod composite;
+pub mod debt;
 mod decision;
 mod error;
 mod follow;
@@ -101,28 +106,19 @@ mod state;
 mod sync;
 mod warm_up;
 
-pub use adaptive::{
-    AdaptiveBuilder, AdaptiveLimiter, AdaptivePolicy, Decision, EwmaAimd, LoadBased, Outcome,
-    PercentileWindow, Proposal, Reason,
-};
+// The root holds what a user of one limiter needs (at most 30 names,
+// counted by tests/public_api.rs); the rest lives in the modules above.
+pub use adaptive::AdaptiveLimiter;
 #[cfg(feature = "std")]
-pub use cell::CellRefunds;
-pub use cell::{CellClock, GcraCell};
-#[cfg(feature = "tsc")]
-pub use clock::TscClock;
-pub use clock::{BlockingClock, Clock, DefaultClock, ManualClock};
-#[cfg(feature = "std")]
-pub use clock::{CoarseClock, MonotonicClock};
-pub use composite::{AllOfError, AllReservation, Limit, cancel_all, reserve_all, try_acquire_all};
-pub use debt::{ChargeAfter, DEFAULT_MAX_DEBT, Debt, MAX_DEBT_LIMIT, charge_in_chunks};
-pub use decision::{Decide, Decider, Denial, Grant, Policy, Unavailable};
+pub use clock::MonotonicClock;
+pub use clock::{Clock, DefaultClock, ManualClock};
+pub use decision::{Decide, Denial, Grant, Policy, Unavailable};
 pub use error::{AcquireError, QuotaError};
-pub use follow::{CellQuota, QuotaOf, SharedQuota};
 pub use limiter::RateLimiter;
 pub use limiter_trait::Limiter;
 pub use metered::{Metered, Stats};
 pub use priority::{PriorityClass, PriorityLimiter};
-pub use quota::{MAX_SPAN, Quota};
+pub use quota::Quota;
 pub use reservation::{Headroom, Reservation};
 pub use sliding_window::SlidingWindow;
 pub use warm_up::{WarmUpBuilder, WarmUpLimiter};
@@ -146,7 +142,7 @@ pub mod __loom {
         quota: Quota,
     ) -> Result<(u64, u64), AcquireError> {
         let p = Params::from(quota);
-        gcra::reserve_within(tat, now, n, max_wait, p, p.burst, crate::MAX_SPAN)
+        gcra::reserve_within(tat, now, n, max_wait, p, p.burst, crate::clock::MAX_SPAN)
             .map(|grant| (grant.tat, grant.wait))
             .map_err(|refusal| crate::limiter::acquire_error(refusal, n, now, p.burst))
     }
@@ -159,7 +155,7 @@ pub mod __loom {
     /// The `tat` that [`RateLimiter::set_quota`](crate::RateLimiter::set_quota)
     /// installs when the quota changes from `old` to `new` at `now`.
     pub fn rescale(tat: u64, now: u64, old: Quota, new: Quota) -> u64 {
-        gcra::rescale(tat, now, old.into(), new.into(), crate::MAX_SPAN)
+        gcra::rescale(tat, now, old.into(), new.into(), crate::clock::MAX_SPAN)
     }
 }
 

@@ -25,7 +25,7 @@ use once_cell::race::OnceBox;
 use crate::change_lock::ChangeLock;
 use crate::clock::{Clock, DefaultClock, Epoch};
 use crate::debt::{ChargeAfter, Debt, charge_in_chunks};
-use crate::decision::{Decide, Decider, Denial, Grant, Policy};
+use crate::decision::{Decide, Denial, Grant};
 use crate::error::AcquireError;
 use crate::gcra::{self, Params, Refusal};
 use crate::identity::Owner;
@@ -141,7 +141,7 @@ impl<C: Clock> RateLimiter<C> {
     ///
     /// The limiter counts time from `clock`'s reading now, its epoch, so any
     /// clock origin works (the Unix epoch, a counter, a process start): the
-    /// [`MAX_SPAN`](crate::MAX_SPAN) of 36.5 years is measured from the
+    /// [`MAX_SPAN`](crate::clock::MAX_SPAN) of 36.5 years is measured from the
     /// limiter's creation. Past it (or past the clock's `u64::MAX`, if that
     /// comes first) every call answers [`AcquireError::TimeOutOfRange`].
     ///
@@ -206,7 +206,7 @@ impl<C: Clock> RateLimiter<C> {
     /// * [`AcquireError::RateLimited`] with the exact wait until `n` permits
     ///   would be available. Nothing is written.
     /// * [`AcquireError::TimeOutOfRange`] if the clock reads more than
-    ///   [`MAX_SPAN`](crate::MAX_SPAN) past the limiter's creation.
+    ///   [`MAX_SPAN`](crate::clock::MAX_SPAN) past the limiter's creation.
     ///
     /// # Examples
     ///
@@ -287,7 +287,7 @@ impl<C: Clock> RateLimiter<C> {
     /// * [`AcquireError::RateLimited`] with the wait the slot would need, if
     ///   it exceeds `max_wait`. Nothing is written.
     /// * [`AcquireError::TimeOutOfRange`] if the clock, or the slot, lies
-    ///   more than [`MAX_SPAN`](crate::MAX_SPAN) past the limiter's creation.
+    ///   more than [`MAX_SPAN`](crate::clock::MAX_SPAN) past the limiter's creation.
     ///
     /// # Examples
     ///
@@ -348,12 +348,15 @@ impl<C: Clock> RateLimiter<C> {
     ) -> Result<(Reservation, Headroom), AcquireError> {
         let now = self.clock.now();
         self.reserve_with_headroom_at(now, n, saturating_nanos(max_wait), |p| p.burst)
+            .map(|(reservation, headroom, _)| (reservation, headroom))
+            .map_err(|(error, _)| error)
     }
 
     /// [`reserve_n_with_headroom`](RateLimiter::reserve_n_with_headroom) at
     /// the clock reading `clock_now`, for a caller that may use
     /// `usable(params)` permits of the burst (the priority tiers): the
-    /// headroom is then what is left within that share.
+    /// headroom is then what is left within that share. Grant and refusal
+    /// both come with the quota they were decided under.
     #[inline(always)]
     pub(crate) fn reserve_with_headroom_at(
         &self,
@@ -361,24 +364,30 @@ impl<C: Clock> RateLimiter<C> {
         n: u32,
         max_wait: u64,
         usable: impl Fn(Params) -> u32,
-    ) -> Result<(Reservation, Headroom), AcquireError> {
+    ) -> Result<(Reservation, Headroom, Params), (AcquireError, Params)> {
         let (reservation, decided) =
             self.decide_at(Ask::Reserve, clock_now, n, max_wait, usable)?;
-        let headroom = match decided {
+        Ok(match decided {
             Some(d) => {
                 let (remaining, refill_in) =
                     gcra::headroom(d.tat, d.now, d.params, d.usable, self.epoch.limit());
-                Headroom {
+                let headroom = Headroom {
                     remaining,
                     refill_in: Duration::from_nanos(refill_in),
-                }
+                };
+                (reservation, headroom, d.params)
             }
-            None => Headroom {
-                remaining: 0,
-                refill_in: reservation.wait().saturating_add(self.quota().period()),
-            },
-        };
-        Ok((reservation, headroom))
+            None => {
+                let params = Params::from(self.quota());
+                let headroom = Headroom {
+                    remaining: 0,
+                    refill_in: reservation
+                        .wait()
+                        .saturating_add(Duration::from_nanos(params.t)),
+                };
+                (reservation, headroom, params)
+            }
+        })
     }
 
     /// The decision at the clock reading `clock_now`, shared by every
@@ -395,13 +404,15 @@ impl<C: Clock> RateLimiter<C> {
         max_wait: u64,
         usable: impl Fn(Params) -> u32,
     ) -> Result<Reservation, AcquireError> {
-        // Inlined: the unused `Decided` costs nothing.
+        // Inlined: the unused `Decided` and quota cost nothing.
         self.decide_at(ask, clock_now, n, max_wait, usable)
             .map(|(reservation, _)| reservation)
+            .map_err(|(error, _)| error)
     }
 
     /// [`reserve_at`](RateLimiter::reserve_at), with what the decision wrote
-    /// (`None` for a grant made of a refund, which writes no word).
+    /// (`None` for a grant made of a refund, which writes no word), and a
+    /// refusal with the quota that refused.
     #[inline]
     fn decide_at(
         &self,
@@ -410,7 +421,7 @@ impl<C: Clock> RateLimiter<C> {
         n: u32,
         max_wait: u64,
         usable: impl Fn(Params) -> u32,
-    ) -> Result<(Reservation, Option<Decided>), AcquireError> {
+    ) -> Result<(Reservation, Option<Decided>), (AcquireError, Params)> {
         let cancellable = ask == Ask::Reserve;
         let limit = self.epoch.limit();
         // Whether the clock was read again after a refusal on a stale reading.
@@ -506,10 +517,10 @@ impl<C: Clock> RateLimiter<C> {
                         &changes.pending,
                     ) {
                         Some(refund) => Ok((self.refunded(refund, now, made), None)),
-                        None => Err(AcquireError::RateLimited { wait }),
+                        None => Err((AcquireError::RateLimited { wait }, read.params)),
                     };
                 }
-                Err(((error, _), _)) => return Err(error),
+                Err(((error, read), _)) => return Err((error, read.params)),
             }
         }
     }
@@ -868,21 +879,12 @@ impl<C: Clock> RateLimiter<C> {
     }
 }
 
-/// Exact headroom, from the word the decision's CAS wrote.
-impl<C: Clock> Decider for RateLimiter<C> {
+/// Exact headroom, from the word the decision's CAS wrote; the policy is
+/// the quota that word names.
+impl<C: Clock> Decide for RateLimiter<C> {
     type Key = ();
     type Ticket = Reservation;
 
-    fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
-        RateLimiter::cancel(self, ticket)
-    }
-
-    fn policy(&self, _key: &()) -> Policy {
-        self.quota().into()
-    }
-}
-
-impl<C: Clock> Decide for RateLimiter<C> {
     #[inline]
     fn decide(
         &self,
@@ -890,18 +892,25 @@ impl<C: Clock> Decide for RateLimiter<C> {
         cost: u32,
         max_wait: Duration,
     ) -> Result<Grant<Reservation>, Denial> {
-        self.reserve_n_with_headroom(cost, max_wait)
-            .map(|(ticket, headroom)| Grant {
+        let now = self.clock.now();
+        match self.reserve_with_headroom_at(now, cost, saturating_nanos(max_wait), |p| p.burst) {
+            Ok((ticket, headroom, params)) => Ok(Grant {
                 wait: ticket.wait(),
                 ticket,
                 headroom,
-            })
-            .map_err(Denial::from)
+                policy: params.policy(),
+            }),
+            Err((error, params)) => Err(Denial::refused(error, params.policy())),
+        }
     }
 
-    /// [`ChargeAfter::charge_after`](crate::ChargeAfter::charge_after).
-    fn charge_after(&self, _key: &(), permits: u64, cap: Duration) -> crate::Debt {
-        crate::ChargeAfter::charge_after(self, permits, cap)
+    fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
+        RateLimiter::cancel(self, ticket)
+    }
+
+    /// [`ChargeAfter::charge_after`](crate::debt::ChargeAfter::charge_after).
+    fn charge_after(&self, _key: &(), permits: u64, cap: Duration) -> crate::debt::Debt {
+        crate::debt::ChargeAfter::charge_after(self, permits, cap)
     }
 }
 
@@ -1074,7 +1083,7 @@ impl<C: Clock> ChargeAfter for RateLimiter<C> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{ChargeAfter, Debt, ManualClock, Quota, RateLimiter};
+    /// use limiter_core::{debt::ChargeAfter, debt::Debt, ManualClock, Quota, RateLimiter};
     ///
     /// // 10 per second, burst 5: t = 100 ms.
     /// let limiter = RateLimiter::with_clock(Quota::per_second(10)?.with_burst(5)?, ManualClock::new());

@@ -34,7 +34,7 @@ use core::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
-use crate::decision::{Decide, Decider, Denial, Grant, Policy};
+use crate::decision::{Decide, Denial, Grant};
 use crate::error::AcquireError;
 use crate::limiter_trait::Limiter;
 use crate::reservation::Reservation;
@@ -299,24 +299,10 @@ impl<L: Limiter> Limiter for Metered<L> {
 /// [`Limiter`] calls are counted: a grant as allowed (and delayed, with its
 /// wait, when it waits), a denial as rejected, a cancel that gives permits
 /// back as cancelled. Headroom and policy are the inner limiter's.
-impl<L: Limiter + Decider> Decider for Metered<L> {
+impl<L: Limiter + Decide> Decide for Metered<L> {
     type Key = L::Key;
     type Ticket = L::Ticket;
 
-    fn cancel(&self, key: &L::Key, ticket: L::Ticket) -> bool {
-        let refunded = Decider::cancel(&self.inner, key, ticket);
-        if refunded {
-            self.counter().add(|s| &s.cancelled, 1);
-        }
-        refunded
-    }
-
-    fn policy(&self, key: &L::Key) -> Policy {
-        self.inner.policy(key)
-    }
-}
-
-impl<L: Limiter + Decide> Decide for Metered<L> {
     fn decide(
         &self,
         key: &L::Key,
@@ -341,7 +327,15 @@ impl<L: Limiter + Decide> Decide for Metered<L> {
         outcome
     }
 
-    fn charge_after(&self, key: &L::Key, permits: u64, cap: Duration) -> crate::Debt {
+    fn cancel(&self, key: &L::Key, ticket: L::Ticket) -> bool {
+        let refunded = Decide::cancel(&self.inner, key, ticket);
+        if refunded {
+            self.counter().add(|s| &s.cancelled, 1);
+        }
+        refunded
+    }
+
+    fn charge_after(&self, key: &L::Key, permits: u64, cap: Duration) -> crate::debt::Debt {
         self.inner.charge_after(key, permits, cap)
     }
 }

@@ -40,7 +40,7 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 use crate::clock::Clock;
-use crate::decision::{Decide, Decider, Denial, Grant, Policy};
+use crate::decision::{Decide, Denial, Grant};
 use crate::error::{AcquireError, QuotaError};
 use crate::gcra::Params;
 use crate::limiter::{Ask, RateLimiter};
@@ -531,31 +531,12 @@ impl<C: Clock> Limiter for PriorityClass<C> {
 
 /// Keyed by the class: exact headroom within the class's share of the
 /// burst, from the word the decision wrote; the policy of a class is its
-/// share of the burst at the quota's interval (of the whole quota for a
-/// class past the last, which every decision refuses as
-/// [`Denial::Unavailable`]).
-impl<C: Clock> Decider for PriorityLimiter<C> {
+/// share of the burst at the quota's interval. A class past the last is
+/// refused as [`Denial::Unavailable`].
+impl<C: Clock> Decide for PriorityLimiter<C> {
     type Key = usize;
     type Ticket = Reservation;
 
-    fn cancel(&self, _class: &usize, ticket: Reservation) -> bool {
-        PriorityLimiter::cancel(self, ticket)
-    }
-
-    fn policy(&self, class: &usize) -> Policy {
-        let quota = self.quota();
-        let burst = match self.share(*class, 0) {
-            Ok(share) => share.usable(quota.burst()),
-            Err(_) => quota.burst(),
-        };
-        Policy {
-            burst,
-            interval: quota.period(),
-        }
-    }
-}
-
-impl<C: Clock> Decide for PriorityLimiter<C> {
     fn decide(
         &self,
         class: &usize,
@@ -563,39 +544,48 @@ impl<C: Clock> Decide for PriorityLimiter<C> {
         max_wait: Duration,
     ) -> Result<Grant<Reservation>, Denial> {
         let class = *class;
-        let share = self.share(class, cost)?;
+        let share = match self.share(class, cost) {
+            Ok(share) => share,
+            Err(error) => return Err(Denial::Unavailable(alloc::boxed::Box::new(error))),
+        };
         let max_wait = if class == 0 {
             saturating_nanos(max_wait)
         } else {
             0
         };
         let now = self.limiter.clock().now();
-        let (ticket, headroom) =
-            self.limiter
-                .reserve_with_headroom_at(now, cost, max_wait, |p: Params| share.usable(p.burst))?;
-        Ok(Grant {
-            wait: ticket.wait(),
-            ticket,
-            headroom,
-        })
+        let usable = |p: Params| share.usable(p.burst);
+        let class_policy = |p: Params| {
+            Params {
+                t: p.t,
+                burst: usable(p),
+            }
+            .policy()
+        };
+        match self
+            .limiter
+            .reserve_with_headroom_at(now, cost, max_wait, usable)
+        {
+            Ok((ticket, headroom, params)) => Ok(Grant {
+                wait: ticket.wait(),
+                ticket,
+                headroom,
+                policy: class_policy(params),
+            }),
+            Err((error, params)) => Err(Denial::refused(error, class_policy(params))),
+        }
+    }
+
+    fn cancel(&self, _class: &usize, ticket: Reservation) -> bool {
+        PriorityLimiter::cancel(self, ticket)
     }
 }
 
 /// As [`PriorityLimiter`]'s `Decide` for this view's class.
-impl<C: Clock> Decider for PriorityClass<C> {
+impl<C: Clock> Decide for PriorityClass<C> {
     type Key = ();
     type Ticket = Reservation;
 
-    fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
-        PriorityLimiter::cancel(&self.limiter, ticket)
-    }
-
-    fn policy(&self, _key: &()) -> Policy {
-        Decider::policy(&*self.limiter, &self.class)
-    }
-}
-
-impl<C: Clock> Decide for PriorityClass<C> {
     fn decide(
         &self,
         _key: &(),
@@ -603,6 +593,10 @@ impl<C: Clock> Decide for PriorityClass<C> {
         max_wait: Duration,
     ) -> Result<Grant<Reservation>, Denial> {
         self.limiter.decide(&self.class, cost, max_wait)
+    }
+
+    fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
+        PriorityLimiter::cancel(&self.limiter, ticket)
     }
 }
 

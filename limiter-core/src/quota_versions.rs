@@ -15,7 +15,7 @@
 //! the quota it was made with, held inline and never rewritten; quota
 //! changes cycle through generations 1 to 15, whose entries live in a
 //! [`QuotaVersions`] table allocated by the first change. A
-//! [`SharedQuota`](crate::SharedQuota) keeps all 16 generations in its table.
+//! [`SharedQuota`](crate::cell::SharedQuota) keeps all 16 generations in its table.
 //!
 //! # Why the generation lives in the state word
 //!
@@ -122,7 +122,7 @@ pub(crate) fn generation(word: u64) -> usize {
     (word >> TAT_BITS) as usize
 }
 
-/// How many generations a [`SharedQuota`](crate::SharedQuota)'s changes
+/// How many generations a [`SharedQuota`](crate::cell::SharedQuota)'s changes
 /// cycle through before an entry is reused: all 16, except under loom,
 /// where a cycle of 2 lets a model reach entry reuse (and the ABA it could
 /// cause) with two quota changes.
@@ -131,7 +131,7 @@ pub(crate) const CYCLE: usize = GENERATIONS;
 #[cfg(loom)]
 pub(crate) const CYCLE: usize = 2;
 
-/// The generation after `generation` for a [`SharedQuota`](crate::SharedQuota),
+/// The generation after `generation` for a [`SharedQuota`](crate::cell::SharedQuota),
 /// wrapping after [`CYCLE`].
 #[inline]
 pub(crate) fn next_generation(generation: usize) -> usize {

@@ -85,7 +85,7 @@ impl Reservation {
 ///
 /// Returned beside the reservation by
 /// [`RateLimiter::reserve_n_with_headroom`](crate::RateLimiter::reserve_n_with_headroom)
-/// and [`GcraCell::headroom_of`](crate::GcraCell::headroom_of).
+/// and [`GcraCell::headroom_of`](crate::cell::GcraCell::headroom_of).
 ///
 /// # Examples
 ///

@@ -62,7 +62,7 @@ use core::time::Duration;
 use crossbeam_utils::CachePadded;
 
 use crate::clock::{Clock, Epoch};
-use crate::decision::{Decide, Decider, Denial, Grant, Policy};
+use crate::decision::{Decide, Denial, Grant, Policy};
 use crate::error::{AcquireError, QuotaError};
 use crate::identity::Owner;
 use crate::limiter_trait::Limiter;
@@ -591,35 +591,33 @@ impl<C: Clock> Limiter for SlidingWindow<C> {
 /// Exact headroom from the counts the decision wrote; grants only what
 /// conforms now, as [`Limiter::reserve_n`] does. The policy is `limit` per
 /// `window`: a burst of `limit`, one permit per `window / limit`.
-impl<C: Clock> Decider for SlidingWindow<C> {
+impl<C: Clock> Decide for SlidingWindow<C> {
     type Key = ();
     type Ticket = Reservation;
 
-    fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
-        Limiter::cancel(self, ticket)
-    }
-
-    fn policy(&self, _key: &()) -> Policy {
-        Policy {
-            burst: self.limit,
-            interval: Duration::from_nanos(self.window / u64::from(self.limit)),
-        }
-    }
-}
-
-impl<C: Clock> Decide for SlidingWindow<C> {
     fn decide(
         &self,
         _key: &(),
         cost: u32,
         _max_wait: Duration,
     ) -> Result<Grant<Reservation>, Denial> {
-        let (ticket, headroom) = self.acquire_with_headroom(self.clock.now(), cost)?;
-        Ok(Grant {
-            wait: Duration::ZERO,
-            ticket,
-            headroom,
-        })
+        let policy = Policy {
+            burst: self.limit,
+            interval: Duration::from_nanos(self.window / u64::from(self.limit)),
+        };
+        match self.acquire_with_headroom(self.clock.now(), cost) {
+            Ok((ticket, headroom)) => Ok(Grant {
+                wait: Duration::ZERO,
+                ticket,
+                headroom,
+                policy,
+            }),
+            Err(error) => Err(Denial::refused(error, policy)),
+        }
+    }
+
+    fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
+        Limiter::cancel(self, ticket)
     }
 }
 

@@ -172,7 +172,7 @@ impl<A: AtomicWord> AtomicState<A> {
 /// orderings: `load` for the first read, `success` and `failure` for the
 /// `compare_exchange_weak`. [`AtomicState::update`] runs it on a padded word
 /// with acquire/release orderings; a bare word that names no other data (a
-/// keyed limiter's [`GcraCell`](crate::GcraCell)) may use relaxed ones,
+/// keyed limiter's [`GcraCell`](crate::cell::GcraCell)) may use relaxed ones,
 /// since the CAS alone orders decisions on one word.
 #[inline]
 pub(crate) fn update_word<A: AtomicWord, T, E>(

@@ -59,7 +59,7 @@ use core::time::Duration;
 use crossbeam_utils::CachePadded;
 
 use crate::clock::{Clock, Epoch};
-use crate::decision::{Decide, Decider, Denial, Grant, Policy};
+use crate::decision::{Decide, Denial, Grant, Policy};
 use crate::error::{AcquireError, QuotaError};
 use crate::identity::Owner;
 use crate::limiter_trait::Limiter;
@@ -889,39 +889,37 @@ impl<C: Clock> Limiter for WarmUpLimiter<C> {
     }
 }
 
-/// Headroom from the word the decision wrote (see
-/// [`Decide`]). The policy is one request at a time at the stable
-/// interval: a request proceeds when the previous one's cost has passed.
-impl<C: Clock> Decider for WarmUpLimiter<C> {
+/// Headroom from the word the decision wrote. The policy is one request at
+/// a time at the stable interval: a request proceeds when the previous
+/// one's cost has passed.
+impl<C: Clock> Decide for WarmUpLimiter<C> {
     type Key = ();
     type Ticket = Reservation;
 
-    fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
-        WarmUpLimiter::cancel(self, ticket)
-    }
-
-    fn policy(&self, _key: &()) -> Policy {
-        Policy {
-            burst: 1,
-            // The stable interval is a whole number of ns (the quota's t).
-            interval: Duration::from_nanos(self.curve.stable as u64),
-        }
-    }
-}
-
-impl<C: Clock> Decide for WarmUpLimiter<C> {
     fn decide(
         &self,
         _key: &(),
         cost: u32,
         max_wait: Duration,
     ) -> Result<Grant<Reservation>, Denial> {
-        let (ticket, headroom) = self.reserve_with_headroom(cost, max_wait)?;
-        Ok(Grant {
-            wait: ticket.wait(),
-            ticket,
-            headroom,
-        })
+        let policy = Policy {
+            burst: 1,
+            // The stable interval is a whole number of ns (the quota's t).
+            interval: Duration::from_nanos(self.curve.stable as u64),
+        };
+        match self.reserve_with_headroom(cost, max_wait) {
+            Ok((ticket, headroom)) => Ok(Grant {
+                wait: ticket.wait(),
+                ticket,
+                headroom,
+                policy,
+            }),
+            Err(error) => Err(Denial::refused(error, policy)),
+        }
+    }
+
+    fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
+        WarmUpLimiter::cancel(self, ticket)
     }
 }
 

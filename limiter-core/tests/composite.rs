@@ -6,7 +6,9 @@
 
 use core::time::Duration;
 
-use limiter_core::{AcquireError, Limit, ManualClock, Quota, RateLimiter, reserve_all};
+use limiter_core::{
+    AcquireError, ManualClock, Quota, RateLimiter, composite::Limit, composite::reserve_all,
+};
 use proptest::prelude::*;
 
 /// (t in ns, burst) of the three limits.

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use limiter_core::{GcraCell, Headroom, ManualClock, Quota, RateLimiter};
+use limiter_core::{Headroom, ManualClock, Quota, RateLimiter, cell::GcraCell};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -102,8 +102,8 @@ mod through_decide {
     use std::time::Duration;
 
     use limiter_core::{
-        AdaptiveBuilder, Decide, EwmaAimd, Grant, ManualClock, Metered, PriorityLimiter, Quota,
-        RateLimiter, Reservation, SlidingWindow, WarmUpLimiter,
+        Decide, Grant, ManualClock, Metered, PriorityLimiter, Quota, RateLimiter, Reservation,
+        SlidingWindow, WarmUpLimiter, adaptive::AdaptiveBuilder, adaptive::EwmaAimd,
     };
     use proptest::prelude::*;
 
@@ -248,7 +248,7 @@ mod through_decide {
         })
         .unwrap();
         assert_eq!(
-            limiter_core::Decider::policy(&adaptive, &()),
+            adaptive.decide(&(), 0, Duration::ZERO).unwrap().policy,
             limiter_core::Policy::from(adaptive.limiter().quota())
         );
     }
@@ -265,14 +265,16 @@ mod through_decide {
             (g.headroom.remaining, g.headroom.refill_in),
             (1, Duration::from_nanos(100))
         );
+        // The policy is the part with the slower steady rate.
+        assert_eq!(g.policy.interval, Duration::from_nanos(100));
         both.decide(&(), 1, Duration::ZERO).unwrap();
         // The user's limit refuses: the global permit is given back.
-        assert!(both.decide(&(), 1, Duration::ZERO).is_err());
+        let denial = both.decide(&(), 1, Duration::ZERO).unwrap_err();
         assert_eq!(global.available(), 3);
-        // The policy is the part with the slower steady rate.
+        // A denial carries the policy of the part that refused.
         assert_eq!(
-            limiter_core::Decider::policy(&both, &()).interval,
-            Duration::from_nanos(100)
+            denial.policy(),
+            Some(limiter_core::Policy::from(quota(100, 2)))
         );
     }
 }

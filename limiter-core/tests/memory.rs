@@ -9,7 +9,8 @@ use core::mem::{align_of, size_of};
 use core::time::Duration;
 
 use limiter_core::{
-    CellQuota, CoarseClock, GcraCell, ManualClock, MonotonicClock, Quota, RateLimiter, TscClock,
+    ManualClock, MonotonicClock, Quota, RateLimiter, cell::CellQuota, cell::GcraCell,
+    clock::CoarseClock, clock::TscClock,
 };
 
 #[test]

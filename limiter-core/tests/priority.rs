@@ -251,7 +251,7 @@ fn available_is_exactly_what_a_class_can_take_near_the_span() {
     let at = |left: u64| {
         let clock = ManualClock::new();
         let p = PriorityLimiter::with_clock(quota, &[1.0, 0.5], clock.clone()).unwrap();
-        clock.set(limiter_core::MAX_SPAN - left);
+        clock.set(limiter_core::clock::MAX_SPAN - left);
         p
     };
     for left in [50, 150, 250, 1_000] {

@@ -453,7 +453,7 @@ fn blocking_takes_past_the_span_fail_instead_of_waiting_for_ever() {
     std::thread::spawn(move || {
         let clock = ManualClock::new();
         let l = RateLimiter::with_clock(Quota::per_second(10).unwrap(), clock.clone());
-        clock.set(limiter_core::MAX_SPAN + 1);
+        clock.set(limiter_core::clock::MAX_SPAN + 1);
         let outcomes = [
             l.take(),
             l.take_n(1),
@@ -469,7 +469,7 @@ fn blocking_takes_past_the_span_fail_instead_of_waiting_for_ever() {
         assert_eq!(
             outcome,
             Err(AcquireError::TimeOutOfRange {
-                now: limiter_core::MAX_SPAN + 1
+                now: limiter_core::clock::MAX_SPAN + 1
             })
         );
     }
@@ -481,7 +481,7 @@ fn available_is_exactly_what_a_try_can_take_near_the_span() {
     let at = |left: u64| {
         let clock = ManualClock::new();
         let l = RateLimiter::with_clock(q, clock.clone());
-        clock.set(limiter_core::MAX_SPAN - left);
+        clock.set(limiter_core::clock::MAX_SPAN - left);
         l
     };
     for left in [50, 99, 100, 150, 250, 299, 300, 1_000] {

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use limiter_core::{AcquireError, Limiter, MAX_SPAN, ManualClock, QuotaError, SlidingWindow};
+use limiter_core::{
+    AcquireError, Limiter, ManualClock, QuotaError, SlidingWindow, clock::MAX_SPAN,
+};
 
 const MS: Duration = Duration::from_millis(1);
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use std::sync::mpsc;
 
-use limiter_core::{AcquireError, MAX_SPAN, ManualClock, Quota, QuotaError, WarmUpLimiter};
+use limiter_core::{AcquireError, ManualClock, Quota, QuotaError, WarmUpLimiter, clock::MAX_SPAN};
 
 const MS: Duration = Duration::from_millis(1);
 

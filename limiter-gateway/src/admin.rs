@@ -121,7 +121,7 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Respons
 }
 
 /// The rule set in force as JSON.
-pub fn rules_json(rules: &RuleSet) -> String {
+pub(crate) fn rules_json(rules: &RuleSet) -> String {
     let snapshot = rules.snapshot();
     let mut out = format!(
         "{{\"generation\":{},\"file\":\"{}\",\"rules\":[",

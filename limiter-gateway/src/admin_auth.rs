@@ -157,7 +157,7 @@ impl AdminToken {
 
 /// Why a mutating admin call was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuthDenied {
+pub(crate) enum AuthDenied {
     /// No bearer token was presented: `401`, with [`CHALLENGE`].
     Missing,
     /// A token was presented and it is not the admin token: `403`.
@@ -166,7 +166,7 @@ pub enum AuthDenied {
 
 impl AuthDenied {
     /// The status to answer with.
-    pub fn status(self) -> StatusCode {
+    pub(crate) fn status(self) -> StatusCode {
         match self {
             AuthDenied::Missing => StatusCode::UNAUTHORIZED,
             AuthDenied::Wrong => StatusCode::FORBIDDEN,
@@ -174,7 +174,7 @@ impl AuthDenied {
     }
 
     /// The problem document's `detail`.
-    pub fn detail(self) -> &'static str {
+    pub(crate) fn detail(self) -> &'static str {
         match self {
             AuthDenied::Missing => {
                 "this admin call changes the gateway; send `Authorization: Bearer <token>` with the token from the admin token file"
@@ -184,13 +184,13 @@ impl AuthDenied {
     }
 
     /// The `WWW-Authenticate` header a `401` carries.
-    pub fn challenge(self) -> Option<HeaderValue> {
+    pub(crate) fn challenge(self) -> Option<HeaderValue> {
         (self == AuthDenied::Missing).then(|| HeaderValue::from_static(CHALLENGE))
     }
 
     /// The answer: the problem document (the workspace's one writer) with
     /// its status, and the challenge on a `401`.
-    pub fn into_response(self) -> Response<Full<Bytes>> {
+    pub(crate) fn into_response(self) -> Response<Full<Bytes>> {
         let mut response = Problem::new(self.status())
             .detail(self.detail())
             .into_response();
@@ -204,7 +204,7 @@ impl AuthDenied {
 }
 
 /// Whether `method` only reads.
-pub fn is_read_only(method: &Method) -> bool {
+pub(crate) fn is_read_only(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
@@ -237,7 +237,7 @@ pub fn is_read_only(method: &Method) -> bool {
 /// # std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn authorize(
+pub(crate) fn authorize(
     token: Option<&AdminToken>,
     method: &Method,
     headers: &HeaderMap,

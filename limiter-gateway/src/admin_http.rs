@@ -12,7 +12,7 @@ use limiter_tower::problem::Problem;
 
 /// The largest request body an admin call reads (a JSON quota, say):
 /// 64 KiB; a longer one is answered `413`.
-pub const MAX_ADMIN_BODY: usize = 64 * 1024;
+pub(crate) const MAX_ADMIN_BODY: usize = 64 * 1024;
 
 /// `s` escaped for the inside of a JSON string (the workspace's one
 /// escaper, `limiter_tower::problem::write_json_string`, without its quotes).

@@ -17,7 +17,7 @@ use crate::front::ClientError;
 
 /// The client's request body on its way to the upstream.
 #[derive(Debug)]
-pub struct ClientBody {
+pub(crate) struct ClientBody {
     inner: Incoming,
     fault: Arc<OnceLock<ClientError>>,
 }

@@ -37,18 +37,18 @@ use limiter_config::RuleSet;
 use limiter_tower::problem::write_json_string;
 
 /// The page, compiled in.
-pub const DASHBOARD_HTML: &str = include_str!("dashboard/index.html");
+pub(crate) const DASHBOARD_HTML: &str = include_str!("dashboard/index.html");
 
 /// Samples kept per rule: 300, five minutes at one per second.
-pub const HISTORY: usize = 300;
+pub(crate) const HISTORY: usize = 300;
 /// Rules the dashboard tracks.
-pub const MAX_RULES: usize = 1_024;
+pub(crate) const MAX_RULES: usize = 1_024;
 /// Top keys listed per rule.
-pub const TOP_LISTED: usize = 10;
+pub(crate) const TOP_LISTED: usize = 10;
 
 /// The four decision counters of one rule.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counts {
+pub(crate) struct Counts {
     /// `rate_limit_allowed`.
     pub allowed: u64,
     /// `rate_limit_delayed`.
@@ -61,7 +61,7 @@ pub struct Counts {
 
 /// What the dashboard shows of one rule besides its counters.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuleView {
+pub(crate) struct RuleView {
     /// The rule's name (the `limiter` label of its series).
     pub name: String,
     /// Its limit, as the rules file states it.
@@ -76,7 +76,7 @@ pub struct RuleView {
 /// The rules of `rules` in force, for [`Dashboard::snapshot_json`]: the
 /// keys a keyed rule holds now, and its top keys by refusals as the rules'
 /// limiting path recorded them (see `RuleSet::record_top_keys`).
-pub fn rule_views(rules: &RuleSet) -> Vec<RuleView> {
+pub(crate) fn rule_views(rules: &RuleSet) -> Vec<RuleView> {
     rules
         .snapshot()
         .rules()
@@ -95,7 +95,7 @@ pub fn rule_views(rules: &RuleSet) -> Vec<RuleView> {
 
 /// The totals per rule (`limiter` label) of the four decision counters in
 /// a Prometheus text (with or without the `_total` suffix).
-pub fn counts_from_prometheus(text: &str) -> BTreeMap<String, Counts> {
+pub(crate) fn counts_from_prometheus(text: &str) -> BTreeMap<String, Counts> {
     let mut out = BTreeMap::<String, Counts>::new();
     for line in text.lines() {
         if line.starts_with('#') {
@@ -154,18 +154,18 @@ struct Sample {
 /// The dashboard's state: the sample history and the top keys by
 /// rejections per rule.
 #[derive(Debug, Default)]
-pub struct Dashboard {
+pub(crate) struct Dashboard {
     history: Mutex<VecDeque<Sample>>,
 }
 
 impl Dashboard {
     /// An empty dashboard.
-    pub fn new() -> Dashboard {
+    pub(crate) fn new() -> Dashboard {
         Dashboard::default()
     }
 
     /// Takes a sample of the totals in `metrics` (a Prometheus text) now.
-    pub fn sample(&self, metrics: &str) {
+    pub(crate) fn sample(&self, metrics: &str) {
         let mut counts = counts_from_prometheus(metrics);
         while counts.len() > MAX_RULES {
             counts.pop_last();
@@ -181,7 +181,7 @@ impl Dashboard {
     }
 
     /// Samples `metrics()` every `every` until the task is aborted.
-    pub fn spawn_sampler(
+    pub(crate) fn spawn_sampler(
         self: Arc<Self>,
         every: Duration,
         metrics: impl Fn() -> String + Send + 'static,
@@ -198,7 +198,7 @@ impl Dashboard {
 
     /// The snapshot the page polls, as JSON: `rules` with their totals in
     /// `metrics` now, their samples and their top keys.
-    pub fn snapshot_json(&self, rules: &[RuleView], metrics: &str) -> String {
+    pub(crate) fn snapshot_json(&self, rules: &[RuleView], metrics: &str) -> String {
         let now = counts_from_prometheus(metrics);
         let history = self.history.lock().unwrap_or_else(PoisonError::into_inner);
         let mut out = format!(
@@ -245,7 +245,7 @@ impl Dashboard {
 
     /// Answers `GET /` (the page) and `GET /dashboard.json`; `None` for any
     /// other path.
-    pub fn answer(
+    pub(crate) fn answer(
         &self,
         path: &str,
         rules: &[RuleView],

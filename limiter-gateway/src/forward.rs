@@ -26,7 +26,7 @@ use http::{Uri, Version};
 
 /// The hop-by-hop headers every message loses (besides those named in
 /// `Connection`).
-pub const HOP_BY_HOP: [HeaderName; 7] = [
+pub(crate) const HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,
     HeaderName::from_static("proxy-connection"),
     HeaderName::from_static("keep-alive"),
@@ -38,7 +38,7 @@ pub const HOP_BY_HOP: [HeaderName; 7] = [
 
 /// Removes the hop-by-hop headers of `headers`, those named by its
 /// `Connection` headers first.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -83,7 +83,7 @@ fn version_token(version: Version) -> &'static str {
 
 /// Appends the forwarding headers for a request from `peer` that arrived
 /// over `proto` (`http` or `https`), and sets `Host` as the module doc says.
-pub fn add_forwarding(
+pub(crate) fn add_forwarding(
     headers: &mut HeaderMap,
     peer: IpAddr,
     version: Version,

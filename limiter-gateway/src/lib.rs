@@ -11,7 +11,7 @@
 //!    h2c with prior knowledge) holds each connection to its deadlines and
 //!    caps (module `conn`), inserts the socket peer as
 //!    [`PeerAddr`](limiter_tower::PeerAddr), checks the head (`Host`, field
-//!    sizes, module `front`) and normalises the path ([`normalize`]): every
+//!    sizes, module `front`) and normalises the path (module `paths`): every
 //!    later step sees the normal form.
 //! 2. [`RuleSet::layer`](limiter_config::RuleSet::layer) matches the
 //!    request to its rule (route or prefix, method), keys it, and rejects
@@ -81,27 +81,20 @@ mod upgrade;
 pub mod upstream;
 mod workers;
 
-pub use admin::{metrics_handle, rules_json};
+pub use admin::metrics_handle;
 pub use admin_auth::{
-    AdminToken, AdminTokenError, AuthDenied, CHALLENGE, MIN_TOKEN_LEN, PublicAdminWithoutToken,
-    authorize, check_admin_bind, is_read_only,
+    AdminToken, AdminTokenError, CHALLENGE, MIN_TOKEN_LEN, PublicAdminWithoutToken,
+    check_admin_bind,
 };
-pub use admin_http::MAX_ADMIN_BODY;
-pub use body::ClientBody;
 pub use config::{
     GatewayConfig, GatewayConfigError, LogConfig, Timeouts, Upstream, parse_addr,
     parse_upstream_url,
 };
 pub use conn::ConnectionLimits;
-pub use dashboard::{
-    Counts, DASHBOARD_HTML, Dashboard, HISTORY, MAX_RULES, RuleView, TOP_LISTED,
-    counts_from_prometheus, rule_views,
-};
-pub use forward::{HOP_BY_HOP, add_forwarding, strip_hop_by_hop};
 pub use logs::init_logging;
-pub use paths::{Normalized, PathError, PathMode, normalize};
+pub use paths::PathMode;
 pub use proxy::{Proxy, ProxyBody, problem};
-pub use reload::{LoadGateway, unrouted_rules, watch};
+pub use reload::{LoadGateway, watch};
 pub use response::ResponseBody;
 pub use server::{Drained, Gateway, Running};
 pub use tls::{ClientTls, TlsConfig};

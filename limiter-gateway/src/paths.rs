@@ -45,7 +45,7 @@ pub enum PathMode {
 
 /// A path that cannot be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PathError {
+pub(crate) enum PathError {
     /// A `%` not followed by two hex digits.
     BadEscape,
 }
@@ -62,7 +62,7 @@ impl std::error::Error for PathError {}
 
 /// The two normal forms of one path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Normalized<'a> {
+pub(crate) struct Normalized<'a> {
     /// What is forwarded to the upstream.
     pub forward: Cow<'a, str>,
     /// What the rules and the upstream routing match: `forward` without
@@ -180,7 +180,7 @@ fn resolve(path: &str, strip: bool) -> Cow<'_, str> {
 /// assert!(normalize("/a%zz").is_err());
 /// # Ok::<(), limiter_gateway::PathError>(())
 /// ```
-pub fn normalize(path: &str) -> Result<Normalized<'_>, PathError> {
+pub(crate) fn normalize(path: &str) -> Result<Normalized<'_>, PathError> {
     if !path.starts_with('/') {
         return Ok(Normalized {
             forward: Cow::Borrowed(path),

@@ -35,7 +35,7 @@ pub type LoadGateway = Box<dyn Fn() -> Result<GatewayConfig, String> + Send>;
 /// The rules that no request can ever reach through the gateway: a rule
 /// without `match` is only a named limiter (for code that calls it), so the
 /// gateway never applies it.
-pub fn unrouted_rules(rules: &RuleSet) -> Vec<String> {
+pub(crate) fn unrouted_rules(rules: &RuleSet) -> Vec<String> {
     rules
         .snapshot()
         .rules()

@@ -11,10 +11,11 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use limiter_core::{
-    AdaptiveBuilder, AdaptiveLimiter, AdaptivePolicy, EwmaAimd, ManualClock, PercentileWindow,
+    AdaptiveLimiter, ManualClock, adaptive::AdaptiveBuilder, adaptive::EwmaAimd,
+    adaptive::PercentileWindow, adaptive::RateController,
 };
 
-fn adaptive<P: AdaptivePolicy>(policy: P, clock: &ManualClock) -> AdaptiveLimiter<P, ManualClock> {
+fn adaptive<P: RateController>(policy: P, clock: &ManualClock) -> AdaptiveLimiter<P, ManualClock> {
     AdaptiveBuilder::with_clock(policy, clock.clone())
         .min_rate(100.0)
         .max_rate(1_000_000.0)

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Bencher, Criterion, Throughput, criterion_group, criterion_main};
 use dashmap::DashMap;
-use limiter_core::{GcraCell, ManualClock, Quota};
+use limiter_core::{ManualClock, Quota, cell::GcraCell};
 use limiter_keyed::KeyedLimiter;
 use scc::HashIndex;
 

@@ -8,7 +8,7 @@
 //!
 //! Run: `cargo run --release -p limiter-keyed --example memory_per_key [keyed|dashmap]`
 
-use limiter_core::{GcraCell, ManualClock, Quota};
+use limiter_core::{ManualClock, Quota, cell::GcraCell};
 use limiter_keyed::KeyedLimiter;
 
 const KEYS: u64 = 1_000_000;

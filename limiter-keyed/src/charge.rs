@@ -1,11 +1,11 @@
 //! [`ChargeKeyAfter`]: "admit now, charge the rest later" for one key of a
 //! [`KeyedLimiter`], as capped GCRA debt in the key's own quota (see
-//! `limiter_core::ChargeAfter` for the cap and the cost).
+//! `limiter_core::debt::ChargeAfter` for the cap and the cost).
 
 use core::hash::Hash;
 use core::time::Duration;
 
-use limiter_core::{AcquireError, Clock, Debt, charge_in_chunks};
+use limiter_core::{AcquireError, Clock, debt::Debt, debt::charge_in_chunks};
 
 use crate::error::KeyedError;
 use crate::limiter::KeyedLimiter;
@@ -20,7 +20,7 @@ pub trait ChargeKeyAfter<K> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{Debt, ManualClock, Quota};
+    /// use limiter_core::{debt::Debt, ManualClock, Quota};
     /// use limiter_keyed::{ChargeKeyAfter, KeyedLimiter};
     ///
     /// let limiter = KeyedLimiter::builder(Quota::per_second(100)?.with_burst(100)?)

@@ -1,19 +1,19 @@
 //! One key of a [`KeyedLimiter`] as a [`Limit`] of a composite decision
-//! (`limiter_core::try_acquire_all` / `reserve_all`): per user *and* per
+//! (`limiter_core::composite::try_acquire_all` / `reserve_all`): per user *and* per
 //! route *and* global, all or nothing.
 //!
 //! A [`KeyLimit`] borrows the limiter and holds the key; reserving and
 //! cancelling go through [`KeyedLimiter::reserve_n`] and
 //! [`KeyedLimiter::cancel`] on that key, so a refused composite gives the
 //! key's permits back exactly as `cancel` does (see
-//! `limiter_core::reserve_all` for the invariants). Its error type is
+//! `limiter_core::composite::reserve_all` for the invariants). Its error type is
 //! [`KeyedError`]; a plain `RateLimiter` joins the same list as a
 //! `Limit<KeyedError>` through `KeyedError: From<AcquireError>`.
 
 use core::hash::Hash;
 use core::time::Duration;
 
-use limiter_core::{Clock, Limit, Reservation};
+use limiter_core::{Clock, Reservation, composite::Limit};
 
 use crate::error::KeyedError;
 use crate::limiter::KeyedLimiter;
@@ -25,7 +25,7 @@ use crate::limiter::KeyedLimiter;
 ///
 /// ```
 /// use std::time::Duration;
-/// use limiter_core::{Limit, ManualClock, Quota, RateLimiter, try_acquire_all};
+/// use limiter_core::{composite::Limit, ManualClock, Quota, RateLimiter, composite::try_acquire_all};
 /// use limiter_keyed::{KeyedError, KeyedLimiter};
 ///
 /// let clock = ManualClock::new();
@@ -57,7 +57,7 @@ impl<K, C: Clock> KeyLimit<'_, K, C> {
 
 impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// `key`'s limit as a part of a composite decision
-    /// (`limiter_core::try_acquire_all`, `reserve_all`); see [`KeyLimit`].
+    /// (`limiter_core::composite::try_acquire_all`, `reserve_all`); see [`KeyLimit`].
     pub fn limit(&self, key: K) -> KeyLimit<'_, K, C> {
         KeyLimit { limiter: self, key }
     }

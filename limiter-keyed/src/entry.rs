@@ -4,7 +4,7 @@
 //! neither, so the dependency between the two goes one way (`eviction`
 //! extends `KeyedLimiter`; `limiter` names nothing of `eviction`).
 
-use limiter_core::{CellQuota, GcraCell};
+use limiter_core::{cell::CellQuota, cell::GcraCell};
 
 /// What a full limiter does with a new key when no key is idle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -11,7 +11,7 @@
 //! | to wait for a key's permit on tokio (feature `tokio`) | a `KeyedLimiter<K, TokioClock>` and its `take`, `take_timeout`, `take_until` (and `take_n*`) |
 //! | a slot to wait for yourself, or give back | [`reserve_n`](KeyedLimiter::reserve_n) and [`cancel`](KeyedLimiter::cancel) |
 //! | why a call was refused, and when to retry | [`KeyedError`] and [`retry_after`](KeyedError::retry_after) |
-//! | a key's limit together with others, all or nothing (per user *and* global) | [`KeyedLimiter::limit`] ([`KeyLimit`]) in `limiter_core::try_acquire_all` / `reserve_all` |
+//! | a key's limit together with others, all or nothing (per user *and* global) | [`KeyedLimiter::limit`] ([`KeyLimit`]) in `limiter_core::composite::try_acquire_all` / `reserve_all` |
 //! | one limit for everyone | not this crate: `limiter_core::RateLimiter` |
 //!
 //! ```
@@ -33,7 +33,7 @@
 //!
 //! # Guarantees
 //!
-//! Each key's state is a [`GcraCell`](limiter_core::GcraCell) (one
+//! Each key's state is a [`GcraCell`](limiter_core::cell::GcraCell) (one
 //! `AtomicU64` and the cell's identity) in an [`scc::HashIndex`](https://docs.rs/scc): the path for
 //! a key that exists takes no lock (an epoch-protected lookup that writes no
 //! shared word) and then the cell's CAS, and allocates nothing; a new key

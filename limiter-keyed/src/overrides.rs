@@ -17,7 +17,7 @@
 //!
 //! Under the key's bucket lock (`entry_sync`), the key's cell is retired
 //! and its fill level handed to a new cell under the new quota
-//! ([`GcraCell::retire_into`](limiter_core::GcraCell::retire_into), the
+//! ([`GcraCell::retire_into`](limiter_core::cell::GcraCell::retire_into), the
 //! rescale of `set_quota`), and the entry is replaced in place
 //! (`OccupiedEntry::update`): the key keeps its slot, and never leaves the
 //! map. A decision that read the old cell fails its CAS on `RETIRED`, tries
@@ -41,7 +41,7 @@ use core::fmt;
 use core::hash::Hash;
 use core::sync::atomic::Ordering;
 
-use limiter_core::{CellQuota, Clock, Quota};
+use limiter_core::{Clock, Quota, cell::CellQuota};
 use scc::hash_index::Entry as MapEntry;
 
 use crate::entry::Entry;

@@ -122,7 +122,7 @@ impl Penalty {
             return Err(PenaltyError::Within { within });
         }
         let block_ns = u64::try_from(block.as_nanos()).unwrap_or(u64::MAX);
-        if block_ns == 0 || block_ns > limiter_core::MAX_SPAN {
+        if block_ns == 0 || block_ns > limiter_core::clock::MAX_SPAN {
             return Err(PenaltyError::Block { block });
         }
         Ok(Penalty {
@@ -174,7 +174,9 @@ impl Penalty {
         };
         let count = count + 1;
         if count >= u64::from(self.after) {
-            let until = now.saturating_add(self.block).min(limiter_core::MAX_SPAN);
+            let until = now
+                .saturating_add(self.block)
+                .min(limiter_core::clock::MAX_SPAN);
             (
                 BLOCKED | until,
                 Strike::Penalized {

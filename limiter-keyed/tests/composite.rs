@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use limiter_core::{
-    AcquireError, Limit, ManualClock, Quota, RateLimiter, cancel_all, reserve_all, try_acquire_all,
+    AcquireError, ManualClock, Quota, RateLimiter, composite::Limit, composite::cancel_all,
+    composite::reserve_all, composite::try_acquire_all,
 };
 use limiter_keyed::{KeyedError, KeyedLimiter, WhenFull};
 

@@ -407,7 +407,7 @@ fn available_is_exactly_what_a_try_takes_near_the_span_limit() {
         WhenFull::RejectNewKeys,
     );
     assert_eq!(l.try_acquire(&1), Ok(()));
-    let now = limiter_core::MAX_SPAN - 50;
+    let now = limiter_core::clock::MAX_SPAN - 50;
     clock.set(now);
     for key in [1, 2] {
         assert_eq!(l.available(&key), 0, "key {key}");

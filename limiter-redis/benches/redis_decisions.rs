@@ -368,7 +368,7 @@ return allowed
 /// Kills `master` under load on one of its keys; prints what the promoted
 /// replica holds of what the old master acknowledged.
 async fn failover(cluster: &mut RedisCluster, master: &support::cluster::NodeInfo) {
-    use limiter_redis::{FailurePolicy, Source};
+    use limiter_redis::{Source, WhenDown};
     use support::cluster::{admin, keyslot};
     let replica = cluster.replica_of(&master.id);
     let tag = (0..10_000)
@@ -395,7 +395,7 @@ async fn failover(cluster: &mut RedisCluster, master: &support::cluster::NodeInf
             .key_prefix("failover")
             .call_timeout(Duration::from_secs(1))
             .retry_interval(Duration::from_millis(100))
-            .failure_policy(FailurePolicy::Local { share: 1.0 })
+            .failure_policy(WhenDown::Local { share: 1.0 })
             .deny_cache(false)
             .build()
             .unwrap();

@@ -39,15 +39,15 @@ pub enum Source {
     /// Only ever on a grant.
     Lease,
     /// Redis was unavailable and the policy is
-    /// [`FailurePolicy::Open`](crate::FailurePolicy::Open). Only ever on a
+    /// [`WhenDown::Open`](crate::WhenDown::Open). Only ever on a
     /// grant.
     FailOpen,
     /// Redis was unavailable and the policy is
-    /// [`FailurePolicy::Closed`](crate::FailurePolicy::Closed). Only ever on
+    /// [`WhenDown::Closed`](crate::WhenDown::Closed). Only ever on
     /// a denial.
     FailClosed,
     /// Redis was unavailable and the in-process fallback limiter decided
-    /// ([`FailurePolicy::Local`](crate::FailurePolicy::Local)).
+    /// ([`WhenDown::Local`](crate::WhenDown::Local)).
     Local,
     /// The per-instance cap of a [`TwoTierLimiter`](crate::TwoTierLimiter)
     /// denied, without calling Redis. Only ever on a denial.

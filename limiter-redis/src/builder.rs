@@ -5,14 +5,14 @@ use core::time::Duration;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use limiter_core::{Clock, MAX_SPAN, Quota};
+use limiter_core::{Clock, Quota, clock::MAX_SPAN};
 
 use crate::connection::RedisConnection;
 use crate::deny_cache::DenyCache;
 use crate::error::RedisLimitError;
 use crate::lease::Leases;
 use crate::limiter::{Inner, RedisLimiter};
-use crate::policy::{Breaker, FailurePolicy, LocalFallback};
+use crate::outage::{Breaker, LocalFallback, WhenDown};
 use crate::script::{Call, Lua};
 use crate::time::{LocalClock, ScriptQuota, TimeSource};
 
@@ -36,7 +36,7 @@ use crate::time::{LocalClock, ScriptQuota, TimeSource};
 /// ```
 /// use core::time::Duration;
 /// use limiter_core::Quota;
-/// use limiter_redis::{FailurePolicy, RedisLimiter};
+/// use limiter_redis::{WhenDown, RedisLimiter};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -46,7 +46,7 @@ use crate::time::{LocalClock, ScriptQuota, TimeSource};
 /// let limiter = RedisLimiter::builder(conn, Quota::per_second(100)?.with_burst(20)?)
 ///     .key_prefix("api")
 ///     .call_timeout(Duration::from_millis(50))
-///     .failure_policy(FailurePolicy::Local { share: 0.25 })
+///     .failure_policy(WhenDown::Local { share: 0.25 })
 ///     .lease(5, Duration::from_millis(50))
 ///     .build()?;
 /// # let _ = limiter;
@@ -62,7 +62,7 @@ pub struct RedisLimiterBuilder {
     time: TimeSource,
     call_timeout: Duration,
     retry_interval: Duration,
-    policy: FailurePolicy,
+    policy: WhenDown,
     deny_cache: bool,
     lease: Option<(u32, Duration)>,
     expiry_margin: Duration,
@@ -77,7 +77,7 @@ impl RedisLimiterBuilder {
             time: TimeSource::Redis,
             call_timeout: Duration::from_millis(100),
             retry_interval: Duration::from_secs(1),
-            policy: FailurePolicy::default(),
+            policy: WhenDown::default(),
             deny_cache: true,
             lease: None,
             expiry_margin: Duration::ZERO,
@@ -203,7 +203,7 @@ impl RedisLimiterBuilder {
     /// How long the circuit breaker stays open after a failure before one
     /// call probes Redis again (default 1 s). Meanwhile the failure policy
     /// answers, and [`RedisLimitError::CircuitOpen`] (under
-    /// [`FailurePolicy::Error`]) carries the time left.
+    /// [`WhenDown::Error`]) carries the time left.
     ///
     /// # Examples
     ///
@@ -229,14 +229,14 @@ impl RedisLimiterBuilder {
     }
 
     /// What to answer while Redis is unavailable (default
-    /// `Local { share: 1.0 }`); the table on [`FailurePolicy`] says which to
+    /// `Local { share: 1.0 }`); the table on [`WhenDown`] says which to
     /// pick. `share` must be in `(0, 1]`.
     ///
     /// # Examples
     ///
     /// ```
     /// use limiter_core::Quota;
-    /// use limiter_redis::{FailurePolicy, RedisLimitError, RedisLimiter};
+    /// use limiter_redis::{WhenDown, RedisLimitError, RedisLimiter};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -244,19 +244,19 @@ impl RedisLimiterBuilder {
     /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
     /// let quota = Quota::per_second(10)?;
     /// let strict = RedisLimiter::builder(conn.clone(), quota)
-    ///     .failure_policy(FailurePolicy::Closed)
+    ///     .failure_policy(WhenDown::Closed)
     ///     .build()?;
     /// # let _ = strict;
     /// assert!(matches!(
     ///     RedisLimiter::builder(conn, quota)
-    ///         .failure_policy(FailurePolicy::Local { share: 0.0 })
+    ///         .failure_policy(WhenDown::Local { share: 0.0 })
     ///         .build(),
     ///     Err(RedisLimitError::InvalidParameter { name: "share", .. })
     /// ));
     /// # Ok(())
     /// # }
     /// ```
-    pub fn failure_policy(mut self, policy: FailurePolicy) -> RedisLimiterBuilder {
+    pub fn failure_policy(mut self, policy: WhenDown) -> RedisLimiterBuilder {
         self.policy = policy;
         self
     }
@@ -386,7 +386,7 @@ impl RedisLimiterBuilder {
     /// it equals a fresh one). Only needed in client-clock mode when the
     /// client clock may run slower than Redis' (a test's manual clock):
     /// Redis expires keys on its own clock. At most
-    /// [`MAX_SPAN`](limiter_core::MAX_SPAN) (2^60 ns, about 36.5 years), so
+    /// [`MAX_SPAN`](limiter_core::clock::MAX_SPAN) (2^60 ns, about 36.5 years), so
     /// that the script's TTL stays an exact integer; a longer one is
     /// rejected by [`build`](Self::build).
     ///
@@ -474,7 +474,7 @@ impl RedisLimiterBuilder {
         };
         let clock = LocalClock::new(&self.time);
         let fallback = match self.policy {
-            FailurePolicy::Local { share } => {
+            WhenDown::Local { share } => {
                 Some(LocalFallback::new(self.quota, share, clock.clone())?)
             }
             _ => None,

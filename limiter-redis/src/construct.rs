@@ -20,7 +20,7 @@ use crate::limiter::{Inner, RedisLimiter};
 impl RedisLimiter {
     /// A limiter for `quota` on `conn` with the defaults: prefix `"limiter"`,
     /// Redis' `TIME`, a 100 ms call timeout, a 1 s breaker interval, the deny
-    /// cache on, no leases, and [`FailurePolicy::Local`](crate::FailurePolicy::Local) with `share = 1.0`.
+    /// cache on, no leases, and [`WhenDown::Local`](crate::WhenDown::Local) with `share = 1.0`.
     ///
     /// # Errors
     ///
@@ -94,14 +94,14 @@ impl RedisLimiter {
     ///
     /// ```
     /// use limiter_core::Quota;
-    /// use limiter_redis::{FailurePolicy, RedisLimiter};
+    /// use limiter_redis::{WhenDown, RedisLimiter};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let client = redis::Client::open("redis://127.0.0.1:6379/")?;
     /// # let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, Default::default())?;
     /// let limiter = RedisLimiter::builder_with_connection(conn, Quota::per_second(10)?)
-    ///     .failure_policy(FailurePolicy::Closed)
+    ///     .failure_policy(WhenDown::Closed)
     ///     .build()?;
     /// # let _ = limiter;
     /// # Ok(())
@@ -142,7 +142,7 @@ impl RedisLimiter {
     /// ```
     /// use core::time::Duration;
     /// use limiter_core::Quota;
-    /// use limiter_redis::{FailurePolicy, RedisLimiter};
+    /// use limiter_redis::{WhenDown, RedisLimiter};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -151,7 +151,7 @@ impl RedisLimiter {
     /// let limiter = RedisLimiter::builder(conn, Quota::per_second(100)?.with_burst(20)?)
     ///     .key_prefix("api")
     ///     .call_timeout(Duration::from_millis(50))
-    ///     .failure_policy(FailurePolicy::Local { share: 0.25 })
+    ///     .failure_policy(WhenDown::Local { share: 0.25 })
     ///     .build()?;
     /// assert_eq!(limiter.redis_key("user:42"), "{api:user:42}");
     /// # Ok(())

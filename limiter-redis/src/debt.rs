@@ -7,7 +7,7 @@
 //! The script moves the key's `tat` (integer µs) forward from
 //! `max(tat, now)` by `k · t`, `k` the most whole permits of the charge
 //! that keep `tat ≤ now + tau + t + max(cap − t, 0)`: exactly what
-//! limiter-core's [`ChargeAfter`](limiter_core::ChargeAfter) charges a
+//! limiter-core's [`ChargeAfter`](limiter_core::debt::ChargeAfter) charges a
 //! [`RateLimiter`](limiter_core::RateLimiter) in the same state (the
 //! tests compare them), in one atomic call instead of one reservation per
 //! burst. The cap is taken in whole µs, rounded down (never more debt).
@@ -20,7 +20,7 @@
 
 use core::time::Duration;
 
-use limiter_core::{Debt, Quota};
+use limiter_core::{Quota, debt::Debt};
 
 use crate::error::RedisLimitError;
 use crate::limiter::RedisLimiter;
@@ -46,7 +46,7 @@ impl RedisLimiter {
     ///
     /// ```no_run
     /// use core::time::Duration;
-    /// use limiter_core::{Debt, Quota};
+    /// use limiter_core::{debt::Debt, Quota};
     /// use limiter_redis::RedisLimiter;
     ///
     /// # async fn run(conn: redis::aio::ConnectionManager) -> Result<(), Box<dyn std::error::Error>> {

@@ -6,35 +6,38 @@
 //! # Cancel
 //!
 //! A Redis grant cannot be given back (the script has no refund, see
-//! `docs/distributed.md`): [`Decider::cancel`] returns `false`, and the
+//! `docs/distributed.md`): [`AsyncDecide::cancel`] returns `false`, and the
 //! ticket is `()`.
 //!
 //! # Failure
 //!
-//! The limiter's own [`FailurePolicy`](crate::FailurePolicy) answers first:
+//! The limiter's own [`WhenDown`](crate::WhenDown) answers first:
 //! `Local` and `Open` grant, `Closed` denies ([`Denial::RateLimited`] with
-//! the breaker's wait). Under `FailurePolicy::Error` an unavailability
+//! the breaker's wait). Under `WhenDown::Error` an unavailability
 //! (timeout, refused connection, open breaker) is [`Denial::Unavailable`].
 
 use core::time::Duration;
 
 use limiter_async::AsyncDecide;
-use limiter_core::{Debt, Decider, Denial, Grant, Headroom, Policy, Unavailable};
+use limiter_core::{Denial, Grant, Headroom, Policy, Unavailable, debt::Debt};
 
 use crate::admission::Admission;
 use crate::error::RedisLimitError;
 use crate::limiter::RedisLimiter;
 
-impl From<RedisLimitError> for Denial {
-    fn from(e: RedisLimitError) -> Denial {
-        match e {
-            RedisLimitError::RateLimited { retry_after, .. } => Denial::RateLimited { retry_after },
-            RedisLimitError::InsufficientCapacity { requested, burst } => Denial::OverBurst {
-                cost: requested,
-                burst,
-            },
-            other => Denial::Unavailable(Box::new(other)),
-        }
+/// The denial of `e` by a limit decided under `policy`.
+pub(crate) fn denial(e: RedisLimitError, policy: Policy) -> Denial {
+    match e {
+        RedisLimitError::RateLimited { retry_after, .. } => Denial::RateLimited {
+            retry_after,
+            policy,
+        },
+        RedisLimitError::InsufficientCapacity { requested, burst } => Denial::OverBurst {
+            cost: requested,
+            burst,
+            policy,
+        },
+        other => Denial::Unavailable(Box::new(other)),
     }
 }
 
@@ -61,13 +64,19 @@ impl RedisLimiter {
                 remaining: admission.remaining,
                 refill_in,
             },
+            policy: quota.into(),
         }
     }
 }
 
 /// Keys are the strings the limiter is asked about (it adds its prefix and
 /// hash tag); the policy is the limiter's quota.
-impl Decider for RedisLimiter {
+///
+/// # Cancel safety
+///
+/// As [`RedisLimiter::reserve_n`]: a future dropped during the call may or
+/// may not have consumed its slot on Redis.
+impl AsyncDecide for RedisLimiter {
     type Key = str;
     type Ticket = ();
 
@@ -75,16 +84,6 @@ impl Decider for RedisLimiter {
         false
     }
 
-    fn policy(&self, _key: &str) -> Policy {
-        self.quota().into()
-    }
-}
-
-/// # Cancel safety
-///
-/// As [`RedisLimiter::reserve_n`]: a future dropped during the call may or
-/// may not have consumed its slot on Redis.
-impl AsyncDecide for RedisLimiter {
     async fn decide_async(
         &self,
         key: &str,
@@ -93,7 +92,7 @@ impl AsyncDecide for RedisLimiter {
     ) -> Result<Grant<()>, Denial> {
         match self.reserve_n(key, cost, max_wait).await {
             Ok(admission) => Ok(self.grant(admission)),
-            Err(e) => Err(Denial::from(e)),
+            Err(e) => Err(denial(e, self.quota().into())),
         }
     }
 
@@ -117,6 +116,10 @@ mod tests {
 
     #[test]
     fn denials_keep_their_meaning() {
+        let policy = Policy {
+            burst: 2,
+            interval: Duration::from_millis(500),
+        };
         let limited = RedisLimitError::RateLimited {
             retry_after: Duration::from_millis(7),
             reset_after: Duration::ZERO,
@@ -124,7 +127,7 @@ mod tests {
             source: Source::Redis,
         };
         assert_eq!(
-            Denial::from(limited).retry_after(),
+            denial(limited, policy).retry_after(),
             Some(Duration::from_millis(7))
         );
         let over = RedisLimitError::InsufficientCapacity {
@@ -132,12 +135,12 @@ mod tests {
             burst: 2,
         };
         assert!(matches!(
-            Denial::from(over),
-            Denial::OverBurst { cost: 5, burst: 2 }
+            denial(over, policy),
+            Denial::OverBurst { cost: 5, burst: 2, policy: p } if p == policy
         ));
         let down = RedisLimitError::Timeout {
             after: Duration::from_millis(50),
         };
-        assert!(matches!(Denial::from(down), Denial::Unavailable(_)));
+        assert!(matches!(denial(down, policy), Denial::Unavailable(_)));
     }
 }

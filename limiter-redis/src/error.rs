@@ -6,7 +6,7 @@
 //! The other variants are requests that can never succeed as asked
 //! (`InsufficientCapacity`), limiters that cannot be built (`UnsupportedQuota`,
 //! `InvalidParameter`), and Redis failures that the
-//! [`FailurePolicy`](crate::FailurePolicy) chose to surface rather than answer.
+//! [`WhenDown`](crate::WhenDown) chose to surface rather than answer.
 //! [`RedisLimitError::retry_after`] says, without matching, whether and when
 //! waiting helps.
 
@@ -28,7 +28,7 @@ pub enum RedisLimitError {
     /// [`Source::DenyCache`] (a denial Redis gave earlier, replayed exactly),
     /// [`Source::Local`] (the per-key fallback while Redis is unavailable) or
     /// [`Source::FailClosed`] (Redis is unavailable and the policy is
-    /// [`FailurePolicy::Closed`](crate::FailurePolicy::Closed)).
+    /// [`WhenDown::Closed`](crate::WhenDown::Closed)).
     RateLimited {
         /// How long until the same request would conform: exact as of the
         /// decision for `Redis`, `DenyCache` and `Local` (a lower bound when
@@ -74,7 +74,7 @@ pub enum RedisLimitError {
     },
     /// The circuit breaker is open after a recent failure: Redis was not
     /// called (returned only under
-    /// [`FailurePolicy::Error`](crate::FailurePolicy::Error), and by
+    /// [`WhenDown::Error`](crate::WhenDown::Error), and by
     /// [`reset`](crate::RedisLimiter::reset)).
     CircuitOpen {
         /// How long until the breaker lets one call probe Redis again (see
@@ -106,7 +106,7 @@ pub enum RedisLimitError {
     /// [`RedisEndpoint`](crate::RedisEndpoint) and the user's ACL (it needs
     /// `EVALSHA`, `EVAL`, `SCRIPT LOAD`, and its keys). Counts as
     /// unavailable: the failure policy answers it unless it is
-    /// [`FailurePolicy::Error`](crate::FailurePolicy::Error).
+    /// [`WhenDown::Error`](crate::WhenDown::Error).
     Auth(redis::RedisError),
     /// The TLS handshake failed: the server's certificate is not signed by
     /// the CA trusted, does not name the host (see

@@ -13,10 +13,10 @@
 //! | several limits at once, all or nothing (per user *and* route *and* global) | [`RedisLimiter::try_acquire_all`] / [`RedisLimiter::reserve_all`]: one script call |
 //! | a Redis Cluster | [`RedisLimiter::with_connection`] with a `ClusterConnection` ([`RedisConnection`]) |
 //! | Redis Sentinel, TLS, an ACL user, or a connection from a URL | [`RedisEndpoint`] (`redis+sentinel://…`, `rediss://…`, [`RedisTls`]), then [`RedisLimiter::with_connection`] |
-//! | limits that hold roughly through a Redis outage | [`FailurePolicy::Local`] (the default), `share = 1/instances` |
-//! | availability over limits during an outage | [`FailurePolicy::Open`] |
-//! | limits over availability during an outage | [`FailurePolicy::Closed`] (denies with [`Source::FailClosed`]) |
-//! | your own outage handling | [`FailurePolicy::Error`] (the failure is returned) |
+//! | limits that hold roughly through a Redis outage | [`WhenDown::Local`] (the default), `share = 1/instances` |
+//! | availability over limits during an outage | [`WhenDown::Open`] |
+//! | limits over availability during an outage | [`WhenDown::Closed`] (denies with [`Source::FailClosed`]) |
+//! | your own outage handling | [`WhenDown::Error`] (the failure is returned) |
 //! | a quota whose period is not whole microseconds | [`quota_in_micros`] (rounds the period up) |
 //! | one process only | `limiter_core::RateLimiter` or `limiter_async::AsyncLimiter`: no Redis needed |
 //!
@@ -79,7 +79,7 @@ mod keys;
 mod lease;
 mod limiter;
 mod multi;
-mod policy;
+mod outage;
 mod script;
 mod sentinel;
 mod take;
@@ -94,7 +94,7 @@ pub use endpoint::RedisEndpoint;
 pub use error::EndpointError;
 pub use error::RedisLimitError;
 pub use limiter::RedisLimiter;
-pub use policy::FailurePolicy;
+pub use outage::WhenDown;
 pub use sentinel::SentinelConnection;
 pub use time::{SystemClock, TimeSource, quota_in_micros};
 pub use tls::RedisTls;

@@ -29,7 +29,7 @@ use crate::connection::RedisConnection;
 use crate::deny_cache::DenyCache;
 use crate::error::RedisLimitError;
 use crate::lease::Leases;
-use crate::policy::{Breaker, FailurePolicy, LocalFallback};
+use crate::outage::{Breaker, LocalFallback, WhenDown};
 use crate::script::{Call, Lua, Op, Reply};
 use crate::time::{LocalClock, ScriptQuota};
 
@@ -56,7 +56,7 @@ use crate::time::{LocalClock, ScriptQuota};
 /// ```no_run
 /// use core::time::Duration;
 /// use limiter_core::Quota;
-/// use limiter_redis::{FailurePolicy, RedisLimitError, RedisLimiter};
+/// use limiter_redis::{WhenDown, RedisLimitError, RedisLimiter};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let client = redis::Client::open("redis://127.0.0.1:6379/")?;
@@ -64,7 +64,7 @@ use crate::time::{LocalClock, ScriptQuota};
 /// let limiter = RedisLimiter::builder(conn, Quota::per_second(100)?.with_burst(20)?)
 ///     .key_prefix("api")
 ///     .call_timeout(Duration::from_millis(50))
-///     .failure_policy(FailurePolicy::Local { share: 0.25 })
+///     .failure_policy(WhenDown::Local { share: 0.25 })
 ///     .build()?;
 ///
 /// match limiter.try_acquire("user:42").await {
@@ -96,7 +96,7 @@ pub(crate) struct Inner {
     pub(crate) prefix: String,
     pub(crate) clock: LocalClock,
     pub(crate) call_timeout: Duration,
-    pub(crate) policy: FailurePolicy,
+    pub(crate) policy: WhenDown,
     pub(crate) breaker: Breaker,
     pub(crate) fallback: Option<LocalFallback>,
     pub(crate) deny_cache: Option<DenyCache>,
@@ -147,7 +147,7 @@ impl RedisLimiter {
     ///   call.
     /// * A Redis error that is not a failure to reach it (a bad reply, a
     ///   script error).
-    /// * Under [`FailurePolicy::Error`] only, the failure itself
+    /// * Under [`WhenDown::Error`] only, the failure itself
     ///   ([`RedisLimitError::Timeout`], [`RedisLimitError::CircuitOpen`],
     ///   [`RedisLimitError::Redis`]).
     ///
@@ -247,7 +247,7 @@ impl RedisLimiter {
         match self.call(key, Op::Peek, 1, now).await {
             Ok(reply) => answer(reply, 0),
             Err(e) if e.is_unavailable() => match (&inner.policy, &inner.fallback) {
-                (FailurePolicy::Local { .. }, Some(f)) => f.peek(key),
+                (WhenDown::Local { .. }, Some(f)) => f.peek(key),
                 _ => self.fail(key, 1, Duration::ZERO, e),
             },
             Err(e) => Err(e),
@@ -515,14 +515,14 @@ impl RedisLimiter {
     ) -> Result<Admission, RedisLimitError> {
         let inner = &self.inner;
         match (&inner.policy, &inner.fallback) {
-            (FailurePolicy::Open, _) => Ok(Admission::open()),
-            (FailurePolicy::Closed, _) => Err(RedisLimitError::RateLimited {
+            (WhenDown::Open, _) => Ok(Admission::open()),
+            (WhenDown::Closed, _) => Err(RedisLimitError::RateLimited {
                 retry_after: inner.breaker.remaining(inner.clock.now()),
                 reset_after: Duration::ZERO,
                 remaining: 0,
                 source: Source::FailClosed,
             }),
-            (FailurePolicy::Local { .. }, Some(f)) => f.reserve(key, n, max_wait),
+            (WhenDown::Local { .. }, Some(f)) => f.reserve(key, n, max_wait),
             _ => Err(error),
         }
     }

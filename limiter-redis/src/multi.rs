@@ -21,8 +21,8 @@
 //!   quota only (as limiters with different quotas use different prefixes).
 //! * The deny cache and leases are not used (they hold single-key answers);
 //!   the circuit breaker, the call timeout and the failure policy are. Under
-//!   [`FailurePolicy::Local`] the in-process fallback decides all the keys
-//!   together with `limiter_core::reserve_all`, all or nothing too.
+//!   [`WhenDown::Local`] the in-process fallback decides all the keys
+//!   together with `limiter_core::composite::reserve_all`, all or nothing too.
 
 use core::time::Duration;
 use std::collections::HashSet;
@@ -32,7 +32,7 @@ use limiter_core::Quota;
 use crate::admission::{Admission, Source};
 use crate::error::RedisLimitError;
 use crate::limiter::RedisLimiter;
-use crate::policy::FailurePolicy;
+use crate::outage::WhenDown;
 use crate::script::Call;
 use crate::time::ScriptQuota;
 
@@ -235,8 +235,8 @@ impl RedisLimiter {
     ) -> Result<Vec<Admission>, RedisLimitError> {
         let inner = &self.inner;
         match (&inner.policy, &inner.fallback) {
-            (FailurePolicy::Open, _) => Ok(vec![Admission::open(); limits.len()]),
-            (FailurePolicy::Local { .. }, Some(f)) => f.reserve_all(limits, max_wait),
+            (WhenDown::Open, _) => Ok(vec![Admission::open(); limits.len()]),
+            (WhenDown::Local { .. }, Some(f)) => f.reserve_all(limits, max_wait),
             _ => self.fail("", 0, max_wait, error).map(|_| Vec::new()),
         }
     }

@@ -34,8 +34,8 @@ impl RedisLimiter {
     ///
     /// [`RedisLimitError::RateLimited`] at once only when Redis is
     /// unavailable and the failure policy denies: under
-    /// [`FailurePolicy::Closed`](crate::FailurePolicy::Closed), or under
-    /// [`FailurePolicy::Local`](crate::FailurePolicy::Local) for a request
+    /// [`WhenDown::Closed`](crate::WhenDown::Closed), or under
+    /// [`WhenDown::Local`](crate::WhenDown::Local) for a request
     /// larger than the fallback's smaller burst. Otherwise as
     /// [`try_acquire_n`](RedisLimiter::try_acquire_n).
     ///

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use limiter_core::Quota;
-use limiter_redis::{FailurePolicy, RedisLimitError, RedisLimiter, Source};
+use limiter_redis::{RedisLimitError, RedisLimiter, Source, WhenDown};
 use support::cluster::{NodeInfo, RedisCluster, admin, keyslot};
 use support::denied;
 
@@ -37,7 +37,7 @@ async fn a_cluster_spreads_keys_follows_redirections_and_survives_a_failover() {
     let limiter = RedisLimiter::builder_with_connection(cluster.connection().await, hourly(3))
         .call_timeout(Duration::from_secs(1))
         .retry_interval(Duration::from_millis(100))
-        .failure_policy(FailurePolicy::Local { share: 0.5 })
+        .failure_policy(WhenDown::Local { share: 0.5 })
         .deny_cache(false)
         .build()
         .unwrap();

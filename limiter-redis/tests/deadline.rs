@@ -10,11 +10,11 @@ use limiter_test_support::redis as support;
 use std::time::Duration;
 
 use limiter_core::Quota;
-use limiter_redis::{FailurePolicy, RedisConnection, RedisLimitError, RedisLimiter, Source};
+use limiter_redis::{RedisConnection, RedisLimitError, RedisLimiter, Source, WhenDown};
 use support::{RedisServer, blackhole, lazy};
 use tokio::time::Instant;
 
-fn limiter(conn: RedisConnection, policy: FailurePolicy) -> RedisLimiter {
+fn limiter(conn: RedisConnection, policy: WhenDown) -> RedisLimiter {
     RedisLimiter::builder_with_connection(conn, Quota::per_second(10).unwrap())
         // Far longer than any deadline below: only the deadline can end
         // these calls early.
@@ -28,7 +28,7 @@ fn limiter(conn: RedisConnection, policy: FailurePolicy) -> RedisLimiter {
 async fn a_blackholed_call_ends_at_the_deadline_not_the_call_timeout() {
     let port = blackhole().await;
     let q = Quota::per_second(10).unwrap();
-    let open = limiter(lazy(port), FailurePolicy::Open);
+    let open = limiter(lazy(port), WhenDown::Open);
     let start = Instant::now();
     let deadline = start + Duration::from_millis(3);
     let granted = open
@@ -39,7 +39,7 @@ async fn a_blackholed_call_ends_at_the_deadline_not_the_call_timeout() {
     assert_eq!(granted[0].source, Source::FailOpen);
     assert_eq!((open.redis_calls(), open.redis_failures()), (1, 1));
 
-    let error = limiter(lazy(port), FailurePolicy::Error);
+    let error = limiter(lazy(port), WhenDown::Error);
     let start = Instant::now();
     let e = error
         .call_guarded(Some(start + Duration::from_millis(4)), async {
@@ -66,7 +66,7 @@ async fn a_blackholed_call_ends_at_the_deadline_not_the_call_timeout() {
 async fn a_deadline_already_past_makes_no_call_and_spares_the_breaker() {
     let port = blackhole().await;
     let q = Quota::per_second(10).unwrap();
-    let closed = limiter(lazy(port), FailurePolicy::Closed);
+    let closed = limiter(lazy(port), WhenDown::Closed);
     let past = Instant::now();
     tokio::time::advance(Duration::from_millis(1)).await;
     let start = Instant::now();
@@ -98,7 +98,7 @@ async fn a_deadline_already_past_makes_no_call_and_spares_the_breaker() {
 async fn a_guarded_command_runs_on_a_real_server() {
     let server = RedisServer::start();
     let manager = server.manager().await;
-    let limiter = limiter(manager.clone().into(), FailurePolicy::Error);
+    let limiter = limiter(manager.clone().into(), WhenDown::Error);
     for want in 1..=2_i64 {
         let mut c = manager.clone();
         let got: i64 = limiter

@@ -7,7 +7,7 @@ use limiter_test_support::redis as support;
 
 use std::time::Duration;
 
-use limiter_core::{ChargeAfter, Debt, ManualClock, Quota, RateLimiter};
+use limiter_core::{ManualClock, Quota, RateLimiter, debt::ChargeAfter, debt::Debt};
 use limiter_redis::{RedisLimitError, RedisLimiter};
 use support::{RedisServer, denied};
 

@@ -8,7 +8,7 @@ use limiter_test_support::redis as support;
 use std::time::Duration;
 
 use limiter_async::AsyncDecide;
-use limiter_core::{Decide, Decider, ManualClock, Quota, RateLimiter};
+use limiter_core::{Decide, ManualClock, Quota, RateLimiter};
 use limiter_redis::RedisLimiter;
 use support::RedisServer;
 
@@ -37,13 +37,17 @@ async fn headroom_and_denials_match_the_core() {
         let theirs = core.decide(&(), cost, max_wait);
         match (ours, theirs) {
             (Ok(a), Ok(b)) => {
-                assert_eq!((a.wait, a.headroom), (b.wait, b.headroom));
+                assert_eq!(
+                    (a.wait, a.headroom, a.policy),
+                    (b.wait, b.headroom, b.policy)
+                );
                 let () = a.ticket;
-                assert!(!Decider::cancel(&redis, "k", ()));
+                assert!(!AsyncDecide::cancel(&redis, "k", ()));
             }
-            (Err(a), Err(b)) => assert_eq!(a.retry_after(), b.retry_after()),
+            (Err(a), Err(b)) => {
+                assert_eq!((a.retry_after(), a.policy()), (b.retry_after(), b.policy()))
+            }
             (a, b) => panic!("redis {a:?}, core {b:?}"),
         }
     }
-    assert_eq!(redis.policy("k"), core.policy(&()));
 }

@@ -8,7 +8,7 @@ use limiter_test_support::redis as support;
 use std::time::Duration;
 
 use limiter_core::{ManualClock, Quota};
-use limiter_redis::{FailurePolicy, RedisLimitError, RedisLimiter, Source};
+use limiter_redis::{RedisLimitError, RedisLimiter, Source, WhenDown};
 use support::{RedisServer, denied};
 
 const RETRY: Duration = Duration::from_secs(60);
@@ -61,9 +61,9 @@ async fn retry_after_while_redis_is_down_names_the_next_probe_or_nothing() {
             .build()
             .unwrap()
     };
-    let error = build(server.manager().await, FailurePolicy::Error);
-    let closed = build(server.manager().await, FailurePolicy::Closed);
-    let local = build(server.manager().await, FailurePolicy::Local { share: 0.5 });
+    let error = build(server.manager().await, WhenDown::Error);
+    let closed = build(server.manager().await, WhenDown::Closed);
+    let local = build(server.manager().await, WhenDown::Local { share: 0.5 });
     for limiter in [&error, &closed, &local] {
         limiter.try_acquire("k").await.unwrap();
     }

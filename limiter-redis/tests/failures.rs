@@ -8,7 +8,7 @@ use limiter_test_support::redis as support;
 use std::time::Duration;
 
 use limiter_core::Quota;
-use limiter_redis::{FailurePolicy, RedisLimitError, RedisLimiter, Source};
+use limiter_redis::{RedisLimitError, RedisLimiter, Source, WhenDown};
 use support::{RedisServer, denied};
 
 /// The breaker interval and call timeout of these tests' limiters.
@@ -19,7 +19,7 @@ fn hourly(burst: u32) -> Quota {
     Quota::per_hour(1).unwrap().with_burst(burst).unwrap()
 }
 
-async fn limiter(server: &RedisServer, policy: FailurePolicy, retry: Duration) -> RedisLimiter {
+async fn limiter(server: &RedisServer, policy: WhenDown, retry: Duration) -> RedisLimiter {
     RedisLimiter::builder(server.manager().await, hourly(4))
         .call_timeout(CALL_TIMEOUT)
         .retry_interval(retry)
@@ -30,15 +30,15 @@ async fn limiter(server: &RedisServer, policy: FailurePolicy, retry: Duration) -
 
 /// Runs 20 tries on a dead (or paused) server and checks the policy's
 /// answers, with a breaker interval of [`RETRY`].
-async fn assert_policy_answers(limiter: &RedisLimiter, policy: FailurePolicy) {
+async fn assert_policy_answers(limiter: &RedisLimiter, policy: WhenDown) {
     let mut allowed = 0;
     for _ in 0..20 {
         match (policy, limiter.try_acquire("k").await) {
-            (FailurePolicy::Open, Ok(a)) => {
+            (WhenDown::Open, Ok(a)) => {
                 assert_eq!(a.source, Source::FailOpen);
                 allowed += 1;
             }
-            (FailurePolicy::Closed, result) => {
+            (WhenDown::Closed, result) => {
                 let d = denied(result);
                 assert_eq!(d.source, Source::FailClosed);
                 // The time to the next probe, as of the answer: at most one
@@ -48,18 +48,18 @@ async fn assert_policy_answers(limiter: &RedisLimiter, policy: FailurePolicy) {
                     "{d:?}"
                 );
             }
-            (FailurePolicy::Local { .. }, Ok(a)) => {
+            (WhenDown::Local { .. }, Ok(a)) => {
                 assert_eq!(a.source, Source::Local);
                 allowed += 1;
             }
-            (FailurePolicy::Local { .. }, result) => {
+            (WhenDown::Local { .. }, result) => {
                 let d = denied(result);
                 assert_eq!((d.source, d.remaining), (Source::Local, 0));
                 // Period 1 h / 0.5: the next local permit is up to 2 h away.
                 assert!(d.retry_after > Duration::ZERO, "{d:?}");
                 assert!(d.retry_after <= Duration::from_secs(7_200), "{d:?}");
             }
-            (FailurePolicy::Error, Err(e)) => {
+            (WhenDown::Error, Err(e)) => {
                 assert!(e.is_unavailable(), "{e}");
                 match e {
                     // Waiting for the probe is the only retry that can help.
@@ -77,9 +77,9 @@ async fn assert_policy_answers(limiter: &RedisLimiter, policy: FailurePolicy) {
         }
     }
     let expected = match policy {
-        FailurePolicy::Open => 20,
+        WhenDown::Open => 20,
         // share 0.5 of a burst of 4: the local limiter admits 2.
-        FailurePolicy::Local { .. } => 2,
+        WhenDown::Local { .. } => 2,
         _ => 0,
     };
     assert_eq!(allowed, expected, "{policy:?}");
@@ -87,11 +87,11 @@ async fn assert_policy_answers(limiter: &RedisLimiter, policy: FailurePolicy) {
     assert_eq!(limiter.redis_failures(), 1, "{policy:?}");
 }
 
-const POLICIES: [FailurePolicy; 4] = [
-    FailurePolicy::Open,
-    FailurePolicy::Closed,
-    FailurePolicy::Local { share: 0.5 },
-    FailurePolicy::Error,
+const POLICIES: [WhenDown; 4] = [
+    WhenDown::Open,
+    WhenDown::Closed,
+    WhenDown::Local { share: 0.5 },
+    WhenDown::Error,
 ];
 
 #[tokio::test]
@@ -116,9 +116,9 @@ async fn every_policy_answers_when_the_server_is_killed() {
         // the failure itself.
         let peeked = limiter.peek("k").await;
         match policy {
-            FailurePolicy::Open => assert_eq!(peeked.unwrap().source, Source::FailOpen),
-            FailurePolicy::Closed => assert_eq!(denied(peeked).source, Source::FailClosed),
-            FailurePolicy::Local { .. } => {
+            WhenDown::Open => assert_eq!(peeked.unwrap().source, Source::FailOpen),
+            WhenDown::Closed => assert_eq!(denied(peeked).source, Source::FailClosed),
+            WhenDown::Local { .. } => {
                 // Both local permits were spent above, but `reset` forgot
                 // the local state even though its DEL failed.
                 let a = peeked.unwrap();
@@ -162,7 +162,7 @@ async fn decisions_come_from_redis_again_after_a_restart() {
     let mut server = RedisServer::start();
     let limiter = limiter(
         &server,
-        FailurePolicy::Local { share: 1.0 },
+        WhenDown::Local { share: 1.0 },
         Duration::from_millis(50),
     )
     .await;

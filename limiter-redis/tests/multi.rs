@@ -8,7 +8,7 @@ use limiter_test_support::redis as support;
 use std::time::Duration;
 
 use limiter_core::{ManualClock, Quota};
-use limiter_redis::{Admission, FailurePolicy, RedisLimitError, RedisLimiter, Source};
+use limiter_redis::{Admission, RedisLimitError, RedisLimiter, Source, WhenDown};
 use proptest::prelude::*;
 use support::{RedisServer, denied};
 
@@ -249,10 +249,10 @@ async fn every_failure_policy_answers_a_multi_key_decision() {
     let (a, b) = (quota(3_600_000, 4), quota(3_600_000, 2));
     let limits = [("a", a, 1), ("b", b, 1)];
     for policy in [
-        FailurePolicy::Open,
-        FailurePolicy::Closed,
-        FailurePolicy::Local { share: 0.5 },
-        FailurePolicy::Error,
+        WhenDown::Open,
+        WhenDown::Closed,
+        WhenDown::Local { share: 0.5 },
+        WhenDown::Error,
     ] {
         let mut server = RedisServer::start();
         let limiter = RedisLimiter::builder(server.manager().await, a)
@@ -266,16 +266,16 @@ async fn every_failure_policy_answers_a_multi_key_decision() {
         let mut admitted = 0;
         for _ in 0..3 {
             match (policy, limiter.try_acquire_all(&limits).await) {
-                (FailurePolicy::Open, Ok(all)) => {
+                (WhenDown::Open, Ok(all)) => {
                     assert!(all.len() == 2 && all.iter().all(|x| x.source == Source::FailOpen));
                     admitted += 1;
                 }
-                (FailurePolicy::Closed, r) => assert_eq!(denied(r).source, Source::FailClosed),
-                (FailurePolicy::Local { .. }, Ok(all)) => {
+                (WhenDown::Closed, r) => assert_eq!(denied(r).source, Source::FailClosed),
+                (WhenDown::Local { .. }, Ok(all)) => {
                     assert!(all.iter().all(|x| x.source == Source::Local));
                     admitted += 1;
                 }
-                (FailurePolicy::Local { .. }, r) => {
+                (WhenDown::Local { .. }, r) => {
                     let d = denied(r);
                     // b's local limiter (burst ⌊2 · 0.5⌋ = 1) refused: its
                     // next permit is 2 h away at half the rate (less the
@@ -287,14 +287,14 @@ async fn every_failure_policy_answers_a_multi_key_decision() {
                             && d.retry_after > two_hours - Duration::from_secs(60)
                     );
                 }
-                (FailurePolicy::Error, Err(e)) => assert!(e.is_unavailable(), "{e}"),
+                (WhenDown::Error, Err(e)) => assert!(e.is_unavailable(), "{e}"),
                 (policy, other) => panic!("{policy:?}: {other:?}"),
             }
         }
         let expected = match policy {
-            FailurePolicy::Open => 3,
+            WhenDown::Open => 3,
             // Local: a at burst 2, b at burst 1: one decision, all or nothing.
-            FailurePolicy::Local { .. } => 1,
+            WhenDown::Local { .. } => 1,
             _ => 0,
         };
         assert_eq!(admitted, expected, "{policy:?}");

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use limiter_core::{MAX_SPAN, ManualClock, Quota};
-use limiter_redis::{FailurePolicy, RedisLimitError, RedisLimiter, Source};
+use limiter_core::{ManualClock, Quota, clock::MAX_SPAN};
+use limiter_redis::{RedisLimitError, RedisLimiter, Source, WhenDown};
 use support::{RedisServer, denied};
 
 fn hourly(burst: u32) -> Quota {
@@ -72,7 +72,7 @@ async fn fail_closed_retry_after_counts_from_the_failure() {
         .expiry_margin(Duration::from_secs(3600))
         .call_timeout(Duration::from_millis(500))
         .retry_interval(RETRY)
-        .failure_policy(FailurePolicy::Closed)
+        .failure_policy(WhenDown::Closed)
         .build()
         .unwrap();
     limiter.try_acquire("k").await.unwrap();

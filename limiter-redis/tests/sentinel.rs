@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use limiter_core::Quota;
-use limiter_redis::{FailurePolicy, RedisEndpoint, RedisLimitError, RedisLimiter, Source};
+use limiter_redis::{RedisEndpoint, RedisLimitError, RedisLimiter, Source, WhenDown};
 use support::sentinel::{MASTER, RedisSentinels};
 
 /// One answer of the run: when, and granted by which path (`None`: denied).
@@ -42,7 +42,7 @@ async fn failover_mid_run_keeps_deciding_within_the_bound() {
     let quota = Quota::per_second(20).unwrap().with_burst(5).unwrap();
     let limiter = RedisLimiter::builder_with_connection(conn, quota)
         .key_prefix("sentinel")
-        .failure_policy(FailurePolicy::Closed)
+        .failure_policy(WhenDown::Closed)
         .call_timeout(Duration::from_secs(1))
         .retry_interval(Duration::from_millis(100))
         .build()

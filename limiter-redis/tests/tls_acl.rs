@@ -13,9 +13,7 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use limiter_core::Quota;
-use limiter_redis::{
-    FailurePolicy, RedisEndpoint, RedisLimitError, RedisLimiter, RedisTls, Source,
-};
+use limiter_redis::{RedisEndpoint, RedisLimitError, RedisLimiter, RedisTls, Source, WhenDown};
 use support::{RedisServer, denied, free_port};
 use tls_support::TestPki;
 
@@ -23,7 +21,7 @@ use tls_support::TestPki;
 fn limiter(endpoint: &RedisEndpoint) -> RedisLimiter {
     let conn = endpoint.connect_lazy().expect("a lazy connection");
     RedisLimiter::builder_with_connection(conn, Quota::per_hour(1).unwrap().with_burst(3).unwrap())
-        .failure_policy(FailurePolicy::Error)
+        .failure_policy(WhenDown::Error)
         .call_timeout(Duration::from_secs(5))
         .build()
         .unwrap()
@@ -171,7 +169,7 @@ async fn an_acl_user_with_its_password() {
             .unwrap(),
         Quota::per_hour(1).unwrap(),
     )
-    .failure_policy(FailurePolicy::Closed)
+    .failure_policy(WhenDown::Closed)
     .build()
     .unwrap();
     assert_eq!(

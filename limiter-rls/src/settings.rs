@@ -13,7 +13,7 @@ pub use xds_env::ConfigSource;
 use core::time::Duration;
 use std::path::PathBuf;
 
-use limiter_redis::FailurePolicy;
+use limiter_redis::WhenDown;
 
 use crate::backend::{Algorithm, AnyBackend, BackendError, memory, redis};
 
@@ -58,7 +58,7 @@ pub struct Settings {
     /// each.
     pub redis_timeout: Duration,
     /// `RLS_REDIS_FAILURE_POLICY`: open (default), closed, local, error.
-    pub failure_policy: FailurePolicy,
+    pub failure_policy: WhenDown,
     /// `RLS_MAX_KEYS` (default 1,000,000 per limit in memory).
     pub max_keys: usize,
     /// `SHADOW_MODE`, `QUOTA_MODE`, `RESPONSE_DYNAMIC_METADATA`,
@@ -259,10 +259,10 @@ impl Settings {
             .to_ascii_lowercase()
             .as_str()
         {
-            "open" => FailurePolicy::Open,
-            "closed" => FailurePolicy::Closed,
-            "local" => FailurePolicy::Local { share: 1.0 },
-            "error" => FailurePolicy::Error,
+            "open" => WhenDown::Open,
+            "closed" => WhenDown::Closed,
+            "local" => WhenDown::Local { share: 1.0 },
+            "error" => WhenDown::Error,
             other => {
                 return Err(SettingError {
                     name: "RLS_REDIS_FAILURE_POLICY",
@@ -375,7 +375,7 @@ mod tests {
         // Each call and the whole request: one deadline, 10 ms.
         assert_eq!(s.redis_timeout, Duration::from_millis(10));
         assert_eq!(s.options.store_budget, Duration::from_millis(10));
-        assert_eq!(s.failure_policy, FailurePolicy::Open);
+        assert_eq!(s.failure_policy, WhenDown::Open);
         assert_eq!(s.drain_delay, Duration::ZERO);
         let s = settings(&[("REDIS_TIMEOUT", "5ms"), ("RLS_DRAIN_DELAY", "2s")]).unwrap();
         assert_eq!(s.options.store_budget, Duration::from_millis(5));

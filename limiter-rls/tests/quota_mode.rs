@@ -20,7 +20,7 @@ use limiter_test_support::redis as redis_support;
 use std::time::Duration;
 
 use limiter_core::ManualClock;
-use limiter_redis::FailurePolicy;
+use limiter_redis::WhenDown;
 use limiter_rls::backend::memory::{MemoryFixed, MemoryGcra};
 use limiter_rls::backend::redis::{RedisFixed, RedisGcra};
 use limiter_rls::backend::{AnyBackend, Backend};
@@ -219,7 +219,7 @@ async fn quota_mode_on_redis_gcra() {
             server.manager().await.into(),
             prefix,
             Duration::from_secs(2),
-            FailurePolicy::Error,
+            WhenDown::Error,
             clock.clone(),
         )
         .unwrap();
@@ -242,7 +242,7 @@ async fn quota_mode_on_redis_fixed_windows() {
             server.manager().await.into(),
             prefix,
             Duration::from_secs(2),
-            FailurePolicy::Error,
+            WhenDown::Error,
             1_000,
         )
         .unwrap();
@@ -314,7 +314,7 @@ async fn a_zero_limit_never_resets_in_zero() {
         server.manager().await.into(),
         "zero",
         Duration::from_secs(2),
-        FailurePolicy::Error,
+        WhenDown::Error,
         clock.clone(),
     )
     .unwrap();
@@ -323,7 +323,7 @@ async fn a_zero_limit_never_resets_in_zero() {
         server.manager().await.into(),
         "zero_",
         Duration::from_secs(2),
-        FailurePolicy::Error,
+        WhenDown::Error,
         1_000,
     )
     .unwrap();

@@ -11,7 +11,7 @@ use limiter_test_support::redis as redis_support;
 
 use std::time::Duration;
 
-use limiter_redis::FailurePolicy;
+use limiter_redis::WhenDown;
 use limiter_rls::backend::AnyBackend;
 use limiter_rls::backend::redis::{RedisFixed, RedisGcra};
 use limiter_rls::proto::{Code, Entry, RateLimitDescriptor, RateLimitRequest, UInt64Value};
@@ -31,7 +31,7 @@ descriptors:
 fn service(
     port: u16,
     fixed: bool,
-    policy: FailurePolicy,
+    policy: WhenDown,
     call_timeout: Duration,
 ) -> RateLimiter<AnyBackend> {
     let conn = lazy(port);
@@ -85,13 +85,13 @@ async fn each_policy_within_the_budget(port: u16, what: &str) {
     for fixed in [false, true] {
         for (policy, single, check_only, third) in [
             (
-                FailurePolicy::Open,
+                WhenDown::Open,
                 Some(Code::Ok),
                 Some(Code::Ok),
                 Some(Code::Ok),
             ),
             (
-                FailurePolicy::Closed,
+                WhenDown::Closed,
                 Some(Code::OverLimit),
                 Some(Code::OverLimit),
                 Some(Code::OverLimit),
@@ -99,12 +99,12 @@ async fn each_policy_within_the_budget(port: u16, what: &str) {
             // In process: 2 a minute, the third refused (a refusal read
             // back: several calls, all past the breaker or the deadline).
             (
-                FailurePolicy::Local { share: 1.0 },
+                WhenDown::Local { share: 1.0 },
                 Some(Code::Ok),
                 Some(Code::Ok),
                 Some(Code::OverLimit),
             ),
-            (FailurePolicy::Error, None, None, None),
+            (WhenDown::Error, None, None, None),
         ] {
             let s = service(port, fixed, policy, BUDGET);
             let case = format!("{what} fixed={fixed} {policy:?}");
@@ -147,7 +147,7 @@ async fn a_blackholed_redis_is_answered_within_the_budget_under_each_policy() {
 async fn the_request_deadline_cuts_a_longer_call_timeout() {
     let port = blackhole().await;
     for fixed in [false, true] {
-        let s = service(port, fixed, FailurePolicy::Open, Duration::from_secs(1));
+        let s = service(port, fixed, WhenDown::Open, Duration::from_secs(1));
         let (code, took) = ask(&s, vec![user("x", Some(0)), user("y", None)]).await;
         assert_eq!(code, Some(Code::Ok));
         assert_eq!(took, BUDGET, "fixed={fixed}");

@@ -8,7 +8,7 @@ use limiter_test_support::redis as redis_support;
 use std::time::Duration;
 
 use limiter_core::ManualClock;
-use limiter_redis::FailurePolicy;
+use limiter_redis::WhenDown;
 use limiter_rls::backend::AnyBackend;
 use limiter_rls::backend::redis::RedisGcra;
 use limiter_rls::proto::{
@@ -68,7 +68,7 @@ async fn the_reset_is_the_exact_time_until_the_bucket_is_full() {
         server.manager().await.into(),
         "reset",
         Duration::from_secs(2),
-        FailurePolicy::Error,
+        WhenDown::Error,
         clock.clone(),
     )
     .unwrap();

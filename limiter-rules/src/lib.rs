@@ -86,9 +86,9 @@ pub use limiter_concurrency::{Bounds, QueueOrder};
 pub use route_table::RouteTable;
 pub use routes::Matcher;
 pub use schema::{
-    BackendSpec, CostSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, HeaderSpec,
-    KeyOverride, KeyPart, KeySpec, MAX_OVERRIDES, MAX_PENALTY_AFTER, MatchSpec, Mode, PathMatch,
-    PenaltySpec, RedisSpec, RedisTlsSpec, RuleSpec, Shape,
+    BackendSpec, CostSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, HeaderSpec, KeyOverride, KeyPart,
+    KeySpec, MAX_OVERRIDES, MAX_PENALTY_AFTER, MatchSpec, Mode, PathMatch, PenaltySpec, RedisSpec,
+    RedisTlsSpec, RuleSpec, Shape, WhenRedisDown,
 };
 pub use source::{Format, Node, Pos, SyntaxError, Value, parse as parse_tree};
 pub use units::{Rate, parse_duration};

@@ -101,8 +101,8 @@ pub struct CostSpec {
     pub response_header: Option<HeaderName>,
     /// The cap on that debt: right after a charge the key's next permit is
     /// at most `max(max_debt, t)` away. From the rule's `t` to
-    /// [`MAX_DEBT_LIMIT`](limiter_core::MAX_DEBT_LIMIT) (one day);
-    /// default [`DEFAULT_MAX_DEBT`](limiter_core::DEFAULT_MAX_DEBT) (one
+    /// [`MAX_DEBT_LIMIT`](limiter_core::debt::MAX_DEBT_LIMIT) (one day);
+    /// default [`DEFAULT_MAX_DEBT`](limiter_core::debt::DEFAULT_MAX_DEBT) (one
     /// minute).
     pub max_debt: Duration,
 }
@@ -112,7 +112,7 @@ impl Default for CostSpec {
         CostSpec {
             request: 1,
             response_header: None,
-            max_debt: limiter_core::DEFAULT_MAX_DEBT,
+            max_debt: limiter_core::debt::DEFAULT_MAX_DEBT,
         }
     }
 }
@@ -265,7 +265,7 @@ pub struct RedisSpec {
     /// The prefix of the rule's Redis keys (default `limiter:RULE`).
     pub key_prefix: String,
     /// What to answer while Redis is unavailable.
-    pub failure_policy: FailurePolicy,
+    pub failure_policy: WhenRedisDown,
     /// The timeout of one Redis call.
     pub timeout: Duration,
     /// TLS settings (only with a TLS URL: `rediss://`, `rediss+sentinel://`).
@@ -316,7 +316,7 @@ pub enum Mode {
 
 /// What a Redis rule answers while Redis is unavailable.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum FailurePolicy {
+pub enum WhenRedisDown {
     /// Admit every request.
     Open,
     /// Refuse every request.
@@ -331,8 +331,8 @@ pub enum FailurePolicy {
     Error,
 }
 
-impl Default for FailurePolicy {
-    fn default() -> FailurePolicy {
-        FailurePolicy::Local { share: 1.0 }
+impl Default for WhenRedisDown {
+    fn default() -> WhenRedisDown {
+        WhenRedisDown::Local { share: 1.0 }
     }
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 use http::Method;
 use limiter_core::{Quota, QuotaError};
 use limiter_rules::{
-    AdaptivePolicySpec, Algorithm, BackendSpec, FailurePolicy, Format, HeaderSpec, KeyPart, Mode,
-    PathMatch, Pos, Problem, Rate, RuleSpec, check_file, check_str,
+    AdaptivePolicySpec, Algorithm, BackendSpec, Format, HeaderSpec, KeyPart, Mode, PathMatch, Pos,
+    Problem, Rate, RuleSpec, WhenRedisDown, check_file, check_str,
 };
 
 /// The path of a file under tests/files.
@@ -186,7 +186,7 @@ fn every_field_beyond_the_seed() {
     };
     assert_eq!(r.url, "redis://127.0.0.1:6390/");
     assert_eq!(r.key_prefix, "edge");
-    assert_eq!(r.failure_policy, FailurePolicy::Closed);
+    assert_eq!(r.failure_policy, WhenRedisDown::Closed);
     assert_eq!(r.timeout, Duration::from_millis(50));
     assert_eq!(shared.headers, HeaderSpec::None);
 }

@@ -9,15 +9,16 @@
 //!
 //! A decision is either a [`Grant`] (the permits are claimed, possibly for a
 //! slot `wait` from now, and can be given back with
-//! [`Decider::cancel`](limiter_core::Decider::cancel)) or a [`Denial`] that
+//! [`AsyncDecide::cancel`]) or a [`Denial`] that
 //! consumed nothing. The grant carries the [`Headroom`](limiter_core::Headroom)
-//! its decision left, computed from the state that decision wrote, so the
-//! `RateLimit` header describes that decision rather than a second look
-//! that a concurrent request could already have moved. The layer writes:
+//! its decision left, computed from the state that decision wrote, and the
+//! [`Policy`](limiter_core::Policy) it was decided under, so the headers
+//! describe that decision rather than a second look that a concurrent
+//! request could already have moved. The layer writes:
 //!
 //! | header | from |
 //! |---|---|
-//! | `RateLimit-Policy` | [`Decider::policy`](limiter_core::Decider::policy) of the key (burst and emission interval) |
+//! | `RateLimit-Policy` | the grant's or denial's `policy` (burst and emission interval) |
 //! | `RateLimit` `r` | `grant.headroom.remaining` |
 //! | `RateLimit` `t` | `grant.headroom.refill_in`, less the wait of a held request |
 //! | `Retry-After` | the denial's `retry_after` |
@@ -29,7 +30,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use limiter_core::{Decide, Decider, ManualClock, Quota, RateLimiter};
+//! use limiter_core::{Decide, ManualClock, Quota, RateLimiter};
 //!
 //! let limiter = RateLimiter::with_clock(Quota::per_second(2)?, ManualClock::new());
 //! let grant = limiter.decide(&(), 1, Duration::ZERO)?;
@@ -37,7 +38,7 @@
 //! // Waiting up to a second: the next slot, 500 ms away, is claimed ...
 //! let held = limiter.decide(&(), 1, Duration::from_secs(1))?;
 //! assert_eq!(held.wait, Duration::from_millis(500));
-//! assert!(Decider::cancel(&limiter, &(), held.ticket)); // ... and given back.
+//! assert!(Decide::cancel(&limiter, &(), held.ticket)); // ... and given back.
 //! let denied = limiter.decide(&(), 1, Duration::ZERO).unwrap_err();
 //! assert_eq!(denied.retry_after(), Some(Duration::from_millis(500)));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -55,13 +56,11 @@ use limiter_async::AsyncDecide;
 
 /// A limiter the layer can ask for permits: any [`AsyncDecide`] whose key
 /// and ticket can live in a request's future. The layer takes
-/// `RateLimit-Policy` from [`Decider::policy`](limiter_core::Decider::policy),
-/// `RateLimit` from the grant's headroom (`remaining`, and `refill_in` less
-/// the wait of a held request) and `Retry-After` from the denial's
-/// `retry_after`.
+/// `RateLimit-Policy` from the decision's `policy`, `RateLimit` from the
+/// grant's headroom (`remaining`, and `refill_in` less the wait of a held
+/// request) and `Retry-After` from the denial's `retry_after`.
 ///
 /// Implemented for every such type; implement
-/// [`Decider`](limiter_core::Decider) and
 /// [`Decide`](limiter_core::Decide) (in memory) or [`AsyncDecide`] (a
 /// remote store) for a limiter of your own.
 pub trait Backend:
@@ -81,7 +80,7 @@ where
 mod tests {
     use std::time::Duration;
 
-    use limiter_core::{Decider, Denial, Grant, ManualClock, Policy, Quota, RateLimiter};
+    use limiter_core::{Decide, Denial, Grant, ManualClock, Policy, Quota, RateLimiter};
     use limiter_keyed::KeyedLimiter;
 
     use super::*;
@@ -116,7 +115,7 @@ mod tests {
             (g.headroom.remaining, g.headroom.refill_in),
             (0, Duration::from_millis(200))
         );
-        assert!(Decider::cancel(&limiter, &(), g.ticket));
+        assert!(Decide::cancel(&limiter, &(), g.ticket));
     }
 
     #[test]
@@ -147,24 +146,21 @@ mod tests {
             Quota::per_second(2).unwrap().with_burst(2).unwrap(),
             ManualClock::new(),
         );
+        let policy = Policy {
+            burst: 2,
+            interval: Duration::from_millis(500),
+        };
         assert!(matches!(
             now(&limiter, &(), 3, Duration::MAX),
-            Err(Denial::OverBurst { cost: 3, burst: 2 })
+            Err(Denial::OverBurst { cost: 3, burst: 2, policy: p }) if p == policy
         ));
-        now(&limiter, &(), 2, Duration::ZERO).unwrap();
         assert_eq!(
-            now(&limiter, &(), 1, Duration::ZERO)
-                .unwrap_err()
-                .retry_after(),
-            Some(Duration::from_millis(500))
+            now(&limiter, &(), 2, Duration::ZERO).unwrap().policy,
+            policy
         );
-        assert_eq!(
-            limiter.policy(&()),
-            Policy {
-                burst: 2,
-                interval: Duration::from_millis(500)
-            }
-        );
+        let denial = now(&limiter, &(), 1, Duration::ZERO).unwrap_err();
+        assert_eq!(denial.retry_after(), Some(Duration::from_millis(500)));
+        assert_eq!(denial.policy(), Some(policy));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use limiter_core::{Debt, Unavailable};
+use limiter_core::{Unavailable, debt::Debt};
 
 use crate::backend::Backend;
 use crate::key::KeyExtractor;

@@ -13,7 +13,7 @@
 //! # Cancel safety
 //!
 //! Dropping the future while it waits for a slot gives the reservation back
-//! through [`Decider::cancel`](limiter_core::Decider::cancel): the permits return to the key (or to its
+//! through [`AsyncDecide::cancel`](limiter_async::AsyncDecide::cancel): the permits return to the key (or to its
 //! next waiter). After the inner service was called the permits are spent.
 
 use std::fmt;
@@ -270,13 +270,13 @@ where
     };
     let grant = match decision {
         Ok(grant) => grant,
-        Err(denial) => match shared.denied(&key, denial, metrics) {
+        Err(denial) => match shared.denied(denial, metrics) {
             Some(response) => return Ok(response.map(ResBody::from_answer)),
             // Failed open: through, uncounted by the limiter.
             None => return inner.call(request).await,
         },
     };
-    let numbers = shared.numbers(&key, &grant);
+    let numbers = shared.numbers(&grant);
     if !grant.wait.is_zero() {
         delay(&shared, &key, grant, decided_at, metrics).await;
     }
@@ -313,7 +313,7 @@ async fn delay<B: Backend, E>(
     metrics.queue_size.increment(1.0);
     metrics.wait_seconds.record(grant.wait.as_secs_f64());
     let _queued = Queued(metrics);
-    let window = shared.backend.policy(key).window();
+    let window = grant.policy.window();
     let refund = CancelGrant {
         decider: &shared.backend,
         key,

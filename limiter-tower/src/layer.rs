@@ -16,7 +16,7 @@ use http::header::HeaderName;
 use http::{Request, Response};
 use http_body_util::Full;
 use ipnet::IpNet;
-use limiter_core::{DEFAULT_MAX_DEBT, MAX_DEBT_LIMIT};
+use limiter_core::{debt::DEFAULT_MAX_DEBT, debt::MAX_DEBT_LIMIT};
 use tower_layer::Layer;
 use tower_service::Service;
 

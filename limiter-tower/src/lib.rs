@@ -17,7 +17,7 @@
 //! | a cost known only from the response (tokens, rows) charged as debt | [`RateLimitBuilder::cost_from_response_header`], [`RateLimitBuilder::charge_after`] |
 //! | one quota per key shared by every instance of the service | `RedisBackend` (feature `redis`) |
 //! | any algorithm of limiter-core (sliding window, warm-up, priority, adaptive, composites) | pass it: every `Decide` is a [`Backend`] |
-//! | a limiter of your own (a remote store) | implement `Decider` and `Decide`, or limiter-async's `AsyncDecide` |
+//! | a limiter of your own (a remote store) | implement `Decide`, or limiter-async's `AsyncDecide` |
 //!
 //! # What a client sees
 //!

@@ -9,10 +9,10 @@
 //!
 //! # Failure
 //!
-//! The limiter's own [`FailurePolicy`](limiter_redis::FailurePolicy) answers
+//! The limiter's own [`WhenDown`](limiter_redis::WhenDown) answers
 //! first: `Local` and `Open` grant (the layer sees a grant), `Closed` denies
 //! (the layer answers `429` with the breaker's `Retry-After`). Under
-//! `FailurePolicy::Error` every unavailability (timeout, refused connection,
+//! `WhenDown::Error` every unavailability (timeout, refused connection,
 //! open breaker) reaches the layer as
 //! [`Denial::Unavailable`](limiter_core::Denial::Unavailable), and the
 //! layer's `fail_open` decides: `503` by default, or the request goes
@@ -22,14 +22,14 @@
 //!
 //! A Redis grant cannot be given back (the script has no refund, see
 //! docs/distributed.md): a delayed request whose client disconnects keeps
-//! its slot consumed, and [`Decider::cancel`] returns `false`.
+//! its slot consumed, and [`AsyncDecide::cancel`] returns `false`.
 
 use std::future::Future;
 use std::marker::PhantomData;
 use std::time::Duration;
 
 use limiter_async::AsyncDecide;
-use limiter_core::{Debt, Decider, Denial, Grant, Policy, Unavailable};
+use limiter_core::{Denial, Grant, Unavailable, debt::Debt};
 use limiter_redis::RedisLimiter;
 
 use crate::key_encoding::{EncodeKey, encode_key};
@@ -100,8 +100,9 @@ impl<K: EncodeKey> RedisBackend<K> {
     }
 }
 
-/// Keys of type `K`, written by the key encoding; the limiter's quota.
-impl<K: EncodeKey> Decider for RedisBackend<K> {
+/// One script call per decision, on the encoded key (written by the key
+/// encoding); the policy is the limiter's quota.
+impl<K: EncodeKey> AsyncDecide for RedisBackend<K> {
     type Key = K;
     type Ticket = ();
 
@@ -109,13 +110,6 @@ impl<K: EncodeKey> Decider for RedisBackend<K> {
         false
     }
 
-    fn policy(&self, _key: &K) -> Policy {
-        self.limiter.quota().into()
-    }
-}
-
-/// One script call per decision, on the encoded key.
-impl<K: EncodeKey> AsyncDecide for RedisBackend<K> {
     fn decide_async(
         &self,
         key: &K,

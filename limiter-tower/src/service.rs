@@ -142,7 +142,7 @@ where
     // wait, is answered or passed to the inner service right here.
     let decision = match shared.backend.decide_ready(&key, cost, max_wait) {
         Some(Ok(grant)) if grant.wait.is_zero() => {
-            let numbers = shared.numbers(&key, &grant);
+            let numbers = shared.numbers(&grant);
             metrics.allowed.increment(1);
             let future = inner.call(request);
             if shared.response_cost.is_none() {
@@ -159,7 +159,7 @@ where
             return ResponseFuture::charging(future, shared.headers.as_ref(), numbers, owed);
         }
         Some(Err(denial)) => {
-            return match shared.denied(&key, denial, metrics) {
+            return match shared.denied(denial, metrics) {
                 Some(response) => ResponseFuture::answered(response),
                 None => ResponseFuture::pass(inner.call(request)),
             };

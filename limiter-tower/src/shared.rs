@@ -172,10 +172,10 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
     /// taken at the decision.
     // Inlined: without headers it is one test, not a call.
     #[inline]
-    pub(crate) fn numbers(&self, key: &B::Key, grant: &Grant<B::Ticket>) -> Option<HeaderNumbers> {
+    pub(crate) fn numbers(&self, grant: &Grant<B::Ticket>) -> Option<HeaderNumbers> {
         self.headers.as_ref()?;
         Some(HeaderNumbers {
-            policy: self.backend.policy(key),
+            policy: grant.policy,
             remaining: grant.headroom.remaining,
             // Told when the inner service is called: after the wait.
             reset: grant.headroom.refill_in.saturating_sub(grant.wait),
@@ -205,16 +205,18 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
     /// failure under `fail_open`).
     pub(crate) fn denied(
         &self,
-        key: &B::Key,
         denial: Denial,
         metrics: &Metrics,
     ) -> Option<Response<Full<Bytes>>> {
         match denial {
-            Denial::RateLimited { retry_after } => {
+            Denial::RateLimited {
+                retry_after,
+                policy,
+            } => {
                 metrics.rejected.increment(1);
-                Some(self.limited(key, retry_after))
+                Some(self.limited(retry_after, policy))
             }
-            Denial::OverBurst { cost, burst } => {
+            Denial::OverBurst { cost, burst, .. } => {
                 metrics.rejected.increment(1);
                 Some(self.respond(&Rejection::OverBurst { cost, burst }))
             }
@@ -250,13 +252,13 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
         self.respond(&Rejection::NoKey(error))
     }
 
-    fn limited(&self, key: &B::Key, retry_after: Duration) -> Response<Full<Bytes>> {
+    fn limited(&self, retry_after: Duration, policy: Policy) -> Response<Full<Bytes>> {
         let mut response = self.respond(&Rejection::RateLimited { retry_after });
         let headers = response.headers_mut();
         headers.insert(header::RETRY_AFTER, retry_after_value(retry_after));
         if let Some(writer) = &self.headers {
             let numbers = HeaderNumbers {
-                policy: self.backend.policy(key),
+                policy,
                 remaining: 0,
                 reset: retry_after,
             };

@@ -20,8 +20,8 @@ use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::Full;
 use limiter_core::{
-    AdaptiveBuilder, Decide, Decider, EwmaAimd, ManualClock, PriorityLimiter, Quota, RateLimiter,
-    SlidingWindow, WarmUpLimiter,
+    Decide, ManualClock, Policy, PriorityLimiter, Quota, RateLimiter, SlidingWindow, WarmUpLimiter,
+    adaptive::AdaptiveBuilder, adaptive::EwmaAimd,
 };
 use limiter_keyed::KeyedLimiter;
 use limiter_tower::{
@@ -44,12 +44,12 @@ fn ceil_secs(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
-/// The `RateLimit-Policy` the twin's policy states.
-fn policy_header<D: Decider>(twin: &D, key: &D::Key) -> String {
+/// The `RateLimit-Policy` a decision's policy states.
+fn policy_header(policy: Policy) -> String {
     let mut h = HeaderMap::new();
     let info = RateLimitInfo {
         name: "default",
-        policy: twin.policy(key),
+        policy,
         remaining: 0,
         reset: Duration::ZERO,
     };
@@ -87,8 +87,7 @@ where
             Poll::Ready(r) => r.unwrap(),
             Poll::Pending => panic!("an in-memory decision is ready at once"),
         };
-        let expected_policy = policy_header(twin, key);
-        match twin.decide(key, 1, Duration::ZERO) {
+        let expected_policy = match twin.decide(key, 1, Duration::ZERO) {
             Ok(grant) => {
                 assert_eq!(response.status(), StatusCode::OK, "request {i}");
                 let h = grant.headroom;
@@ -97,6 +96,7 @@ where
                     format!("\"default\";r={};t={}", h.remaining, ceil_secs(h.refill_in)),
                     "request {i}"
                 );
+                policy_header(grant.policy)
             }
             Err(denial) => {
                 let wait = denial.retry_after().expect("a rate-limit denial");
@@ -113,8 +113,9 @@ where
                     header(&response, "retry-after"),
                     ceil_secs(wait).max(1).to_string()
                 );
+                policy_header(denial.policy().expect("a refusal by the limit"))
             }
-        }
+        };
         assert_eq!(header(&response, "ratelimit-policy"), expected_policy);
         statuses.push(response.status());
     }

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use http::StatusCode;
-use limiter_redis::{FailurePolicy, RedisLimiter};
+use limiter_redis::{RedisLimiter, WhenDown};
 use limiter_tower::key_encoding::EncodeKey;
 use limiter_tower::{Global, Mode, PeerIp, RateLimitLayer, RedisBackend};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -27,7 +27,7 @@ use support::http::{client_from, get_from, hello, per_hour, serve};
 async fn instance<K: EncodeKey>(
     server: &RedisServer,
     prefix: &str,
-    policy: FailurePolicy,
+    policy: WhenDown,
     layer: impl FnOnce(RedisBackend<K>) -> axum::Router,
 ) -> SocketAddr {
     let limiter = RedisLimiter::builder(server.manager().await, per_hour(3))
@@ -44,8 +44,8 @@ async fn instance<K: EncodeKey>(
 async fn instances_share_one_quota_per_client_through_redis() {
     let server = RedisServer::start();
     let per_ip = |backend| hello().layer(RateLimitLayer::new(backend, PeerIp::new()));
-    let a = instance(&server, "api", FailurePolicy::Error, per_ip).await;
-    let b = instance(&server, "api", FailurePolicy::Error, per_ip).await;
+    let a = instance(&server, "api", WhenDown::Error, per_ip).await;
+    let b = instance(&server, "api", WhenDown::Error, per_ip).await;
     let (one, two) = (client_from("127.0.0.1"), client_from("127.0.0.2"));
 
     // 3 an hour, burst 3: one permit back every 1,200 s. The headers count
@@ -82,7 +82,7 @@ async fn delay_mode_on_redis_rejects_a_slot_past_max_delay_consuming_nothing() {
             .unwrap();
         hello().layer(layer)
     };
-    let addr = instance(&server, "api", FailurePolicy::Error, delayed).await;
+    let addr = instance(&server, "api", WhenDown::Error, delayed).await;
     let client = client_from("127.0.0.1");
     for _ in 0..3 {
         assert_eq!(get_from(&client, addr, "/", &[]).await.status, 200);
@@ -112,22 +112,22 @@ async fn a_killed_redis_is_answered_by_the_declared_policy_and_counted() {
     let snapshotter = recorder.snapshotter();
     // (layer name, limiter policy, layer fail_open, status once Redis is gone)
     let cases = [
-        ("open", FailurePolicy::Error, true, StatusCode::OK),
+        ("open", WhenDown::Error, true, StatusCode::OK),
         (
             "closed",
-            FailurePolicy::Error,
+            WhenDown::Error,
             false,
             StatusCode::SERVICE_UNAVAILABLE,
         ),
         (
             "deny",
-            FailurePolicy::Closed,
+            WhenDown::Closed,
             false,
             StatusCode::TOO_MANY_REQUESTS,
         ),
         (
             "local",
-            FailurePolicy::Local { share: 1.0 },
+            WhenDown::Local { share: 1.0 },
             false,
             StatusCode::OK,
         ),
@@ -211,8 +211,8 @@ async fn a_cost_after_the_response_is_charged_on_redis() {
             )
             .layer(layer)
     };
-    let a = instance(&server, "tok", FailurePolicy::Error, tokens).await;
-    let b = instance(&server, "tok", FailurePolicy::Error, tokens).await;
+    let a = instance(&server, "tok", WhenDown::Error, tokens).await;
+    let b = instance(&server, "tok", WhenDown::Error, tokens).await;
     let client = client_from("127.0.0.1");
     // 3 an hour, burst 3 (t = 1,200 s): 1 up front, 3 after the response,
     // 2 of them from the burst and 1 of debt, charged on Redis before the

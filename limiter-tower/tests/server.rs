@@ -10,7 +10,7 @@ use axum::Router;
 use axum::routing::get;
 use http::StatusCode;
 use limiter_async::AsyncDecide;
-use limiter_core::{Decide, Decider, Denial, Grant, Policy, Quota, RateLimiter, Reservation};
+use limiter_core::{Decide, Denial, Grant, Quota, RateLimiter, Reservation};
 use limiter_keyed::KeyedLimiter;
 use limiter_tower::{ClientIp, Global, Header, Mode, PeerIp, RateLimitLayer, Route};
 use tokio::sync::mpsc;
@@ -174,24 +174,18 @@ struct Observed {
     events: mpsc::UnboundedSender<Event>,
 }
 
-impl Decider for Observed {
+/// Decided through a future (no `decide_ready`): the layer's asynchronous
+/// path.
+impl AsyncDecide for Observed {
     type Key = ();
     type Ticket = Reservation;
 
     fn cancel(&self, key: &(), ticket: Reservation) -> bool {
-        let given_back = Decider::cancel(&self.limiter, key, ticket);
+        let given_back = Decide::cancel(&self.limiter, key, ticket);
         let _ = self.events.send(Event::Cancelled { given_back });
         given_back
     }
 
-    fn policy(&self, key: &()) -> Policy {
-        self.limiter.policy(key)
-    }
-}
-
-/// Decided through a future (no `decide_ready`): the layer's asynchronous
-/// path.
-impl AsyncDecide for Observed {
     fn decide_async(
         &self,
         key: &(),

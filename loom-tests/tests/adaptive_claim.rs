@@ -6,7 +6,7 @@
 
 use core::time::Duration;
 
-use limiter_core::{AdaptiveBuilder, AdaptivePolicy, ManualClock, Outcome, Proposal, Reason};
+use limiter_core::{adaptive::AdaptiveBuilder, adaptive::RateController, ManualClock, adaptive::Completion, adaptive::Proposal, adaptive::Reason};
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicU32, Ordering};
 use loom::thread;
@@ -20,11 +20,11 @@ struct Halving {
     proposals: AtomicU32,
 }
 
-impl AdaptivePolicy for Halving {
+impl RateController for Halving {
     fn interval(&self) -> Duration {
         Duration::from_nanos(10)
     }
-    fn observe(&self, _latency: Duration, _outcome: Outcome) {}
+    fn observe(&self, _latency: Duration, _outcome: Completion) {}
     fn propose(&self, current: f64) -> Proposal {
         assert_eq!(self.inside.fetch_add(1, Ordering::SeqCst), 0, "overlap");
         self.proposals.fetch_add(1, Ordering::SeqCst);

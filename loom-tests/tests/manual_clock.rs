@@ -6,7 +6,7 @@
 
 use core::time::Duration;
 
-use limiter_core::{AcquireError, BlockingClock, Clock, ManualClock, RateLimiter};
+use limiter_core::{AcquireError, clock::BlockingClock, Clock, ManualClock, RateLimiter};
 use loom::thread;
 use loom_tests::{check, quota};
 

@@ -33,7 +33,7 @@ use limiter_benches::measure::{Batch, Crew, run};
 use limiter_benches::pacing;
 use limiter_benches::pacing_burst1;
 use limiter_benches::subjects::{self, Elapsed, Path};
-use limiter_core::{MonotonicClock, TscClock};
+use limiter_core::{MonotonicClock, clock::TscClock};
 
 /// The clock we recommend as the default, used for the headline ratios.
 const DEFAULT_CLOCK: &str = "tsc";

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use limiter_benches::concurrency_sim::{Concurrency, Rate, Report, SCHEDULE, Subject, run};
 use limiter_concurrency::{Aimd, Bounds, ConcurrencyLimiter, DriftGuard, Gradient2, Vegas};
-use limiter_core::EwmaAimd;
+use limiter_core::adaptive::EwmaAimd;
 
 fn adaptive(e: impl limiter_concurrency::Estimator + 'static) -> Box<dyn Subject> {
     Box::new(Concurrency(

@@ -454,7 +454,7 @@ fn main() {
         conn.clone(),
         "bench",
         STORE_BUDGET,
-        limiter_redis::FailurePolicy::Error,
+        limiter_redis::WhenDown::Error,
     )
     .unwrap();
     let (redis_port, _stop_redis) =
@@ -506,7 +506,7 @@ fn main() {
                     conn.clone(),
                     "bench-call",
                     STORE_BUDGET,
-                    limiter_redis::FailurePolicy::Error,
+                    limiter_redis::WhenDown::Error,
                 )
                 .unwrap(),
             ),
@@ -518,7 +518,7 @@ fn main() {
                     conn,
                     "bench-call_",
                     STORE_BUDGET,
-                    limiter_redis::FailurePolicy::Error,
+                    limiter_redis::WhenDown::Error,
                     1_000_000,
                 )
                 .unwrap(),

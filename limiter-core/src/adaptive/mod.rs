@@ -1,5 +1,5 @@
 //! [`AdaptiveLimiter`]: a [`RateLimiter`] whose rate follows latency or
-//! load, moved within `[min_rate, max_rate]` by an [`AdaptivePolicy`].
+//! load, moved within `[min_rate, max_rate]` by an [`RateController`].
 //!
 //! # How the rate moves
 //!
@@ -37,32 +37,32 @@
 //! The loom model `loom-tests/tests/adaptive_claim.rs` checks that every
 //! interval is adjusted exactly once.
 
-mod decision;
+mod adjustment;
+mod controller;
 mod histogram;
 mod percentile;
-mod policy;
 
 use core::time::Duration;
 
-pub use decision::Decision;
+pub use adjustment::Adjustment;
+pub use controller::{Completion, EwmaAimd, LoadBased, Proposal, RateController, Reason};
 pub use percentile::PercentileWindow;
-pub use policy::{AdaptivePolicy, EwmaAimd, LoadBased, Outcome, Proposal, Reason};
 
 use crate::clock::{Clock, DefaultClock};
-use crate::decision::{Decide, Decider, Denial, Grant, Policy};
+use crate::decision::{Decide, Denial, Grant};
 use crate::error::{AcquireError, QuotaError};
 use crate::limiter::RateLimiter;
 use crate::limiter_trait::Limiter;
 use crate::quota::{MAX_SPAN, Quota, saturating_nanos};
 use crate::reservation::Reservation;
 use crate::sync::{AtomicU64, Ordering};
-use decision::DecisionLog;
-use policy::check;
+use adjustment::AdjustmentLog;
+use controller::check;
 
 const BUSY: u64 = 1 << 63;
 const NANOS_PER_SECOND: f64 = 1e9;
 
-/// A rate limiter whose rate an [`AdaptivePolicy`] moves from observed
+/// A rate limiter whose rate an [`RateController`] moves from observed
 /// latency or load, between `min_rate` and `max_rate`, starting at
 /// `max_rate`.
 ///
@@ -79,7 +79,7 @@ const NANOS_PER_SECOND: f64 = 1e9;
 ///
 /// ```
 /// use core::time::Duration;
-/// use limiter_core::{AdaptiveLimiter, Limiter, ManualClock, PercentileWindow};
+/// use limiter_core::{AdaptiveLimiter, Limiter, ManualClock, adaptive::PercentileWindow};
 ///
 /// let clock = ManualClock::new();
 /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
@@ -112,7 +112,7 @@ pub struct AdaptiveLimiter<P, C: Clock = DefaultClock> {
     window: AtomicU64,
     /// Permits admitted since the interval started.
     admitted: AtomicU64,
-    decisions: DecisionLog,
+    decisions: AdjustmentLog,
 }
 
 /// Builds an [`AdaptiveLimiter`]; see [`AdaptiveLimiter::builder`].
@@ -141,10 +141,10 @@ impl AdaptiveLimiter<(), DefaultClock> {
     ///
     /// assert_eq!(AdaptiveLimiter::DEFAULT_INTERVAL, Duration::from_secs(1));
     /// ```
-    pub const DEFAULT_INTERVAL: Duration = policy::DEFAULT_INTERVAL;
+    pub const DEFAULT_INTERVAL: Duration = controller::DEFAULT_INTERVAL;
 }
 
-impl<P: AdaptivePolicy> AdaptiveLimiter<P, DefaultClock> {
+impl<P: RateController> AdaptiveLimiter<P, DefaultClock> {
     /// A builder for a limiter driven by `policy`, on a new
     /// [`DefaultClock`] unless [`clock`](AdaptiveBuilder::clock) says
     /// otherwise.
@@ -153,7 +153,7 @@ impl<P: AdaptivePolicy> AdaptiveLimiter<P, DefaultClock> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveLimiter, EwmaAimd};
+    /// use limiter_core::{AdaptiveLimiter, adaptive::EwmaAimd};
     ///
     /// let adaptive = AdaptiveLimiter::builder(EwmaAimd::new(Duration::from_millis(50)))
     ///     .max_rate(200.0)
@@ -166,7 +166,7 @@ impl<P: AdaptivePolicy> AdaptiveLimiter<P, DefaultClock> {
     }
 }
 
-impl<P: AdaptivePolicy, C: Clock> AdaptiveBuilder<P, C> {
+impl<P: RateController, C: Clock> AdaptiveBuilder<P, C> {
     /// A builder for a limiter driven by `policy` reading `clock` (the
     /// constructor without `std`).
     ///
@@ -174,7 +174,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveBuilder<P, C> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    /// use limiter_core::{adaptive::AdaptiveBuilder, ManualClock, adaptive::PercentileWindow};
     ///
     /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
     /// let adaptive = AdaptiveBuilder::with_clock(policy, ManualClock::new())
@@ -201,7 +201,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveBuilder<P, C> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    /// use limiter_core::{adaptive::AdaptiveBuilder, ManualClock, adaptive::PercentileWindow};
     ///
     /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
     /// let builder = AdaptiveBuilder::with_clock(policy, ManualClock::new()).max_rate(50.0);
@@ -223,7 +223,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveBuilder<P, C> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow, QuotaError};
+    /// use limiter_core::{adaptive::AdaptiveBuilder, ManualClock, adaptive::PercentileWindow, QuotaError};
     ///
     /// let policy = || PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
     /// let missing = AdaptiveBuilder::with_clock(policy(), ManualClock::new()).build();
@@ -246,7 +246,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveBuilder<P, C> {
     /// ```
     /// use limiter_core::Limiter;
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    /// use limiter_core::{adaptive::AdaptiveBuilder, ManualClock, adaptive::PercentileWindow};
     ///
     /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
     /// let adaptive = AdaptiveBuilder::with_clock(policy, ManualClock::new())
@@ -268,7 +268,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveBuilder<P, C> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveLimiter, Clock, ManualClock, PercentileWindow};
+    /// use limiter_core::{AdaptiveLimiter, Clock, ManualClock, adaptive::PercentileWindow};
     ///
     /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
     /// let adaptive = AdaptiveLimiter::builder(policy)
@@ -303,7 +303,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveBuilder<P, C> {
     /// ```
     /// use limiter_core::QuotaError;
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    /// use limiter_core::{adaptive::AdaptiveBuilder, ManualClock, adaptive::PercentileWindow};
     ///
     /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
     /// let inverted = AdaptiveBuilder::with_clock(policy, ManualClock::new())
@@ -343,7 +343,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveBuilder<P, C> {
             rate: AtomicU64::new(max_rate.to_bits()),
             window: AtomicU64::new(start),
             admitted: AtomicU64::new(0),
-            decisions: DecisionLog::new(),
+            decisions: AdjustmentLog::new(),
         })
     }
 }
@@ -363,7 +363,7 @@ impl Drop for Claim<'_> {
     }
 }
 
-impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
+impl<P: RateController, C: Clock> AdaptiveLimiter<P, C> {
     /// The rate in force, in permits per second.
     ///
     /// A caller that reads a rate here then sees the limiter enforcing it
@@ -374,7 +374,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    /// use limiter_core::{adaptive::AdaptiveBuilder, ManualClock, adaptive::PercentileWindow};
     ///
     /// let clock = ManualClock::new();
     /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
@@ -401,7 +401,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    /// use limiter_core::{adaptive::AdaptiveBuilder, ManualClock, adaptive::PercentileWindow};
     ///
     /// let clock = ManualClock::new();
     /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
@@ -409,7 +409,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     ///     .min_rate(100.0)
     ///     .max_rate(1000.0)
     ///     .build()?;
-    /// use limiter_core::Reason;
+    /// use limiter_core::adaptive::Reason;
     /// assert_eq!(adaptive.last_decision(), None);
     /// clock.advance(Duration::from_secs(1));
     /// adaptive.record(Duration::from_millis(500));
@@ -418,7 +418,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     /// assert!(matches!(decision.reason, Reason::LatencyAbove { .. }));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn last_decision(&self) -> Option<Decision> {
+    pub fn last_decision(&self) -> Option<Adjustment> {
         self.decisions.read()
     }
 
@@ -428,7 +428,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    /// use limiter_core::{adaptive::AdaptiveBuilder, ManualClock, adaptive::PercentileWindow};
     ///
     /// let clock = ManualClock::new();
     /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
@@ -447,14 +447,14 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     }
 
     /// Records a served request's latency: `record_outcome(latency,
-    /// Outcome::Success)`.
+    /// Completion::Success)`.
     #[inline]
     ///
     /// # Examples
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    /// use limiter_core::{adaptive::AdaptiveBuilder, ManualClock, adaptive::PercentileWindow};
     ///
     /// let clock = ManualClock::new();
     /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
@@ -469,7 +469,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn record(&self, latency: Duration) {
-        self.record_outcome(latency, Outcome::Success);
+        self.record_outcome(latency, Completion::Success);
     }
 
     /// Records an observation, then adjusts the rate if this call is the
@@ -480,7 +480,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    /// use limiter_core::{adaptive::AdaptiveBuilder, ManualClock, adaptive::PercentileWindow};
     ///
     /// let clock = ManualClock::new();
     /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
@@ -488,15 +488,15 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     ///     .min_rate(100.0)
     ///     .max_rate(1000.0)
     ///     .build()?;
-    /// use limiter_core::{Outcome, Reason};
-    /// adaptive.record_outcome(Duration::from_millis(1), Outcome::Dropped);
+    /// use limiter_core::{adaptive::Completion, adaptive::Reason};
+    /// adaptive.record_outcome(Duration::from_millis(1), Completion::Dropped);
     /// clock.advance(Duration::from_secs(1));
-    /// adaptive.record_outcome(Duration::from_millis(1), Outcome::Ignored);
+    /// adaptive.record_outcome(Duration::from_millis(1), Completion::Ignored);
     /// assert_eq!(adaptive.last_decision().unwrap().reason, Reason::Dropped { count: 1 });
     /// assert_eq!(adaptive.current_rate(), 800.0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn record_outcome(&self, latency: Duration, outcome: Outcome) {
+    pub fn record_outcome(&self, latency: Duration, outcome: Completion) {
         self.policy.observe(latency, outcome);
         self.tick();
     }
@@ -510,7 +510,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    /// use limiter_core::{adaptive::AdaptiveBuilder, ManualClock, adaptive::PercentileWindow};
     ///
     /// let clock = ManualClock::new();
     /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
@@ -525,7 +525,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     /// assert!(adaptive.tick().is_none()); // claimed once per interval
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn tick(&self) -> Option<Decision> {
+    pub fn tick(&self) -> Option<Adjustment> {
         let now = self.limiter.clock().now();
         // Acquire: as the claim's CAS, for the early return's freshness.
         let word = self.window.load(Ordering::Acquire);
@@ -545,7 +545,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     }
 
     /// The adjustment, under the claim.
-    fn adjust(&self, start: u64, now: u64) -> Decision {
+    fn adjust(&self, start: u64, now: u64) -> Adjustment {
         let previous = self.current_rate();
         let proposal = self.policy.propose(previous);
         // Relaxed: a counter taken exactly once by swap.
@@ -574,7 +574,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
                 Err(_) => rate = previous,
             }
         }
-        let decision = Decision {
+        let decision = Adjustment {
             at: now,
             previous_rate: previous,
             proposed_rate: proposal.rate,
@@ -594,7 +594,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    /// use limiter_core::{adaptive::AdaptiveBuilder, ManualClock, adaptive::PercentileWindow};
     ///
     /// let clock = ManualClock::new();
     /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
@@ -615,7 +615,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    /// use limiter_core::{adaptive::AdaptiveBuilder, ManualClock, adaptive::PercentileWindow};
     ///
     /// let clock = ManualClock::new();
     /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
@@ -636,7 +636,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    /// use limiter_core::{adaptive::AdaptiveBuilder, ManualClock, adaptive::PercentileWindow};
     ///
     /// let clock = ManualClock::new();
     /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
@@ -657,7 +657,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    /// use limiter_core::{adaptive::AdaptiveBuilder, ManualClock, adaptive::PercentileWindow};
     ///
     /// let clock = ManualClock::new();
     /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
@@ -665,7 +665,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     ///     .min_rate(100.0)
     ///     .max_rate(1000.0)
     ///     .build()?;
-    /// use limiter_core::AdaptivePolicy;
+    /// use limiter_core::adaptive::RateController;
     /// assert_eq!(adaptive.policy().interval(), Duration::from_secs(1));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -681,7 +681,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    /// use limiter_core::{adaptive::AdaptiveBuilder, ManualClock, adaptive::PercentileWindow};
     ///
     /// let clock = ManualClock::new();
     /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
@@ -705,7 +705,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveBuilder, ManualClock, PercentileWindow};
+    /// use limiter_core::{adaptive::AdaptiveBuilder, ManualClock, adaptive::PercentileWindow};
     ///
     /// let clock = ManualClock::new();
     /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
@@ -733,7 +733,7 @@ impl<P: AdaptivePolicy, C: Clock> AdaptiveLimiter<P, C> {
     }
 }
 
-impl<P: AdaptivePolicy, C: Clock> Limiter for AdaptiveLimiter<P, C> {
+impl<P: RateController, C: Clock> Limiter for AdaptiveLimiter<P, C> {
     #[inline]
     fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
         self.limiter.try_acquire_n(n)?;
@@ -762,20 +762,10 @@ impl<P: AdaptivePolicy, C: Clock> Limiter for AdaptiveLimiter<P, C> {
 /// Exact headroom under the rate in force, from the word the decision
 /// wrote; the policy is the quota of that rate. Grants count as admitted,
 /// as [`Limiter::reserve_n`]'s do.
-impl<P: AdaptivePolicy, C: Clock> Decider for AdaptiveLimiter<P, C> {
+impl<P: RateController, C: Clock> Decide for AdaptiveLimiter<P, C> {
     type Key = ();
     type Ticket = Reservation;
 
-    fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
-        self.limiter.cancel(ticket)
-    }
-
-    fn policy(&self, _key: &()) -> Policy {
-        self.limiter.quota().into()
-    }
-}
-
-impl<P: AdaptivePolicy, C: Clock> Decide for AdaptiveLimiter<P, C> {
     fn decide(
         &self,
         _key: &(),
@@ -785,6 +775,10 @@ impl<P: AdaptivePolicy, C: Clock> Decide for AdaptiveLimiter<P, C> {
         let grant = self.limiter.decide(&(), cost, max_wait)?;
         self.count(cost);
         Ok(grant)
+    }
+
+    fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
+        self.limiter.cancel(ticket)
     }
 }
 

@@ -14,8 +14,8 @@
 
 use core::time::Duration;
 
+use super::controller::{Completion, Proposal, RateController, Reason, check};
 use super::histogram::LatencyHistogram;
-use super::policy::{AdaptivePolicy, Outcome, Proposal, Reason, check};
 use crate::error::QuotaError;
 use crate::quota::saturating_nanos;
 use crate::sync::{AtomicU64, Ordering};
@@ -31,11 +31,11 @@ use crate::sync::{AtomicU64, Ordering};
 ///
 /// ```
 /// use core::time::Duration;
-/// use limiter_core::{AdaptivePolicy, Outcome, PercentileWindow};
+/// use limiter_core::{adaptive::RateController, adaptive::Completion, adaptive::PercentileWindow};
 ///
 /// let p = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(5));
 /// for _ in 0..100 {
-///     p.observe(Duration::from_millis(150), Outcome::Success);
+///     p.observe(Duration::from_millis(150), Completion::Success);
 /// }
 /// assert_eq!(p.propose(1000.0).rate, 800.0);
 /// assert_eq!(p.propose(1000.0).rate, 1000.0); // a new, empty window holds
@@ -59,7 +59,7 @@ impl PercentileWindow {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::PercentileWindow;
+    /// use limiter_core::adaptive::PercentileWindow;
     ///
     /// assert_eq!(PercentileWindow::DEFAULT_WINDOW, Duration::from_secs(5));
     /// ```
@@ -71,11 +71,11 @@ impl PercentileWindow {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptivePolicy, Outcome, PercentileWindow};
+    /// use limiter_core::{adaptive::RateController, adaptive::Completion, adaptive::PercentileWindow};
     ///
     /// let p = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(10));
     /// assert_eq!(p.interval(), Duration::from_secs(10));
-    /// p.observe(Duration::from_millis(20), Outcome::Success); // under half the threshold
+    /// p.observe(Duration::from_millis(20), Completion::Success); // under half the threshold
     /// assert_eq!(p.propose(1000.0).rate, 1100.0);
     /// ```
     pub fn new(threshold: Duration, interval: Duration) -> PercentileWindow {
@@ -96,7 +96,7 @@ impl PercentileWindow {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptivePolicy, PercentileWindow};
+    /// use limiter_core::{adaptive::RateController, adaptive::PercentileWindow};
     ///
     /// let p = PercentileWindow::with_threshold(Duration::from_millis(100));
     /// assert_eq!(p.interval(), PercentileWindow::DEFAULT_WINDOW);
@@ -112,12 +112,12 @@ impl PercentileWindow {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptivePolicy, Outcome, PercentileWindow};
+    /// use limiter_core::{adaptive::RateController, adaptive::Completion, adaptive::PercentileWindow};
     ///
     /// // Most requests are slow: the median is slow, cut.
     /// let p = PercentileWindow::with_threshold(Duration::from_millis(100)).per_mille(500);
     /// for ms in [10, 200, 200] {
-    ///     p.observe(Duration::from_millis(ms), Outcome::Success);
+    ///     p.observe(Duration::from_millis(ms), Completion::Success);
     /// }
     /// assert_eq!(p.propose(1000.0).rate, 800.0);
     /// ```
@@ -133,10 +133,10 @@ impl PercentileWindow {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptivePolicy, Outcome, PercentileWindow};
+    /// use limiter_core::{adaptive::RateController, adaptive::Completion, adaptive::PercentileWindow};
     ///
     /// let p = PercentileWindow::with_threshold(Duration::from_millis(100)).decrease(0.5);
-    /// p.observe(Duration::ZERO, Outcome::Dropped);
+    /// p.observe(Duration::ZERO, Completion::Dropped);
     /// assert_eq!(p.propose(1000.0).rate, 500.0);
     /// ```
     #[must_use]
@@ -151,10 +151,10 @@ impl PercentileWindow {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptivePolicy, Outcome, PercentileWindow};
+    /// use limiter_core::{adaptive::RateController, adaptive::Completion, adaptive::PercentileWindow};
     ///
     /// let p = PercentileWindow::with_threshold(Duration::from_millis(100)).increase(1.5);
-    /// p.observe(Duration::from_millis(10), Outcome::Success);
+    /// p.observe(Duration::from_millis(10), Completion::Success);
     /// assert_eq!(p.propose(1000.0).rate, 1500.0);
     /// ```
     #[must_use]
@@ -164,18 +164,18 @@ impl PercentileWindow {
     }
 }
 
-impl AdaptivePolicy for PercentileWindow {
+impl RateController for PercentileWindow {
     fn interval(&self) -> Duration {
         self.interval
     }
 
     #[inline]
-    fn observe(&self, latency: Duration, outcome: Outcome) {
+    fn observe(&self, latency: Duration, outcome: Completion) {
         match outcome {
-            Outcome::Success => self.histogram.record(saturating_nanos(latency)),
+            Completion::Success => self.histogram.record(saturating_nanos(latency)),
             // Relaxed: a counter, drained by swap.
-            Outcome::Dropped => drop(self.drops.fetch_add(1, Ordering::Relaxed)),
-            Outcome::Ignored => {}
+            Completion::Dropped => drop(self.drops.fetch_add(1, Ordering::Relaxed)),
+            Completion::Ignored => {}
         }
     }
 
@@ -245,10 +245,10 @@ mod tests {
         let p = PercentileWindow::new(100 * MS, Duration::from_secs(1));
         // 98 fast samples and 2 slow ones: the p99 is slow.
         for _ in 0..98 {
-            p.observe(10 * MS, Outcome::Success);
+            p.observe(10 * MS, Completion::Success);
         }
-        p.observe(150 * MS, Outcome::Success);
-        p.observe(150 * MS, Outcome::Success);
+        p.observe(150 * MS, Completion::Success);
+        p.observe(150 * MS, Completion::Success);
         assert_eq!(
             p.propose(1000.0),
             Proposal {
@@ -260,9 +260,9 @@ mod tests {
         );
         // 99 fast and 1 slow: the p99 is fast.
         for _ in 0..99 {
-            p.observe(40 * MS, Outcome::Success);
+            p.observe(40 * MS, Completion::Success);
         }
-        p.observe(Duration::from_secs(3), Outcome::Success);
+        p.observe(Duration::from_secs(3), Completion::Success);
         let up = p.propose(640.0);
         assert_eq!(up.rate, 704.0);
         assert_eq!(
@@ -271,7 +271,7 @@ mod tests {
                 observed: observed(40)
             }
         );
-        p.observe(70 * MS, Outcome::Success);
+        p.observe(70 * MS, Completion::Success);
         assert_eq!(p.propose(640.0).rate, 640.0);
     }
 
@@ -279,9 +279,9 @@ mod tests {
     fn drops_cut_and_ignored_samples_do_not_count() {
         let p = PercentileWindow::with_threshold(100 * MS);
         assert_eq!(p.interval(), PercentileWindow::DEFAULT_WINDOW);
-        p.observe(Duration::from_secs(10), Outcome::Ignored);
+        p.observe(Duration::from_secs(10), Completion::Ignored);
         assert_eq!(p.propose(500.0).reason, Reason::NoSignal);
-        p.observe(MS, Outcome::Dropped);
+        p.observe(MS, Completion::Dropped);
         assert_eq!(
             p.propose(500.0),
             Proposal {

@@ -15,7 +15,7 @@ fn percentile(clock: &ManualClock) -> AdaptiveLimiter<PercentileWindow, ManualCl
 }
 
 /// One interval of `samples` latencies, then the crossing record at its end.
-fn interval_of<P: AdaptivePolicy>(
+fn interval_of<P: RateController>(
     a: &AdaptiveLimiter<P, ManualClock>,
     clock: &ManualClock,
     latency: Duration,
@@ -29,7 +29,7 @@ fn interval_of<P: AdaptivePolicy>(
 
 /// Acquires `n` permits spaced by the current period, from now on, then
 /// moves the clock to the end of the interval that started now.
-fn use_permits<P: AdaptivePolicy>(
+fn use_permits<P: RateController>(
     a: &AdaptiveLimiter<P, ManualClock>,
     clock: &ManualClock,
     n: u32,

@@ -28,7 +28,7 @@
 //! and then moves the cached value forward itself, so a blocked caller's slot
 //! is never missed because the updater is late.
 //!
-//! [`TscClock`]: crate::TscClock
+//! [`TscClock`]: crate::clock::TscClock
 //! [`MonotonicClock`]: crate::MonotonicClock
 
 use alloc::sync::{Arc, Weak};
@@ -53,7 +53,7 @@ use crate::sync::{AtomicU64, Ordering};
 /// # Examples
 ///
 /// ```
-/// use limiter_core::{BlockingClock, Clock, CoarseClock, Quota, RateLimiter};
+/// use limiter_core::{clock::BlockingClock, Clock, clock::CoarseClock, Quota, RateLimiter};
 ///
 /// let clock = CoarseClock::new()?;
 /// clock.sleep_until(2_000_000);
@@ -95,7 +95,7 @@ impl CoarseClock {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use limiter_core::CoarseClock;
+    /// use limiter_core::clock::CoarseClock;
     ///
     /// assert_eq!(CoarseClock::TICK, Duration::from_millis(1));
     /// ```
@@ -111,7 +111,7 @@ impl CoarseClock {
     /// # Examples
     ///
     /// ```
-    /// use limiter_core::{Clock, CoarseClock};
+    /// use limiter_core::{Clock, clock::CoarseClock};
     ///
     /// let clock = CoarseClock::new()?;
     /// let (a, b) = (clock.now(), clock.now());
@@ -139,7 +139,7 @@ impl CoarseClock {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use limiter_core::{CoarseClock, QuotaError};
+    /// use limiter_core::{clock::CoarseClock, QuotaError};
     ///
     /// let err = CoarseClock::with_tick(Duration::ZERO).unwrap_err();
     /// assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
@@ -175,7 +175,7 @@ impl CoarseClock {
     ///
     /// ```
     /// use std::time::Instant;
-    /// use limiter_core::CoarseClock;
+    /// use limiter_core::clock::CoarseClock;
     ///
     /// let before = Instant::now();
     /// let clock = CoarseClock::new()?;

@@ -18,7 +18,7 @@
 //!   overflow. Limiter times past `limit` are out of range.
 //!
 //! [`MonotonicClock`]: crate::MonotonicClock
-//! [`TscClock`]: crate::TscClock
+//! [`TscClock`]: crate::clock::TscClock
 
 use crate::quota::MAX_SPAN;
 

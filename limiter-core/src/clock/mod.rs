@@ -44,6 +44,7 @@ mod monotonic;
 #[cfg(feature = "tsc")]
 mod tsc;
 
+pub use crate::quota::MAX_SPAN;
 #[cfg(feature = "std")]
 pub use coarse::CoarseClock;
 pub(crate) use epoch::Epoch;

@@ -38,7 +38,7 @@ use super::{BlockingClock, Clock};
 /// # Examples
 ///
 /// ```
-/// use limiter_core::{Clock, Quota, RateLimiter, TscClock};
+/// use limiter_core::{Clock, Quota, RateLimiter, clock::TscClock};
 ///
 /// # // miri cannot execute `rdtsc` (inline assembly): the real counter only.
 /// # #[cfg(not(miri))] {
@@ -65,7 +65,7 @@ impl TscClock {
     /// # Examples
     ///
     /// ```
-    /// use limiter_core::{Quota, RateLimiter, TscClock};
+    /// use limiter_core::{Quota, RateLimiter, clock::TscClock};
     ///
     /// # #[cfg(not(miri))] {
     /// let limiter = RateLimiter::with_clock(Quota::per_second(1)?, TscClock::new());

@@ -5,7 +5,7 @@
 //! reload that keeps a limit keeps every key's state, and a changed limit
 //! starts fresh. Quota: `requests_per_unit` per unit with a burst of
 //! `requests_per_unit` (emission interval `t = unit / requests_per_unit`,
-//! rounded up). All or nothing is `limiter_core::try_acquire_all` over the
+//! rounded up). All or nothing is `limiter_core::composite::try_acquire_all` over the
 //! keys' [`KeyLimit`](limiter_keyed::KeyLimit)s: the one composite
 //! mechanism of the workspace (exact when single-threaded, stricter never
 //! looser under a race; see its docs). A key's reset time is the time
@@ -29,7 +29,7 @@ use core::time::Duration;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
-use limiter_core::{Clock, Limit, Quota, try_acquire_all};
+use limiter_core::{Clock, Quota, composite::Limit, composite::try_acquire_all};
 use limiter_keyed::{ChargeKeyAfter, KeyedError, KeyedLimiter};
 use tokio::time::Instant;
 

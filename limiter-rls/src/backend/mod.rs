@@ -7,7 +7,7 @@
 //! request descriptor that has a limit):
 //!
 //! * [`Backend::try_all`]: charge every part `hits`, **all or nothing**. In
-//!   memory the GCRA parts go through `limiter_core::try_acquire_all` on
+//!   memory the GCRA parts go through `limiter_core::composite::try_acquire_all` on
 //!   limiter-keyed's per-key limits, the fixed windows under one lock; on
 //!   Redis through limiter-redis's one-script `try_acquire_all`, the fixed
 //!   windows through one script that checks every key before it increments

@@ -3,7 +3,7 @@
 //! [`RedisGcra`] is limiter-redis's [`RedisLimiter`] and its one-script
 //! multi-key decision (`try_acquire_all_until`): all keys of a request are
 //! charged or none, in one round trip, with its circuit breaker, timeout
-//! and [`FailurePolicy`]. A peek is the same script with every
+//! and [`WhenDown`]. A peek is the same script with every
 //! `n = 0` (it writes nothing). On a Cluster every key of a domain carries
 //! the hash tag `{domain}` so a request's keys meet in one slot (a domain's
 //! counters then live on one shard). A reset time is the script's
@@ -24,7 +24,7 @@
 //! circuit breaker and timeout ([`RedisLimiter::call_guarded`]), the one
 //! breaker of the workspace: after a failure, calls skip Redis for the
 //! breaker interval (1 s) but one probe; on failure the same
-//! [`FailurePolicy`] answers (`Local` from a [`MemoryFixed`]).
+//! [`WhenDown`] answers (`Local` from a [`MemoryFixed`]).
 //!
 //! # One deadline per request
 //!
@@ -40,7 +40,7 @@ use core::time::Duration;
 use std::collections::HashMap;
 
 use limiter_core::Quota;
-use limiter_redis::{FailurePolicy, RedisConnection, RedisLimitError, RedisLimiter, Source};
+use limiter_redis::{RedisConnection, RedisLimitError, RedisLimiter, Source, WhenDown};
 use redis::Script;
 use tokio::time::Instant;
 
@@ -57,7 +57,7 @@ type Merged = (Vec<(String, Quota, u32)>, Vec<usize>);
 pub struct RedisGcra {
     limiter: RedisLimiter,
     cluster: bool,
-    policy: FailurePolicy,
+    policy: WhenDown,
 }
 
 impl RedisGcra {
@@ -72,7 +72,7 @@ impl RedisGcra {
         conn: RedisConnection,
         prefix: &str,
         timeout: Duration,
-        policy: FailurePolicy,
+        policy: WhenDown,
     ) -> Result<RedisGcra, BackendError> {
         RedisGcra::build(conn, prefix, timeout, policy, None::<UnixClock>)
     }
@@ -89,7 +89,7 @@ impl RedisGcra {
         conn: RedisConnection,
         prefix: &str,
         timeout: Duration,
-        policy: FailurePolicy,
+        policy: WhenDown,
         clock: impl Clock + 'static,
     ) -> Result<RedisGcra, BackendError> {
         RedisGcra::build(conn, prefix, timeout, policy, Some(clock))
@@ -99,7 +99,7 @@ impl RedisGcra {
         conn: RedisConnection,
         prefix: &str,
         timeout: Duration,
-        policy: FailurePolicy,
+        policy: WhenDown,
         clock: Option<impl Clock + 'static>,
     ) -> Result<RedisGcra, BackendError> {
         let cluster = conn.is_cluster();
@@ -285,7 +285,7 @@ impl Backend for RedisGcra {
                 .await;
             match charged {
                 Ok(_) => {}
-                Err(e) if e.is_unavailable() && !matches!(self.policy, FailurePolicy::Error) => {
+                Err(e) if e.is_unavailable() && !matches!(self.policy, WhenDown::Error) => {
                     tracing::warn!(error = %e, "redis failed; a charge past the limit is lost");
                 }
                 Err(e) => return Err(BackendError(e.to_string())),
@@ -333,7 +333,7 @@ pub struct RedisFixed {
     /// Only for its circuit breaker and timeout (`call_guarded`).
     guard: RedisLimiter,
     prefix: String,
-    policy: FailurePolicy,
+    policy: WhenDown,
     fallback: MemoryFixed,
     clock: UnixClock,
     script: Script,
@@ -352,7 +352,7 @@ impl RedisFixed {
         conn: RedisConnection,
         prefix: &str,
         timeout: Duration,
-        policy: FailurePolicy,
+        policy: WhenDown,
         max_keys: usize,
     ) -> Result<RedisFixed, BackendError> {
         let quota = Quota::per_second(1).map_err(|e| BackendError(e.to_string()))?;
@@ -360,7 +360,7 @@ impl RedisFixed {
         // windows): `Error` keeps it from building a GCRA fallback.
         let guard = RedisLimiter::builder_with_connection(conn.clone(), quota)
             .call_timeout(timeout)
-            .failure_policy(FailurePolicy::Error)
+            .failure_policy(WhenDown::Error)
             .deny_cache(false)
             .build()
             .map_err(|e| BackendError(e.to_string()))?;
@@ -474,10 +474,10 @@ impl RedisFixed {
                 .collect()
         };
         match self.policy {
-            FailurePolicy::Open => Ok(Some(degraded(true))),
-            FailurePolicy::Closed if mode == Mode::Charge => Ok(None),
-            FailurePolicy::Closed => Ok(Some(degraded(false))),
-            FailurePolicy::Local { .. } => {
+            WhenDown::Open => Ok(Some(degraded(true))),
+            WhenDown::Closed if mode == Mode::Charge => Ok(None),
+            WhenDown::Closed => Ok(Some(degraded(false))),
+            WhenDown::Local { .. } => {
                 let r = match mode {
                     Mode::Charge => match self.fallback.try_all(parts, deadline).await? {
                         Charge::Granted(s) => Some(s),

@@ -3,7 +3,7 @@
 //! `policy` (`ewma_aimd`, the default, or `percentile`). Global only, local
 //! only; a reload with other numbers replaces the limiter.
 
-use limiter_core::{AdaptiveLimiter, EwmaAimd, ManualClock, PercentileWindow};
+use limiter_core::{AdaptiveLimiter, ManualClock, adaptive::EwmaAimd, adaptive::PercentileWindow};
 
 use super::reader::required;
 use super::{AdaptivePolicySpec, Algorithm, Definition, Reader};

@@ -6,7 +6,7 @@
 use super::*;
 use crate::schema::CostSpec;
 use crate::units::DisplayDuration;
-use limiter_core::{DEFAULT_MAX_DEBT, MAX_DEBT_LIMIT};
+use limiter_core::{debt::DEFAULT_MAX_DEBT, debt::MAX_DEBT_LIMIT};
 
 const FIELDS: &[&str] = &["request", "response_header", "max_debt"];
 

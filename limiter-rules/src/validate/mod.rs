@@ -22,8 +22,9 @@ use crate::algorithm::{self, Algorithm, Definition, names_where};
 use crate::error::{ConfigError, Problem};
 use crate::routes::{Matcher, ambiguous, template_of};
 use crate::schema::{
-    BackendSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, FailurePolicy, HeaderSpec, KeyPart, KeySpec,
+    BackendSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, HeaderSpec, KeyPart, KeySpec,
     MAX_PENALTY_AFTER, MatchSpec, Mode, PathMatch, PenaltySpec, RedisSpec, RedisTlsSpec, RuleSpec,
+    WhenRedisDown,
 };
 use crate::source::{Node, Pos, Value};
 use crate::units::{Rate, parse_duration};

@@ -108,12 +108,12 @@ impl<'n> Fields<'_, '_, 'n> {
             },
         };
         let failure_policy = match r.get("failure_policy") {
-            None => share.map(|share| FailurePolicy::Local { share }),
+            None => share.map(|share| WhenRedisDown::Local { share }),
             Some(n) => match (self.string(n, "redis.failure_policy"), share) {
-                (Some("local"), Some(share)) => Some(FailurePolicy::Local { share }),
-                (Some("open"), _) => Some(FailurePolicy::Open),
-                (Some("closed"), _) => Some(FailurePolicy::Closed),
-                (Some("error"), _) => Some(FailurePolicy::Error),
+                (Some("local"), Some(share)) => Some(WhenRedisDown::Local { share }),
+                (Some("open"), _) => Some(WhenRedisDown::Open),
+                (Some("closed"), _) => Some(WhenRedisDown::Closed),
+                (Some("error"), _) => Some(WhenRedisDown::Error),
                 (Some(other), _) => {
                     let problem = Problem::InvalidValue {
                         reason: format!("unknown failure policy `{other}`"),

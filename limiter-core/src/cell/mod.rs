@@ -1,7 +1,11 @@
-//! [`GcraCell`]: the GCRA state of one limited subject in a bare `AtomicU64`,
-//! with the quota passed in by the caller, and the identity of the cell. The
-//! building block of keyed limiters, which keep one cell per key and one
-//! quota for all of them.
+//! The building blocks of per-key limiters (what `limiter-keyed` is made
+//! of, for authors of other keyed maps): [`GcraCell`], the GCRA state of
+//! one limited subject in a bare `AtomicU64`, with the quota passed in by
+//! the caller; [`SharedQuota`] and [`CellQuota`], a quota every cell
+//! follows and each cell's record of it ([`QuotaOf`] names the one a call
+//! decides under); [`CellClock`], the reading a cell decides at; and
+//! [`CellRefunds`] (std), the slots of reservations cancelled out of
+//! order. A user of one limiter needs none of them.
 //!
 //! # Layout
 //!
@@ -36,23 +40,21 @@
 //! its own epoch. A quota change is not rescaled: the `tat` keeps its
 //! meaning in nanoseconds.
 //!
-//! The decision is [`crate::gcra::reserve_within`] with the whole burst; the CAS loop is the one of
-//! [`crate::state`] (load once, decide, `compare_exchange_weak`, decide again
+//! The decision is `gcra::reserve_within` with the whole burst; the CAS loop is the one of
+//! `state` (load once, decide, `compare_exchange_weak`, decide again
 //! on the value a failed CAS returns; a refusal writes nothing).
 
 use core::time::Duration;
 
+pub use crate::follow::{CellQuota, QuotaOf, SharedQuota};
+
 use crate::clock::Clock;
 use crate::error::AcquireError;
-#[cfg(feature = "std")]
-use crate::follow::SharedQuota;
-use crate::follow::{LOCKED, QuotaOf};
+use crate::follow::LOCKED;
 use crate::gcra::{self, Params, Refusal};
 use crate::identity::Owner;
 use crate::limiter::acquire_error;
 use crate::quota::{MAX_SPAN, Quota, saturating_nanos};
-#[cfg(feature = "std")]
-use crate::refunds::{Pending, Refund, Refunds, WordUndo};
 use crate::reservation::{Headroom, Reservation, Undo};
 use crate::sync::{AtomicU64, Ordering};
 
@@ -64,7 +66,7 @@ use crate::sync::{AtomicU64, Ordering};
 /// # Examples
 ///
 /// ```
-/// use limiter_core::{CellClock, ManualClock};
+/// use limiter_core::{cell::CellClock, ManualClock};
 ///
 /// let clock = ManualClock::starting_at(1_000);
 /// let on = CellClock { clock: &clock, origin: 400 };
@@ -115,7 +117,7 @@ const _: () = assert!(GcraCell::RETIRED > MAX_SPAN);
 ///
 /// ```
 /// use core::time::Duration;
-/// use limiter_core::{GcraCell, Quota};
+/// use limiter_core::{cell::GcraCell, Quota};
 ///
 /// let quota = Quota::per_second(10)?.with_burst(2)?;
 /// let cell = GcraCell::new();
@@ -151,7 +153,7 @@ impl GcraCell {
     /// # Examples
     ///
     /// ```
-    /// use limiter_core::{GcraCell, MAX_SPAN};
+    /// use limiter_core::{cell::GcraCell, clock::MAX_SPAN};
     ///
     /// assert!(GcraCell::RETIRED > MAX_SPAN);
     /// ```
@@ -164,7 +166,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -191,7 +193,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -226,7 +228,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -266,7 +268,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{CellClock, GcraCell, ManualClock, Quota};
+    /// use limiter_core::{cell::CellClock, cell::GcraCell, ManualClock, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -398,7 +400,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -424,192 +426,6 @@ impl GcraCell {
                 .is_ok()
     }
 
-    /// As [`reserve_n_on`](GcraCell::reserve_n_on), taking a refund of
-    /// this cell from `refunds` when its fresh slot would wait and a refund
-    /// comes sooner (see [`cancel_with_refunds`](GcraCell::cancel_with_refunds)).
-    /// The fresh slot is then given back. A reservation whose permits are
-    /// free now, or an empty table, costs nothing more than
-    /// `reserve_n_on`.
-    ///
-    /// # Errors
-    ///
-    /// As [`reserve_n_on`](GcraCell::reserve_n_on).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use limiter_core::{CellClock, CellRefunds, GcraCell, ManualClock, Quota};
-    ///
-    /// let (cell, refunds, clock) = (GcraCell::new(), CellRefunds::new(), ManualClock::new());
-    /// let on = CellClock { clock: &clock, origin: 0 };
-    /// let q = Quota::per_second(10)?; // slots 100 ms apart
-    /// let reserve = || cell.reserve_n_with_refunds(&refunds, on, q, 1, Duration::MAX).unwrap();
-    /// let (_now, first, _second) = (reserve()?, reserve()?, reserve()?);
-    /// assert!(cell.cancel_with_refunds(&refunds, first, on, q)); // refunded at 100 ms
-    /// assert_eq!(reserve()?.wait(), Duration::from_millis(100));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    #[cfg(feature = "std")]
-    pub fn reserve_n_with_refunds<'a, C: Clock + ?Sized>(
-        &self,
-        refunds: &CellRefunds,
-        clock: CellClock<'_, C>,
-        quota: impl Into<QuotaOf<'a>>,
-        n: u32,
-        max_wait: Duration,
-    ) -> Option<Result<Reservation, AcquireError>> {
-        let max_wait = saturating_nanos(max_wait);
-        let origin = clock.origin;
-        let quota = quota.into();
-        let (fresh, now) = self.reserve_at(quota, origin, || clock.now(), n, max_wait)?;
-        if !refunds.pending.any() {
-            return Some(fresh);
-        }
-        let fresh_wait = match &fresh {
-            Ok(r) if r.wait != 0 => r.wait,
-            Err(AcquireError::RateLimited { wait }) => saturating_nanos(*wait),
-            _ => return Some(fresh),
-        };
-        let mut table = refunds.lock();
-        // Under the table's lock no quota change can begin (see
-        // `SharedQuota::set_clearing`): the table holds refunds of the
-        // version in force only, and a fresh slot of an older one is kept.
-        let version = quota.version_now();
-        if matches!(&fresh, Ok(r) if undo_version(r) != version) {
-            return Some(fresh);
-        }
-        let owner = self.owner.get();
-        let sooner_than = now.saturating_add(fresh_wait);
-        let Some(refund) = table.take(owner, now, n, max_wait, sooner_than, &refunds.pending)
-        else {
-            return Some(fresh);
-        };
-        if let Ok(fresh) = fresh {
-            self.give_back(&mut table, refunds, fresh, origin, now);
-        }
-        let undo = refund.undo(version);
-        Some(Ok(Reservation {
-            permits: refund.permits,
-            // The refund's slot was a slot of this cell, which lay in range.
-            ready_at: origin + refund.slot,
-            wait: refund.slot - now,
-            owner: self.owner,
-            undo,
-        }))
-    }
-
-    /// Gives back the permits of a reservation made on this cell, whether or
-    /// not later reservations depend on them; returns whether they are back.
-    /// `clock` is the one the reservation was made on (see
-    /// [`reserve_n_on`](GcraCell::reserve_n_on)). Refuses a reservation of
-    /// any other cell.
-    ///
-    /// If the cell still holds what the reservation left, its word is
-    /// restored, as [`cancel`](GcraCell::cancel) does. Otherwise its slot
-    /// becomes a refund in `refunds`, which the next
-    /// [`reserve_n_with_refunds`](GcraCell::reserve_n_with_refunds) of this
-    /// cell that would wait longer takes; once every later reservation is
-    /// cancelled too, the word is restored over it. A slot already passed is
-    /// not refunded (`false`). The cell never admits more than its quota in
-    /// any window: a refund grants only what its schedule already granted at
-    /// that slot.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use limiter_core::{CellRefunds, GcraCell, Quota};
-    ///
-    /// use limiter_core::{CellClock, ManualClock};
-    /// let (cell, refunds, clock) = (GcraCell::new(), CellRefunds::new(), ManualClock::new());
-    /// let on = CellClock { clock: &clock, origin: 0 };
-    /// let q = Quota::per_second(10)?;
-    /// let reserve = || cell.reserve_n_with_refunds(&refunds, on, q, 1, Duration::MAX).unwrap();
-    /// let (_now, first, second) = (reserve()?, reserve()?, reserve()?);
-    /// assert!(cell.cancel_with_refunds(&refunds, first, on, q)); // not the last
-    /// assert!(cell.cancel_with_refunds(&refunds, second, on, q)); // unwinds both
-    /// assert_eq!(reserve()?.wait(), Duration::from_millis(100));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    #[cfg(feature = "std")]
-    pub fn cancel_with_refunds<'a, C: Clock + ?Sized>(
-        &self,
-        refunds: &CellRefunds,
-        reservation: Reservation,
-        clock: CellClock<'_, C>,
-        quota: impl Into<QuotaOf<'a>>,
-    ) -> bool {
-        if reservation.owner != self.owner || reservation.permits == 0 {
-            return false;
-        }
-        let now = clock.now();
-        let mut table = refunds.lock();
-        // A reservation made before a change of the shared quota it follows
-        // belongs to the old quota: refused, checked under the lock that
-        // changes take (see `SharedQuota::set_clearing`).
-        if !quota.into().still_in_force(undo_version(&reservation)) {
-            return false;
-        }
-        self.give_back(&mut table, refunds, reservation, clock.origin, now)
-    }
-
-    /// `cancel_with_refunds` with the table locked.
-    #[cfg(feature = "std")]
-    fn give_back(
-        &self,
-        table: &mut Refunds,
-        refunds: &CellRefunds,
-        reservation: Reservation,
-        origin: u64,
-        now: u64,
-    ) -> bool {
-        let owner = self.owner.get();
-        let collapse = |table: &mut Refunds| {
-            table.collapse(
-                owner,
-                now,
-                &refunds.pending,
-                // Relaxed: as in the acquisition CAS.
-                || self.word.load(Ordering::Relaxed),
-                |after, before| {
-                    self.word
-                        .compare_exchange(after, before, Ordering::Relaxed, Ordering::Relaxed)
-                        .is_ok()
-                },
-            )
-        };
-        let (slot, undo) = match reservation.undo {
-            Undo::Word { before, after, .. } => {
-                // Relaxed and strong: as in `cancel`.
-                if self
-                    .word
-                    .compare_exchange(after, before, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    collapse(table);
-                    return true;
-                }
-                let slot = reservation.ready_at.saturating_sub(origin);
-                (slot, Some(WordUndo { before, after }))
-            }
-            Undo::Refund { slot, .. } => (slot, None),
-            _ => return false,
-        };
-        if slot < now {
-            return false;
-        }
-        let refund = Refund {
-            owner,
-            slot,
-            permits: reservation.permits,
-            undo,
-        };
-        table.record(refund, now, &refunds.pending);
-        collapse(table);
-        true
-    }
-
     /// How many permits a try could take at `now` under `quota`: exactly the
     /// largest `n` that [`try_acquire_n`](GcraCell::try_acquire_n) would
     /// grant, including near [`MAX_SPAN`] (0 if retired).
@@ -618,7 +434,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -632,7 +448,7 @@ impl GcraCell {
     /// ```
     ///
     /// A cell that follows a shared quota is moved to it first, if it has
-    /// not been yet (see [`SharedQuota`](crate::SharedQuota)).
+    /// not been yet (see [`SharedQuota`]).
     pub fn available<'a>(&self, quota: impl Into<QuotaOf<'a>>, now: u64) -> u32 {
         let quota = quota.into();
         loop {
@@ -673,7 +489,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Headroom, Quota};
+    /// use limiter_core::{cell::GcraCell, Headroom, Quota};
     ///
     /// let quota = Quota::per_second(10)?.with_burst(3)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -725,11 +541,11 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
-    /// use limiter_core::MAX_SPAN;
+    /// use limiter_core::clock::MAX_SPAN;
     /// let quota = quota.with_burst(3)?;
     /// assert_eq!(GcraCell::available_when_new(quota, 0), 3);
     /// assert_eq!(GcraCell::available_when_new(quota, MAX_SPAN - 100_000_000), 1);
@@ -746,7 +562,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -767,7 +583,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -792,7 +608,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -821,7 +637,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let quota = Quota::per_second(10)?; // t = 100 ms
     /// let cell = GcraCell::new();
@@ -873,7 +689,7 @@ impl GcraCell {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{GcraCell, Quota};
+    /// use limiter_core::{cell::GcraCell, Quota};
     ///
     /// let (old, new) = (Quota::per_second(10)?.with_burst(4)?, Quota::per_second(1)?.with_burst(4)?);
     /// let cell = GcraCell::new();
@@ -914,361 +730,10 @@ impl GcraCell {
     }
 }
 
-/// The quota version a reservation was decided under (0 for a fixed quota).
 #[cfg(feature = "std")]
-fn undo_version(reservation: &Reservation) -> u64 {
-    match reservation.undo {
-        Undo::Word { changes, .. } | Undo::Refund { changes, .. } => changes,
-        _ => 0,
-    }
-}
-
-/// The refunds of reservations cancelled out of order on a set of
-/// [`GcraCell`]s: one table for a whole keyed limiter, each refund tagged
-/// with its cell's identity (see
-/// [`cancel_with_refunds`](GcraCell::cancel_with_refunds)).
-///
-/// A mutex guards the table; a cell takes it only to cancel, or to reserve
-/// when its fresh slot would wait and the table is not empty (an atomic
-/// count says so without the lock). Refunds expire with their slot and the
-/// table holds at most 4,096, so a table outlives any number of cells in
-/// bounded memory.
+mod refunds;
 #[cfg(feature = "std")]
-#[derive(Debug)]
-pub struct CellRefunds {
-    table: crate::sync::Mutex<Refunds>,
-    pending: Pending,
-}
-
-#[cfg(feature = "std")]
-impl CellRefunds {
-    /// An empty table.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use limiter_core::{CellClock, CellRefunds, GcraCell, ManualClock, Quota};
-    ///
-    /// let (cell, refunds, clock) = (GcraCell::new(), CellRefunds::new(), ManualClock::new());
-    /// let on = CellClock { clock: &clock, origin: 0 };
-    /// let quota = Quota::per_second(10)?;
-    /// let r = cell.reserve_n_with_refunds(&refunds, on, quota, 1, Duration::ZERO).unwrap()?;
-    /// assert!(cell.cancel_with_refunds(&refunds, r, on, quota));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn new() -> CellRefunds {
-        CellRefunds {
-            table: crate::sync::Mutex::new(Refunds::new()),
-            pending: Pending::default(),
-        }
-    }
-
-    /// Runs `change` (a quota change) with the table locked, then drops
-    /// every refund: they belong to the quota before it.
-    pub(crate) fn clear_during(&self, change: impl FnOnce()) {
-        let mut table = self.lock();
-        change();
-        table.clear(&self.pending);
-    }
-
-    fn lock(&self) -> crate::sync::MutexGuard<'_, Refunds> {
-        // Every update is one push, remove or field write: a panic cannot
-        // leave the table inconsistent, so a poisoned lock is used as is.
-        self.table.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-#[cfg(feature = "std")]
-impl Default for CellRefunds {
-    fn default() -> CellRefunds {
-        CellRefunds::new()
-    }
-}
-
-/// Quota changes that drop the refunds of a [`CellRefunds`] table (here,
-/// beside the table, so that `follow` does not depend on this module).
-#[cfg(feature = "std")]
-impl SharedQuota {
-    /// [`set`](SharedQuota::set), and drops the refunds of `refunds`: they
-    /// belong to the old quota. Holding the table's lock across the change
-    /// serialises it with every cancellation into the table, which checks
-    /// under the same lock that no change came after its reservation.
-    pub fn set_clearing(&self, quota: Quota, now: u64, refunds: &CellRefunds) {
-        refunds.clear_during(|| self.set(quota, now));
-    }
-}
+pub use refunds::CellRefunds;
 
 #[cfg(all(test, not(loom)))]
-mod tests {
-    use std::boxed::Box;
-    use std::cell::RefCell;
-
-    use super::*;
-    use crate::ManualClock;
-
-    fn quota() -> Quota {
-        Quota::per_second(10).unwrap().with_burst(3).unwrap()
-    }
-
-    #[test]
-    fn a_cell_decides_like_the_limiter() {
-        let cell = GcraCell::new();
-        for _ in 0..3 {
-            assert_eq!(cell.try_acquire_n(quota(), 0, 1), Some(Ok(())));
-        }
-        assert_eq!(
-            cell.try_acquire_n(quota(), 0, 1),
-            Some(Err(AcquireError::RateLimited {
-                wait: Duration::from_millis(100)
-            }))
-        );
-        assert_eq!(cell.tat(), Some(300_000_000));
-        assert_eq!(cell.available(quota(), 150_000_000), 1);
-        assert_eq!(
-            cell.try_acquire_n(quota(), 0, 4),
-            Some(Err(AcquireError::InsufficientCapacity {
-                requested: 4,
-                burst: 3
-            }))
-        );
-    }
-
-    #[test]
-    fn reservations_cancel_only_when_last() {
-        let cell = GcraCell::new();
-        let a = cell
-            .reserve_n(quota(), 0, 3, Duration::ZERO)
-            .unwrap()
-            .unwrap();
-        let b = cell
-            .reserve_n(quota(), 0, 1, Duration::from_secs(1))
-            .unwrap()
-            .unwrap();
-        assert_eq!(b.wait(), Duration::from_millis(100));
-        assert!(!cell.cancel(a));
-        assert!(cell.cancel(b));
-        assert_eq!(cell.tat(), Some(300_000_000));
-    }
-
-    #[test]
-    fn only_an_idle_cell_retires_quietly() {
-        let cell = GcraCell::new();
-        assert_eq!(cell.try_acquire_n(quota(), 0, 1), Some(Ok(())));
-        assert!(!cell.is_idle(99_999_999));
-        assert!(!cell.retire_if_idle(99_999_999));
-        assert!(cell.retire_if_idle(100_000_000));
-        assert!(!cell.retire_if_idle(100_000_000));
-        assert_eq!(cell.try_acquire_n(quota(), 0, 1), None);
-        assert_eq!(cell.available(quota(), 0), 0);
-        assert!(!cell.is_idle(u64::MAX));
-        assert!(!cell.retire());
-
-        let busy = GcraCell::new();
-        assert_eq!(busy.try_acquire_n(quota(), 0, 3), Some(Ok(())));
-        assert!(busy.retire());
-        assert_eq!(busy.tat(), None);
-    }
-    #[test]
-    fn a_reservation_refunds_only_the_cell_that_issued_it() {
-        // Two cells in the same state: a reservation made on one must not
-        // turn back the other, although its words match.
-        let issuer = GcraCell::new();
-        let other = GcraCell::new();
-        let r = issuer
-            .reserve_n(quota(), 0, 1, Duration::ZERO)
-            .unwrap()
-            .unwrap();
-        assert_eq!(other.try_acquire_n(quota(), 0, 1), Some(Ok(())));
-        assert_eq!(issuer.tat(), other.tat());
-        assert!(!other.cancel(r), "a foreign reservation refunded a cell");
-        assert_eq!(other.available(quota(), 0), 2);
-        let r = issuer
-            .reserve_n(quota(), 0, 1, Duration::ZERO)
-            .unwrap()
-            .unwrap();
-        assert!(issuer.cancel(r));
-        assert_eq!(issuer.available(quota(), 0), 2);
-    }
-
-    #[test]
-    fn available_is_exactly_what_a_try_takes_near_the_span_limit() {
-        let q = Quota::from_nanos(100, 3).unwrap();
-        let now = MAX_SPAN - 50;
-        let cell = GcraCell::new();
-        assert_eq!(cell.available(q, now), 0);
-        assert_eq!(
-            cell.try_acquire_n(q, now, 1),
-            Some(Err(AcquireError::TimeOutOfRange { now }))
-        );
-        // Everywhere: available() is taken by a try, one more is refused.
-        for now in [
-            0,
-            150,
-            MAX_SPAN - 1_000,
-            MAX_SPAN - 250,
-            MAX_SPAN - 100,
-            MAX_SPAN,
-        ] {
-            for tat in [
-                0,
-                now.saturating_sub(120),
-                now,
-                now + 30,
-                (now + 150).min(MAX_SPAN),
-            ] {
-                let a = GcraCell {
-                    word: AtomicU64::new(tat),
-                    owner: Owner::new(),
-                };
-                let n = a.available(q, now);
-                assert!(n <= 3);
-                let b = GcraCell {
-                    word: AtomicU64::new(tat),
-                    owner: Owner::new(),
-                };
-                assert!(
-                    matches!(b.try_acquire_n(q, now, n + 1), Some(Err(_))),
-                    "tat {tat}, now {now}: {} permits were available",
-                    n + 1
-                );
-                assert_eq!(
-                    a.try_acquire_n(q, now, n),
-                    Some(Ok(())),
-                    "tat {tat}, now {now}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn a_reservation_since_an_origin_is_ready_at_a_clock_reading() {
-        let origin = 1_800_000_000_000_000_000;
-        let clock = ManualClock::starting_at(origin + 5);
-        let on = CellClock {
-            clock: &clock,
-            origin,
-        };
-        let cell = GcraCell::new();
-        let first = cell
-            .reserve_n_on(on, quota(), 3, Duration::ZERO)
-            .unwrap()
-            .unwrap();
-        assert_eq!(first.ready_at(), origin + 5);
-        let second = cell
-            .reserve_n_on(on, quota(), 1, Duration::from_secs(1))
-            .unwrap()
-            .unwrap();
-        assert_eq!(second.ready_at(), origin + 5 + 100_000_000);
-        // A slot whose clock reading would pass u64::MAX is out of range.
-        let late = GcraCell::new();
-        let clock = ManualClock::starting_at(u64::MAX - 5);
-        let on = CellClock {
-            clock: &clock,
-            origin: u64::MAX - 10,
-        };
-        assert!(matches!(
-            late.reserve_n_on(on, quota(), 3, Duration::ZERO),
-            Some(Ok(_))
-        ));
-        assert_eq!(
-            late.reserve_n_on(on, quota(), 1, Duration::from_secs(1)),
-            Some(Err(AcquireError::TimeOutOfRange { now: u64::MAX - 5 }))
-        );
-    }
-
-    std::thread_local! {
-        /// Run once by the next decision of this thread, between its
-        /// decision and its CAS: a deterministic stall.
-        static STALL: RefCell<Option<Box<dyn FnOnce()>>> = RefCell::new(None);
-    }
-
-    pub(super) fn stall_before_cas() {
-        if let Some(stall) = STALL.with(|s| s.borrow_mut().take()) {
-            stall();
-        }
-    }
-
-    #[test]
-    fn a_decision_after_a_lost_cas_reads_the_clock_again() {
-        // t = 100 ms, burst 2, a full cell. A decision reads the clock at 0;
-        // before its CAS the clock reaches 1 s and another decision takes
-        // one permit (tat 1.1 s). On the stale reading the retry would
-        // refuse (it needs tat ≤ 0.1 s); at 1 s one permit is free, and
-        // none is left after it.
-        let clock = ManualClock::new();
-        let quota = Quota::per_second(10).unwrap().with_burst(2).unwrap();
-        let cell = std::sync::Arc::new(GcraCell::new());
-        let (other, winner_clock) = (std::sync::Arc::clone(&cell), clock.clone());
-        STALL.with(|s| {
-            *s.borrow_mut() = Some(Box::new(move || {
-                winner_clock.set(1_000_000_000);
-                let on = CellClock {
-                    clock: &winner_clock,
-                    origin: 0,
-                };
-                let _kept = other
-                    .reserve_n_on(on, quota, 1, Duration::ZERO)
-                    .unwrap()
-                    .unwrap();
-            }))
-        });
-        let on = CellClock {
-            clock: &clock,
-            origin: 0,
-        };
-        let r = cell
-            .reserve_n_on(on, quota, 1, Duration::ZERO)
-            .unwrap()
-            .expect("decided on a reading taken before the winner's");
-        assert_eq!(r.ready_at(), 1_000_000_000);
-        // The headroom is that of the fresh reading: 0 left, the next in 100 ms.
-        assert_eq!(
-            cell.headroom_of(&r, quota, 0),
-            Some(Headroom {
-                remaining: 0,
-                refill_in: Duration::from_millis(100)
-            })
-        );
-    }
-
-    #[test]
-    fn a_grant_after_a_lost_cas_reports_the_headroom_of_the_fresh_reading() {
-        // t = 100 ms, burst 4. A decision reads 0; meanwhile the clock
-        // reaches 150 ms and a winner takes one permit at 150 ms (tat 250
-        // ms). The loser's grant leaves tat 350 ms: at 150 ms, 2 permits
-        // (and 100 ms to the next); on the stale reading it would say 0.
-        let clock = ManualClock::new();
-        let quota = Quota::per_second(10).unwrap().with_burst(4).unwrap();
-        let cell = std::sync::Arc::new(GcraCell::new());
-        let (other, winner_clock) = (std::sync::Arc::clone(&cell), clock.clone());
-        STALL.with(|s| {
-            *s.borrow_mut() = Some(Box::new(move || {
-                winner_clock.set(150_000_000);
-                let on = CellClock {
-                    clock: &winner_clock,
-                    origin: 0,
-                };
-                let _kept = other
-                    .reserve_n_on(on, quota, 1, Duration::ZERO)
-                    .unwrap()
-                    .unwrap();
-            }))
-        });
-        let on = CellClock {
-            clock: &clock,
-            origin: 0,
-        };
-        let r = cell
-            .reserve_n_on(on, quota, 1, Duration::ZERO)
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            cell.headroom_of(&r, quota, 0),
-            Some(Headroom {
-                remaining: 2,
-                refill_in: Duration::from_millis(100)
-            })
-        );
-    }
-}
+mod tests;

@@ -1,4 +1,4 @@
-//! What to answer when Redis cannot: [`FailurePolicy`], the circuit
+//! What to answer when Redis cannot: [`WhenDown`], the circuit
 //! [`Breaker`] that keeps a dead Redis from costing one timeout per call, and
 //! the in-process [`LocalFallback`] limiters.
 //!
@@ -14,7 +14,7 @@
 //!
 //! # The local fallback
 //!
-//! [`FailurePolicy::Local`] keeps one in-process
+//! [`WhenDown::Local`] keeps one in-process
 //! [`limiter_core::RateLimiter`] **per key** (a single one per limiter would
 //! let one busy key starve all others during an outage), at `share` of the
 //! quota: period `t / share` rounded up, burst `max(1, ⌊burst · share⌋)`.
@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use limiter_core::{AcquireError, Limit, Quota, RateLimiter};
+use limiter_core::{AcquireError, Quota, RateLimiter, composite::Limit};
 
 use crate::admission::{Admission, Source};
 use crate::error::RedisLimitError;
@@ -48,16 +48,16 @@ use crate::time::LocalClock;
 /// # Examples
 ///
 /// ```
-/// use limiter_redis::FailurePolicy;
+/// use limiter_redis::WhenDown;
 ///
-/// assert_eq!(FailurePolicy::default(), FailurePolicy::Local { share: 1.0 });
+/// assert_eq!(WhenDown::default(), WhenDown::Local { share: 1.0 });
 /// // Four instances behind one Redis: each keeps a quarter during an outage.
-/// let policy = FailurePolicy::Local { share: 0.25 };
+/// let policy = WhenDown::Local { share: 0.25 };
 /// # let _ = policy;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
-pub enum FailurePolicy {
+pub enum WhenDown {
     /// Admit every request: `Ok(Admission)` with [`Source::FailOpen`].
     /// Availability over limits.
     Open,
@@ -77,9 +77,9 @@ pub enum FailurePolicy {
     Error,
 }
 
-impl Default for FailurePolicy {
-    fn default() -> FailurePolicy {
-        FailurePolicy::Local { share: 1.0 }
+impl Default for WhenDown {
+    fn default() -> WhenDown {
+        WhenDown::Local { share: 1.0 }
     }
 }
 
@@ -142,7 +142,7 @@ impl Breaker {
     }
 }
 
-/// In-process limiters per key for [`FailurePolicy::Local`].
+/// In-process limiters per key for [`WhenDown::Local`].
 #[derive(Debug)]
 pub(crate) struct LocalFallback {
     quota: Quota,
@@ -245,7 +245,7 @@ impl LocalFallback {
     }
 
     /// Decides every `(key, quota, n)` of `limits` together, all or nothing
-    /// (`limiter_core::reserve_all` over the keys' local limiters, each at
+    /// (`limiter_core::composite::reserve_all` over the keys' local limiters, each at
     /// `share` of its own quota).
     ///
     /// # Errors
@@ -273,7 +273,7 @@ impl LocalFallback {
             let missing = l.quota().burst() - l.available().min(l.quota().burst());
             l.quota().period() * missing
         };
-        match limiter_core::reserve_all(&parts, max_wait) {
+        match limiter_core::composite::reserve_all(&parts, max_wait) {
             Ok(granted) => Ok(limiters
                 .iter()
                 .map(|l| Admission {

@@ -1,4 +1,4 @@
-//! [`Decision`]: what the last adjustment did and why, and the seqlock that
+//! [`Adjustment`]: what the last adjustment did and why, and the seqlock that
 //! publishes it to readers without a lock.
 //!
 //! Only the thread holding the interval claim writes (so there is one writer
@@ -11,14 +11,14 @@
 
 use core::time::Duration;
 
-use super::policy::Reason;
+use super::controller::Reason;
 use crate::sync::{AtomicU32, AtomicU64, Ordering, fence, spin_hint};
 
 /// One adjustment: the rate before and after, the policy's proposal and
 /// reason, and what the app-limited guard saw.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
-pub struct Decision {
+pub struct Adjustment {
     /// When it was made, in the limiter clock's nanoseconds.
     pub at: u64,
     /// The rate before, in permits per second.
@@ -71,7 +71,7 @@ fn decode(code: u32, payload: u64) -> Reason {
 
 /// The last decision, published by a seqlock of atomics.
 #[derive(Debug)]
-pub(crate) struct DecisionLog {
+pub(crate) struct AdjustmentLog {
     seq: AtomicU64,
     at: AtomicU64,
     previous: AtomicU64,
@@ -86,9 +86,9 @@ pub(crate) struct DecisionLog {
 
 const APP_LIMITED: u32 = 1 << 31;
 
-impl DecisionLog {
-    pub(crate) fn new() -> DecisionLog {
-        DecisionLog {
+impl AdjustmentLog {
+    pub(crate) fn new() -> AdjustmentLog {
+        AdjustmentLog {
             seq: AtomicU64::new(0),
             at: AtomicU64::new(0),
             previous: AtomicU64::new(0),
@@ -102,7 +102,7 @@ impl DecisionLog {
     }
 
     /// Publishes `d`. The caller holds the interval claim: one writer.
-    pub(crate) fn write(&self, d: &Decision) {
+    pub(crate) fn write(&self, d: &Adjustment) {
         // Relaxed: only claim holders write seq, and the claim's
         // acquire/release orders them.
         let seq = self.seq.load(Ordering::Relaxed);
@@ -134,7 +134,7 @@ impl DecisionLog {
     }
 
     /// The last decision, `None` before the first.
-    pub(crate) fn read(&self) -> Option<Decision> {
+    pub(crate) fn read(&self) -> Option<Adjustment> {
         loop {
             // Acquire: if even, the fields of that decision are visible.
             let before = self.seq.load(Ordering::Acquire);
@@ -147,7 +147,7 @@ impl DecisionLog {
             }
             // Relaxed: validated by the seq check after the acquire fence.
             let code = self.code.load(Ordering::Relaxed);
-            let d = Decision {
+            let d = Adjustment {
                 at: self.at.load(Ordering::Relaxed),
                 previous_rate: f64::from_bits(self.previous.load(Ordering::Relaxed)),
                 proposed_rate: f64::from_bits(self.proposed.load(Ordering::Relaxed)),
@@ -192,9 +192,9 @@ mod tests {
 
     #[test]
     fn the_log_holds_the_last_decision() {
-        let log = DecisionLog::new();
+        let log = AdjustmentLog::new();
         assert_eq!(log.read(), None);
-        let d = Decision {
+        let d = Adjustment {
             at: 5,
             previous_rate: 1000.0,
             proposed_rate: 1100.0,
@@ -207,8 +207,8 @@ mod tests {
             allowed: 1000,
         };
         log.write(&d);
-        log.write(&Decision { at: 6, ..d });
-        assert_eq!(log.read(), Some(Decision { at: 6, ..d }));
+        log.write(&Adjustment { at: 6, ..d });
+        assert_eq!(log.read(), Some(Adjustment { at: 6, ..d }));
         assert_eq!(log.count(), 2);
     }
 }

@@ -1,16 +1,16 @@
-//! [`AdaptivePolicy`]: what an adaptive limiter asks of a policy, and the
+//! [`RateController`]: what an adaptive limiter asks of a policy, and the
 //! policies [`EwmaAimd`] and [`LoadBased`] ([`PercentileWindow`] has its own
 //! module, for its histogram).
 //!
-//! A policy sees every observation through [`AdaptivePolicy::observe`]
+//! A policy sees every observation through [`RateController::observe`]
 //! (lock-free and allocation-free: it runs on the caller's recording path)
 //! and, once per interval, proposes the next rate through
-//! [`AdaptivePolicy::propose`]. The limiter clamps the proposal to
+//! [`RateController::propose`]. The limiter clamps the proposal to
 //! `[min_rate, max_rate]` and applies the app-limited guard; the policy
 //! never sees either. Rates are permits per second as `f64`; latencies are
 //! [`Duration`]s, handled as nanoseconds.
 //!
-//! [`PercentileWindow`]: crate::PercentileWindow
+//! [`PercentileWindow`]: crate::adaptive::PercentileWindow
 
 use core::fmt;
 use core::time::Duration;
@@ -21,7 +21,7 @@ use crate::sync::{AtomicU64, Ordering};
 
 /// What became of the request whose latency is recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Outcome {
+pub enum Completion {
     /// The downstream served it: its latency is a signal.
     Success,
     /// The downstream dropped or refused it (a timeout, a 503, a shed
@@ -90,18 +90,18 @@ pub struct Proposal {
 
 /// A rule that moves an adaptive limiter's rate from observations.
 ///
-/// The limiter calls [`observe`](AdaptivePolicy::observe) on every recorded
-/// sample, from any thread, and [`propose`](AdaptivePolicy::propose) once
-/// per [`interval`](AdaptivePolicy::interval), from the recording call that
+/// The limiter calls [`observe`](RateController::observe) on every recorded
+/// sample, from any thread, and [`propose`](RateController::propose) once
+/// per [`interval`](RateController::interval), from the recording call that
 /// crosses the interval's end. Calls to `propose` on one limiter never
 /// overlap and are ordered after each other (acquire/release), but may
 /// overlap `observe`.
-pub trait AdaptivePolicy: Send + Sync {
+pub trait RateController: Send + Sync {
     /// How often the rate may change. Read once, when the limiter is built.
     fn interval(&self) -> Duration;
 
     /// Takes one observation. Must not block or allocate.
-    fn observe(&self, latency: Duration, outcome: Outcome);
+    fn observe(&self, latency: Duration, outcome: Completion);
 
     /// Proposes the rate for the next interval from `current` (permits per
     /// second), and restarts the policy's window.
@@ -146,11 +146,11 @@ const NO_EWMA: u64 = u64::MAX;
 ///
 /// ```
 /// use core::time::Duration;
-/// use limiter_core::{AdaptivePolicy, EwmaAimd, Outcome};
+/// use limiter_core::{adaptive::RateController, adaptive::EwmaAimd, adaptive::Completion};
 ///
 /// let p = EwmaAimd::new(Duration::from_millis(100)).alpha(0.5);
-/// p.observe(Duration::from_millis(80), Outcome::Success);
-/// p.observe(Duration::from_millis(160), Outcome::Success); // ewma 120 ms
+/// p.observe(Duration::from_millis(80), Completion::Success);
+/// p.observe(Duration::from_millis(160), Completion::Success); // ewma 120 ms
 /// assert_eq!(p.propose(1000.0).rate, 900.0);
 /// ```
 #[derive(Debug)]
@@ -176,10 +176,10 @@ impl EwmaAimd {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptiveLimiter, AdaptivePolicy, EwmaAimd};
+    /// use limiter_core::{AdaptiveLimiter, adaptive::RateController, adaptive::EwmaAimd};
     ///
     /// let p = EwmaAimd::new(Duration::from_millis(100));
-    /// assert_eq!(AdaptivePolicy::interval(&p), AdaptiveLimiter::DEFAULT_INTERVAL);
+    /// assert_eq!(RateController::interval(&p), AdaptiveLimiter::DEFAULT_INTERVAL);
     /// assert_eq!(p.ewma(), None);
     /// ```
     pub fn new(target: Duration) -> EwmaAimd {
@@ -201,11 +201,11 @@ impl EwmaAimd {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptivePolicy, EwmaAimd, Outcome};
+    /// use limiter_core::{adaptive::RateController, adaptive::EwmaAimd, adaptive::Completion};
     ///
     /// let p = EwmaAimd::new(Duration::from_millis(100)).alpha(1.0); // last sample only
-    /// p.observe(Duration::from_millis(500), Outcome::Success);
-    /// p.observe(Duration::from_millis(20), Outcome::Success);
+    /// p.observe(Duration::from_millis(500), Completion::Success);
+    /// p.observe(Duration::from_millis(20), Completion::Success);
     /// assert_eq!(p.ewma(), Some(Duration::from_millis(20)));
     /// ```
     #[must_use]
@@ -220,10 +220,10 @@ impl EwmaAimd {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptivePolicy, EwmaAimd, Outcome};
+    /// use limiter_core::{adaptive::RateController, adaptive::EwmaAimd, adaptive::Completion};
     ///
     /// let p = EwmaAimd::new(Duration::from_millis(100)).decrease(0.5);
-    /// p.observe(Duration::ZERO, Outcome::Dropped);
+    /// p.observe(Duration::ZERO, Completion::Dropped);
     /// assert_eq!(p.propose(1000.0).rate, 500.0);
     /// ```
     #[must_use]
@@ -238,10 +238,10 @@ impl EwmaAimd {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptivePolicy, EwmaAimd, Outcome};
+    /// use limiter_core::{adaptive::RateController, adaptive::EwmaAimd, adaptive::Completion};
     ///
     /// let p = EwmaAimd::new(Duration::from_millis(100)).increase(2.0);
-    /// p.observe(Duration::from_millis(10), Outcome::Success);
+    /// p.observe(Duration::from_millis(10), Completion::Success);
     /// assert_eq!(p.propose(1000.0).rate, 2000.0);
     /// ```
     #[must_use]
@@ -256,10 +256,10 @@ impl EwmaAimd {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptivePolicy, EwmaAimd};
+    /// use limiter_core::{adaptive::RateController, adaptive::EwmaAimd};
     ///
     /// let p = EwmaAimd::new(Duration::from_millis(100)).interval(Duration::from_millis(250));
-    /// assert_eq!(AdaptivePolicy::interval(&p), Duration::from_millis(250));
+    /// assert_eq!(RateController::interval(&p), Duration::from_millis(250));
     /// ```
     #[must_use]
     pub fn interval(mut self, interval: Duration) -> EwmaAimd {
@@ -273,12 +273,12 @@ impl EwmaAimd {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptivePolicy, EwmaAimd, Outcome};
+    /// use limiter_core::{adaptive::RateController, adaptive::EwmaAimd, adaptive::Completion};
     ///
     /// let p = EwmaAimd::new(Duration::from_millis(100)).alpha(0.5);
     /// assert_eq!(p.ewma(), None);
-    /// p.observe(Duration::from_millis(80), Outcome::Success); // seeds it
-    /// p.observe(Duration::from_millis(40), Outcome::Success);
+    /// p.observe(Duration::from_millis(80), Completion::Success); // seeds it
+    /// p.observe(Duration::from_millis(40), Completion::Success);
     /// assert_eq!(p.ewma(), Some(Duration::from_millis(60)));
     /// ```
     pub fn ewma(&self) -> Option<Duration> {
@@ -290,19 +290,19 @@ impl EwmaAimd {
     }
 }
 
-impl AdaptivePolicy for EwmaAimd {
+impl RateController for EwmaAimd {
     fn interval(&self) -> Duration {
         self.interval
     }
 
-    fn observe(&self, latency: Duration, outcome: Outcome) {
+    fn observe(&self, latency: Duration, outcome: Completion) {
         match outcome {
-            Outcome::Ignored => {}
-            Outcome::Dropped => {
+            Completion::Ignored => {}
+            Completion::Dropped => {
                 // Relaxed: a counter, drained by swap.
                 self.drops.fetch_add(1, Ordering::Relaxed);
             }
-            Outcome::Success => {
+            Completion::Success => {
                 let x = latency.as_nanos() as f64;
                 let alpha = self.alpha;
                 // Relaxed: the EWMA is one value; the CAS loop makes every
@@ -381,7 +381,7 @@ impl AdaptivePolicy for EwmaAimd {
 /// # Examples
 ///
 /// ```
-/// use limiter_core::{AdaptivePolicy, LoadBased};
+/// use limiter_core::{adaptive::RateController, adaptive::LoadBased};
 ///
 /// let p = LoadBased::new(500.0, || 0.9);
 /// assert_eq!(p.propose(500.0).rate, 250.0);
@@ -403,10 +403,10 @@ impl<F: Fn() -> f64 + Send + Sync> LoadBased<F> {
     /// # Examples
     ///
     /// ```
-    /// use limiter_core::{AdaptiveLimiter, AdaptivePolicy, LoadBased};
+    /// use limiter_core::{AdaptiveLimiter, adaptive::RateController, adaptive::LoadBased};
     ///
     /// let p = LoadBased::new(500.0, || 0.5);
-    /// assert_eq!(AdaptivePolicy::interval(&p), AdaptiveLimiter::DEFAULT_INTERVAL);
+    /// assert_eq!(RateController::interval(&p), AdaptiveLimiter::DEFAULT_INTERVAL);
     /// assert_eq!(p.propose(123.0).rate, 500.0); // normal load: the base rate
     /// ```
     pub fn new(base_rate: f64, load: F) -> LoadBased<F> {
@@ -424,7 +424,7 @@ impl<F: Fn() -> f64 + Send + Sync> LoadBased<F> {
     /// # Examples
     ///
     /// ```
-    /// use limiter_core::{AdaptivePolicy, LoadBased};
+    /// use limiter_core::{adaptive::RateController, adaptive::LoadBased};
     ///
     /// let p = LoadBased::new(500.0, || 0.7).high(0.6);
     /// assert_eq!(p.propose(500.0).rate, 250.0);
@@ -440,7 +440,7 @@ impl<F: Fn() -> f64 + Send + Sync> LoadBased<F> {
     /// # Examples
     ///
     /// ```
-    /// use limiter_core::{AdaptivePolicy, LoadBased};
+    /// use limiter_core::{adaptive::RateController, adaptive::LoadBased};
     ///
     /// let p = LoadBased::new(500.0, || 0.4).low(0.5);
     /// assert_eq!(p.propose(500.0).rate, 1000.0);
@@ -457,10 +457,10 @@ impl<F: Fn() -> f64 + Send + Sync> LoadBased<F> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use limiter_core::{AdaptivePolicy, LoadBased};
+    /// use limiter_core::{adaptive::RateController, adaptive::LoadBased};
     ///
     /// let p = LoadBased::new(500.0, || 0.5).interval(Duration::from_secs(10));
-    /// assert_eq!(AdaptivePolicy::interval(&p), Duration::from_secs(10));
+    /// assert_eq!(RateController::interval(&p), Duration::from_secs(10));
     /// ```
     #[must_use]
     pub fn interval(mut self, interval: Duration) -> LoadBased<F> {
@@ -480,12 +480,12 @@ impl<F> fmt::Debug for LoadBased<F> {
     }
 }
 
-impl<F: Fn() -> f64 + Send + Sync> AdaptivePolicy for LoadBased<F> {
+impl<F: Fn() -> f64 + Send + Sync> RateController for LoadBased<F> {
     fn interval(&self) -> Duration {
         self.interval
     }
 
-    fn observe(&self, _latency: Duration, _outcome: Outcome) {}
+    fn observe(&self, _latency: Duration, _outcome: Completion) {}
 
     fn propose(&self, current: f64) -> Proposal {
         let load = (self.load)();
@@ -525,18 +525,18 @@ mod tests {
     fn ewma_follows_alpha_and_decides_on_the_target() {
         let p = EwmaAimd::new(100 * MS).alpha(0.5);
         assert_eq!(p.propose(1000.0).reason, Reason::NoSignal);
-        p.observe(200 * MS, Outcome::Success);
+        p.observe(200 * MS, Completion::Success);
         assert_eq!(p.ewma(), Some(200 * MS), "the first sample seeds it");
-        p.observe(Duration::ZERO, Outcome::Success);
+        p.observe(Duration::ZERO, Completion::Success);
         assert_eq!(p.ewma(), Some(100 * MS));
-        p.observe(Duration::from_secs(9), Outcome::Ignored);
+        p.observe(Duration::from_secs(9), Completion::Ignored);
         // 100 ms is not above the target: raise.
         let up = p.propose(1000.0);
         assert_eq!(up.rate, 1050.0);
         assert_eq!(up.reason, Reason::LatencyBelow { observed: 100 * MS });
         // The EWMA persists, but an interval without samples holds.
         assert_eq!(p.propose(1000.0).reason, Reason::NoSignal);
-        p.observe(140 * MS, Outcome::Success); // ewma 120 ms
+        p.observe(140 * MS, Completion::Success); // ewma 120 ms
         let down = p.propose(1000.0);
         assert_eq!(down.rate, 900.0);
         assert_eq!(down.reason, Reason::LatencyAbove { observed: 120 * MS });
@@ -545,9 +545,9 @@ mod tests {
     #[test]
     fn a_drop_cuts_whatever_the_latency() {
         let p = EwmaAimd::new(100 * MS).decrease(0.5);
-        p.observe(MS, Outcome::Success);
-        p.observe(MS, Outcome::Dropped);
-        p.observe(MS, Outcome::Dropped);
+        p.observe(MS, Completion::Success);
+        p.observe(MS, Completion::Dropped);
+        p.observe(MS, Completion::Dropped);
         assert_eq!(
             p.propose(800.0),
             Proposal {
@@ -578,7 +578,7 @@ mod tests {
 
     #[test]
     fn bad_parameters_are_typed_errors() {
-        let bad = |p: &dyn AdaptivePolicy| match p.validate() {
+        let bad = |p: &dyn RateController| match p.validate() {
             Err(QuotaError::InvalidParameter { name, .. }) => name,
             other => panic!("{other:?}"),
         };
