@@ -162,13 +162,15 @@ fn item_value(name: &str, remaining: u32, reset: u64) -> Option<HeaderValue> {
 }
 
 /// The style a layer writes with: [`Draft10`] with its `RateLimit-Policy`
-/// value made once per quota ([`PolicyValue`]), any other style as it is.
+/// value made once for the layer's quota ([`PolicyValue`]), any other
+/// style as it is.
 pub(crate) enum LayerStyle {
     Draft10(PolicyValue),
     Other(Box<dyn HeaderStyle>),
 }
 
 impl LayerStyle {
+    /// `style`, told apart by type: `(Draft10, LegacyHeaders)` is `Other`.
     pub(crate) fn new<S: HeaderStyle>(style: S) -> LayerStyle {
         if TypeId::of::<S>() == TypeId::of::<Draft10>() {
             LayerStyle::Draft10(PolicyValue::default())
