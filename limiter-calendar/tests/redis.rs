@@ -2,8 +2,7 @@
 //! count is shared, survives a new limiter (a restart), resets exactly at
 //! the period's end, and its key expires after the period.
 
-#[path = "../../limiter-redis/tests/support/mod.rs"]
-mod support;
+use limiter_test_support::redis as support;
 
 use core::time::Duration;
 

@@ -19,9 +19,10 @@ use limiter_concurrency::ConcurrencyLimiter;
 use limiter_concurrency::http::ConcurrencyLimitLayer;
 use tower::Service;
 
-#[path = "../../limiter-tower/tests/support/counting_alloc.rs"]
-mod counting_alloc;
-use counting_alloc::allocations;
+use limiter_test_support::counting_alloc::{Counting, allocations};
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
 
 /// One request through `service`, polled to its response; returns the
 /// allocations from `call` to the response (the request itself is built

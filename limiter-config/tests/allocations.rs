@@ -27,9 +27,10 @@ use limiter_tower::PeerAddr;
 use support::TempDir;
 use tower::{Layer, Service};
 
-#[path = "../../limiter-tower/tests/support/counting_alloc.rs"]
-mod counting_alloc;
-use counting_alloc::allocations;
+use limiter_test_support::counting_alloc::{Counting, allocations};
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
 
 type Body = Full<Bytes>;
 

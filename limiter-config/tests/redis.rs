@@ -4,8 +4,7 @@
 
 mod support;
 
-#[path = "../../limiter-redis/tests/support/mod.rs"]
-mod redis_support;
+use limiter_test_support::redis as redis_support;
 
 use http::{Request, StatusCode};
 use http_body_util::{Empty, Full};

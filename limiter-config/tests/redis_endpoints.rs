@@ -8,10 +8,8 @@
 
 mod support;
 
-#[path = "../../limiter-redis/tests/support/mod.rs"]
-mod redis_support;
-#[path = "../../limiter-redis/tests/support/tls.rs"]
-mod tls_support;
+use limiter_test_support::redis as redis_support;
+use limiter_test_support::tls as tls_support;
 
 use std::cell::Cell;
 

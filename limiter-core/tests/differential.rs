@@ -2,7 +2,7 @@
 //! and now and then backward), `try_acquire_n`, `reserve_n`, `cancel` of a
 //! random outstanding reservation, `set_quota` and `available`, run on the
 //! lock-free `RateLimiter` and on the sequential reference model of
-//! `tests/support/model.rs` (u128 arithmetic, written from the
+//! `limiter_test_support::model` (u128 arithmetic, written from the
 //! specification). Every decision, every wait, every slot, every refund and
 //! every `available` must be identical.
 //!
@@ -18,10 +18,7 @@ use std::time::Duration;
 use limiter_core::{Clock, ManualClock, Quota, RateLimiter, Reservation};
 use proptest::prelude::*;
 
-#[allow(dead_code, unreachable_pub)] // shared with loom-tests, which uses all of it
-mod support;
-
-use support::model::{MAX_SPAN, Model, ModelQuota, Refusal, refusal};
+use limiter_test_support::model::{MAX_SPAN, Model, ModelQuota, Refusal, refusal};
 
 /// Cases per property: 10,000 unless `PROPTEST_CASES` says otherwise
 /// (`with_cases` overrides proptest's own reading of the variable).

@@ -51,7 +51,7 @@ use crate::body::Tracked;
 use crate::config::GatewayConfig;
 use crate::conn::{Activity, Backoff, ClientCounts, Expiry, Guarded, Throttled, listener_cap};
 use crate::dashboard::Dashboard;
-use crate::front::{self, Checks};
+use crate::front;
 use crate::logs::{RejectionLog, rule_of};
 use crate::proxy::{Proxy, ProxyBody};
 use crate::state::{Settings, Shared};

@@ -9,8 +9,6 @@
 mod support;
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,9 +16,9 @@ use http::{Request, StatusCode};
 use http_body_util::Full;
 use hyper_util::rt::TokioIo;
 use limiter_gateway::echo::Echo;
+use limiter_test_support::chromium::chromium;
 use support::{Rig, TempDir, sample};
 use tokio::net::TcpSocket;
-use tokio::process::Command;
 
 const RULES: &str = "\
 rate_limits:
@@ -47,41 +45,6 @@ async fn get_from(from: IpAddr, to: SocketAddr, path: &str) -> StatusCode {
         .unwrap();
     let response = sender.send_request(request).await.unwrap();
     response.status()
-}
-
-/// Runs headless Chromium with the flags of the brief and `extra`, in a
-/// fresh profile, killed if it has not finished in 60 s; its stdout.
-async fn chromium(profile: &Path, extra: &[String], url: &str) -> String {
-    let child = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(extra)
-        .arg(url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("Debian's `chromium` on PATH (scripts/test-all installs it)");
-    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
-        .await
-        .expect("chromium finished within 60 s")
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "chromium failed: {:?}",
-        output.status
-    );
-    String::from_utf8(output.stdout).unwrap()
 }
 
 /// The text of the first element after `from` carrying `data-field="field"`.

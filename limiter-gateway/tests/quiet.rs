@@ -12,8 +12,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use limiter_gateway::echo::Echo;
+use limiter_test_support::quiet::{assert_prompt, quiet_rounds};
 use support::Rig;
-use support::quiet::{assert_prompt, quiet_rounds};
 
 const RULES: &str = "\
 rate_limits:

@@ -30,8 +30,7 @@
 //! (`multi3_vs_three_calls` is the time of one 3-key decision over the time
 //! of three calls; below 1, the script is cheaper).
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use limiter_test_support::redis as support;
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};

@@ -348,7 +348,7 @@ fn is_tls_failure(e: &redis::RedisError) -> bool {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum EndpointError {
-    /// The URL does not have one of the forms of [`RedisEndpoint::parse`].
+    /// The URL does not have one of the forms of [`RedisEndpoint::parse`](crate::RedisEndpoint::parse).
     InvalidUrl {
         /// What is wrong, without the password.
         reason: String,
@@ -367,7 +367,7 @@ pub enum EndpointError {
         reason: String,
     },
     /// A Redis Cluster cannot connect lazily: use
-    /// [`RedisEndpoint::connect`].
+    /// [`RedisEndpoint::connect`](crate::RedisEndpoint::connect).
     ClusterNeedsConnect,
     /// Connecting to a cluster failed.
     Redis(redis::RedisError),

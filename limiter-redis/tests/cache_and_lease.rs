@@ -2,7 +2,7 @@
 //! requests they answer, for how long, and that neither ever grants a permit
 //! Redis did not.
 
-mod support;
+use limiter_test_support::redis as support;
 
 use std::time::Duration;
 

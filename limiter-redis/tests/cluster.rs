@@ -8,7 +8,7 @@
 //!
 //! One test, one cluster: every step runs on the same six servers, in order.
 
-mod support;
+use limiter_test_support::redis as support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -2,7 +2,7 @@
 //! `burst + elapsed / t`, whether every decision goes to Redis, denials are
 //! cached, or permits are leased.
 
-mod support;
+use limiter_test_support::redis as support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -5,7 +5,7 @@
 //! deadline already past makes no call and leaves the breaker alone; on a
 //! real server a guarded command runs and answers.
 
-mod support;
+use limiter_test_support::redis as support;
 
 use std::time::Duration;
 

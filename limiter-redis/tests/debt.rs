@@ -3,7 +3,7 @@
 //! as limiter-core's, and the same answers as `RateLimiter::charge_after`
 //! for the same operations on a shared `ManualClock`.
 
-mod support;
+use limiter_test_support::redis as support;
 
 use std::time::Duration;
 

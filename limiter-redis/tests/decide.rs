@@ -3,7 +3,7 @@
 //! `RateLimiter` on the same quota and clock reports for the same history,
 //! denials keep their exact wait, and a grant cannot be given back.
 
-mod support;
+use limiter_test_support::redis as support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! fail-closed; an open circuit breaker), `None` otherwise; and a `take`
 //! under fail-closed is denied at once instead of waiting.
 
-mod support;
+use limiter_test_support::redis as support;
 
 use std::time::Duration;
 

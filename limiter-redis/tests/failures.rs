@@ -3,7 +3,7 @@
 //! `Source` (fail-closed and local denials as `RateLimited` errors), the
 //! errors' `retry_after`, and decisions from Redis again once it is back.
 
-mod support;
+use limiter_test_support::redis as support;
 
 use std::time::Duration;
 

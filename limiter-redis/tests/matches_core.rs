@@ -2,7 +2,7 @@
 //! operation sequence on a shared `ManualClock` (client-clock mode) gets the
 //! same answers, waits and remaining counts.
 
-mod support;
+use limiter_test_support::redis as support;
 
 use std::time::Duration;
 

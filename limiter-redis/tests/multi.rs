@@ -3,7 +3,7 @@
 //! refusal, the typed errors, and a property test of `try_acquire_all` /
 //! `reserve_all` against a plain sequential model of the GCRA per key.
 
-mod support;
+use limiter_test_support::redis as support;
 
 use std::time::Duration;
 

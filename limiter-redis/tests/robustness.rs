@@ -6,7 +6,7 @@
 //! cannot hold is refused at `build()` (it used to build, then fail every
 //! admitting call).
 
-mod support;
+use limiter_test_support::redis as support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

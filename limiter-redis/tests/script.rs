@@ -2,7 +2,7 @@
 //! that end when the key equals a fresh one, `NOSCRIPT` recovery, reservations
 //! served in order across clients, and `reset`.
 
-mod support;
+use limiter_test_support::redis as support;
 
 use std::time::Duration;
 

@@ -17,7 +17,7 @@
 //!   may have taken without the new one ever seeing them; the new master,
 //!   holding the replicated state, admits no fresh burst.
 
-mod support;
+use limiter_test_support::redis as support;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

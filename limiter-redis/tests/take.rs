@@ -6,7 +6,7 @@
 //! call timeout while the test waits on the socket), and nothing asserts a
 //! duration that was measured.
 
-mod support;
+use limiter_test_support::redis as support;
 
 use std::time::Duration;
 

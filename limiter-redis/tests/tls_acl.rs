@@ -6,9 +6,8 @@
 //! [`RedisLimitError::Auth`]), which the failure policy `Error` returns and
 //! which counts as unavailable for the others.
 
-mod support;
-#[path = "support/tls.rs"]
-mod tls_support;
+use limiter_test_support::redis as support;
+use limiter_test_support::tls as tls_support;
 
 use std::cell::Cell;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! without calling Redis, a global refusal gives the local permit back, and
 //! both tiers refill exactly.
 
-mod support;
+use limiter_test_support::redis as support;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! (grants with their headroom, denials with their wait), and the
 //! multi-key script is all or nothing there too.
 
-mod support;
+use limiter_test_support::redis as support;
 
 use std::ffi::OsString;
 use std::time::Duration;

@@ -11,7 +11,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::proto::{
-    Code, Entry, RateLimitDescriptor, RateLimitOverride, RateLimitRequest, RateLimitResponse, Unit,
+    Code, Entry, RateLimitDescriptor, RateLimitOverride, RateLimitRequest, RateLimitResponse,
+    UInt64Value, Unit,
 };
 
 #[derive(Deserialize)]
@@ -120,7 +121,11 @@ pub fn parse_request(body: &[u8]) -> Result<RateLimitRequest, String> {
                 })
                 .collect(),
             limit,
-            hits_addend: d.hits_addend.map(|n| n.get("hitsAddend")).transpose()?,
+            hits_addend: d
+                .hits_addend
+                .map(|n| n.get("hitsAddend").map(|value| UInt64Value { value }))
+                .transpose()?,
+            ..RateLimitDescriptor::default()
         });
     }
     Ok(RateLimitRequest {
@@ -138,7 +143,7 @@ fn code_name(code: i32) -> &'static str {
     }
 }
 
-fn duration(d: &prost_types::Duration) -> String {
+fn duration(d: &crate::proto::Duration) -> String {
     if d.nanos == 0 {
         format!("{}s", d.seconds)
     } else {
@@ -196,7 +201,7 @@ pub fn response_json(r: &RateLimitResponse) -> Value {
     Value::Object(out)
 }
 
-fn struct_json(s: &prost_types::Struct) -> Value {
+pub(crate) fn struct_json(s: &crate::proto::Struct) -> Value {
     Value::Object(
         s.fields
             .iter()
@@ -205,8 +210,8 @@ fn struct_json(s: &prost_types::Struct) -> Value {
     )
 }
 
-fn value_json(v: &prost_types::Value) -> Value {
-    use prost_types::value::Kind;
+fn value_json(v: &crate::proto::Value) -> Value {
+    use crate::proto::Kind;
     match &v.kind {
         None | Some(Kind::NullValue(_)) => Value::Null,
         Some(Kind::NumberValue(n)) => json!(n),
@@ -228,7 +233,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.hits_addend, 2);
-        assert_eq!(r.descriptors[0].hits_addend, Some(0));
+        assert_eq!(r.descriptors[0].hits_addend.map(|h| h.value), Some(0));
         assert_eq!(
             r.descriptors[0].limit,
             Some(RateLimitOverride {
@@ -247,14 +252,14 @@ mod tests {
     #[test]
     fn durations_as_protojson_writes_them() {
         assert_eq!(
-            duration(&prost_types::Duration {
+            duration(&crate::proto::Duration {
                 seconds: 1,
                 nanos: 500_000_000
             }),
             "1.5s"
         );
         assert_eq!(
-            duration(&prost_types::Duration {
+            duration(&crate::proto::Duration {
                 seconds: 3,
                 nanos: 0
             }),

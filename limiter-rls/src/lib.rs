@@ -8,21 +8,20 @@
 //!
 //! # Layout
 //!
-//! * [`proto`]: the wire messages (prost derives with Envoy's field numbers).
+//! * [`proto`]: the wire messages (envoy-types' generated code).
 //! * [`config`](RuleSet): their YAML, every error with file:line:column.
 //! * `matcher`: which rule a descriptor gets ([`RuleSet::find`]).
 //!
 //! # Decisions
 //!
-//! * **Protos**: the eight Envoy messages used are prost derives written out
-//!   in [`proto`] with Envoy's field numbers (a test checks the encoding byte
-//!   for byte), so the build needs no `protoc`, no `protox` and no build
-//!   script; `envoy-types` would compile every Envoy API on a 2-core CI
-//!   machine for these eight. (Neither alternative's compile time was
-//!   measured; the crate's own build is dominated by tonic and axum.)
+//! * **Protos** come from `envoy-types` ([`proto`]): Envoy's messages and
+//!   services and envoyproxy/ratelimit's `RateLimitConfig`, generated from
+//!   the official protos and committed there, so the build needs no
+//!   `protoc` and no build script.
 //! * **Reload** is limiter-reload's, in its directory mode ([`reload`]):
 //!   files added, removed or edited under the config directory, ConfigMap
-//!   swaps and SIGHUP, coalesced and compared by contents.
+//!   swaps and SIGHUP, coalesced and compared by contents; or the config
+//!   is pushed over xDS ([`xds`], `CONFIG_TYPE=GRPC_XDS_SOTW`).
 //!
 //! See docs/rls.md for running it beside Envoy and migrating.
 
@@ -36,8 +35,10 @@ pub mod server;
 pub mod settings;
 pub mod stats;
 pub mod statsd;
+pub mod tls;
 pub mod variables;
 pub mod window;
+pub mod xds;
 
 mod config;
 mod decide;

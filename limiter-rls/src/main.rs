@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use limiter_rls::backend::AnyBackend;
-use limiter_rls::settings::Settings;
+use limiter_rls::settings::{ConfigSource, Settings};
+use limiter_rls::tls::TlsListener;
 use limiter_rls::{RuleSet, server};
 
 /// `limiter-rls --version`: the version and the commit it was built from.
@@ -70,7 +71,13 @@ fn main() -> ExitCode {
 }
 
 async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
-    let rules = RuleSet::load_dir(&settings.config_dir)?;
+    let file_config = settings.config_source == ConfigSource::File;
+    // From xDS the config arrives later: empty until then.
+    let rules = if file_config {
+        RuleSet::load_dir(&settings.config_dir)?
+    } else {
+        RuleSet::default()
+    };
     let metrics = limiter_rls::exporter::install();
     let recorder = limiter_rls::exporter::recorder(&settings).await?;
     let backend: AnyBackend = settings.backend().await?;
@@ -80,16 +87,40 @@ async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         settings.options.clone(),
         recorder,
     ));
-    limiter.recorder().service("config_load_success");
-    let _reloader = limiter_rls::reload::spawn(
-        Arc::clone(&limiter),
-        &limiter_rls::reload::Watch {
-            config_dir: settings.config_dir.clone(),
-            runtime_root: settings.runtime_root.clone(),
-            watch_root: settings.watch_root,
-            quiet: settings.reload_interval,
-        },
-    )?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let _reloader = if file_config {
+        limiter.recorder().service("config_load_success");
+        Some(limiter_rls::reload::spawn(
+            Arc::clone(&limiter),
+            &limiter_rls::reload::Watch {
+                config_dir: settings.config_dir.clone(),
+                runtime_root: settings.runtime_root.clone(),
+                watch_root: settings.watch_root,
+                quiet: settings.reload_interval,
+            },
+        )?)
+    } else {
+        None
+    };
+    let grpc_tls = match settings.grpc_tls.clone() {
+        None => None,
+        Some(files) => Some(Arc::new(
+            TlsListener::start(files, settings.reload_interval)
+                .map_err(|e| format!("GRPC_SERVER_USE_TLS: {e}"))?,
+        )),
+    };
+    if let ConfigSource::Xds(xds) = &settings.config_source {
+        let mut loaded = limiter_rls::xds::spawn(Arc::clone(&limiter), (**xds).clone())?;
+        // As theirs: no listener until the first config, unless forced.
+        if !settings.force_start {
+            tracing::info!(url = %xds.server_url, "waiting for the first config from the xDS server");
+            tokio::select! {
+                _ = loaded.wait_for(|l| *l) => {}
+                _ = term.recv() => return Ok(()),
+                _ = tokio::signal::ctrl_c() => return Ok(()),
+            }
+        }
+    }
     let shared = Arc::new(server::Shared {
         limiter,
         healthy: AtomicBool::new(true),
@@ -98,17 +129,17 @@ async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
-    let mut serving = tokio::spawn(server::serve(
+    let mut serving = tokio::spawn(server::serve_with_tls(
         Arc::clone(&shared),
         [
             settings.grpc.clone(),
             settings.http.clone(),
             settings.debug.clone(),
         ],
+        grpc_tls,
         stop_rx,
         bound_tx,
     ));
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     if let Ok(a) = bound_rx.await {
         println!(
             "limiter-rls listening grpc={} http={} debug={}",

@@ -1,76 +1,51 @@
-//! The wire messages of `envoy.service.ratelimit.v3.RateLimitService`, as
-//! prost derives.
+//! The wire messages: Envoy's rate limit service
+//! (`envoy.service.ratelimit.v3`), the aggregated discovery service
+//! (`envoy.service.discovery.v3`) and envoyproxy/ratelimit's own xDS
+//! resource (`ratelimit.config.ratelimit.v3.RateLimitConfig`), all from the
+//! `envoy-types` crate (prost code generated from the official protos,
+//! kept in step with Envoy's releases), re-exported under short names.
 //!
-//! Only the messages the service reads or writes are here, each with the
-//! field numbers, names and types of Envoy's `.proto` files
-//! (`envoy/service/ratelimit/v3/rls.proto`,
-//! `envoy/extensions/common/ratelimit/v3/ratelimit.proto`,
-//! `envoy/config/core/v3/base.proto`'s `HeaderValue`,
-//! `envoy/type/v3/ratelimit_unit.proto`). A field we do not model (the
-//! `quota` fields marked not-implemented upstream) is skipped by the decoder
-//! as protobuf requires, so the encoding stays compatible both ways.
+//! Only [`Unit`] is written here: the configured unit as the service
+//! reasons about it (its length, its name in YAML and JSON), with the same
+//! numbers as `envoy.type.v3.RateLimitUnit` and the response's `Unit`.
 //!
-//! Why derives instead of generated code: these eight messages are what
-//! `prost-build` would emit for them, and writing them out keeps `protoc`,
-//! `protox` and a build script (with its proto dependency tree: validate,
-//! udpa, xds annotations) out of the build. The well-known types come from
-//! `prost-types`.
+//! The well-known types (`Duration`, `Struct`, `Any`, `UInt64Value`) are
+//! envoy-types' own: the generated messages name them, so they are the ones
+//! a field takes.
 
-use prost_types::{Duration, Struct};
+pub use envoy_types::pb::envoy::config::core::v3::{HeaderValue, Node};
+pub use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+pub use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
+    Entry, RateLimitOverride,
+};
+pub use envoy_types::pb::envoy::service::discovery::v3::{
+    DiscoveryRequest, DiscoveryResponse, aggregated_discovery_service_client,
+    aggregated_discovery_service_server,
+};
+pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+    Code, DescriptorStatus, RateLimit,
+};
+pub use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+pub use envoy_types::pb::google::protobuf::{
+    Any, Duration, ListValue, Struct, UInt64Value, Value, value::Kind,
+};
+pub use envoy_types::pb::google::rpc::Status as RpcStatus;
 
-/// `envoy.service.ratelimit.v3.RateLimitRequest`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct RateLimitRequest {
-    /// The configuration domain the descriptors are looked up in.
-    #[prost(string, tag = "1")]
-    pub domain: String,
-    /// The descriptors to decide, all together.
-    #[prost(message, repeated, tag = "2")]
-    pub descriptors: Vec<RateLimitDescriptor>,
-    /// Hits each descriptor adds; 0 means 1 (the proto's default).
-    #[prost(uint32, tag = "3")]
-    pub hits_addend: u32,
+/// envoyproxy/ratelimit's xDS resource (`rls_conf.proto`): one domain's
+/// descriptors, as their YAML file has them.
+pub mod config {
+    pub use envoy_types::pb::ratelimit::config::ratelimit::v3::{
+        RateLimitConfig, RateLimitDescriptor, RateLimitPolicy, RateLimitReplace, RateLimitUnit,
+    };
+
+    /// The type URL of [`RateLimitConfig`] resources, the one their xDS
+    /// client subscribes to.
+    pub const TYPE_URL: &str = "type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig";
 }
 
-/// `envoy.extensions.common.ratelimit.v3.RateLimitDescriptor`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct RateLimitDescriptor {
-    /// The hierarchical entries, most general first.
-    #[prost(message, repeated, tag = "1")]
-    pub entries: Vec<Entry>,
-    /// A limit to apply instead of the configured one.
-    #[prost(message, optional, tag = "2")]
-    pub limit: Option<RateLimitOverride>,
-    /// Hits this descriptor adds, overriding the request's; a set 0 checks
-    /// without spending.
-    #[prost(message, optional, tag = "3")]
-    pub hits_addend: Option<u64>,
-}
-
-/// `RateLimitDescriptor.Entry`.
-#[derive(Clone, PartialEq, Eq, Hash, prost::Message)]
-pub struct Entry {
-    /// The descriptor key.
-    #[prost(string, tag = "1")]
-    pub key: String,
-    /// The descriptor value.
-    #[prost(string, tag = "2")]
-    pub value: String,
-}
-
-/// `RateLimitDescriptor.RateLimitOverride`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, prost::Message)]
-pub struct RateLimitOverride {
-    /// Requests per unit.
-    #[prost(uint32, tag = "1")]
-    pub requests_per_unit: u32,
-    /// `envoy.type.v3.RateLimitUnit` (the same numbers as [`Unit`]).
-    #[prost(enumeration = "Unit", tag = "2")]
-    pub unit: i32,
-}
-
-/// `RateLimitResponse.RateLimit.Unit` and `envoy.type.v3.RateLimitUnit`
-/// (one numbering; `WEEK = 7` is the newer addition both share).
+/// The unit of a limit: `RateLimitResponse.RateLimit.Unit`,
+/// `envoy.type.v3.RateLimitUnit` and `RateLimitUnit` of their xDS resource
+/// share its numbering (`WEEK = 7` is the newer addition all three have).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
 #[repr(i32)]
 pub enum Unit {
@@ -139,84 +114,6 @@ impl Unit {
     }
 }
 
-/// `RateLimitResponse.Code`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
-#[repr(i32)]
-pub enum Code {
-    /// Not known.
-    Unknown = 0,
-    /// Under the limit.
-    Ok = 1,
-    /// Over the limit.
-    OverLimit = 2,
-}
-
-/// `envoy.service.ratelimit.v3.RateLimitResponse`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct RateLimitResponse {
-    /// The decision over all descriptors.
-    #[prost(enumeration = "Code", tag = "1")]
-    pub overall_code: i32,
-    /// One status per request descriptor, in request order.
-    #[prost(message, repeated, tag = "2")]
-    pub statuses: Vec<DescriptorStatus>,
-    /// Headers Envoy adds to the response to the client.
-    #[prost(message, repeated, tag = "3")]
-    pub response_headers_to_add: Vec<HeaderValue>,
-    /// Headers Envoy adds to the request it forwards.
-    #[prost(message, repeated, tag = "4")]
-    pub request_headers_to_add: Vec<HeaderValue>,
-    /// A body for the over-limit response.
-    #[prost(bytes = "vec", tag = "5")]
-    pub raw_body: Vec<u8>,
-    /// Metadata Envoy emits as the filter's dynamic metadata.
-    #[prost(message, optional, tag = "6")]
-    pub dynamic_metadata: Option<Struct>,
-}
-
-/// `RateLimitResponse.RateLimit`: a limit as configured.
-#[derive(Clone, PartialEq, Eq, prost::Message)]
-pub struct RateLimit {
-    /// Requests per unit.
-    #[prost(uint32, tag = "1")]
-    pub requests_per_unit: u32,
-    /// The unit.
-    #[prost(enumeration = "Unit", tag = "2")]
-    pub unit: i32,
-    /// The rule's `name`, if it has one.
-    #[prost(string, tag = "3")]
-    pub name: String,
-}
-
-/// `RateLimitResponse.DescriptorStatus`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct DescriptorStatus {
-    /// This descriptor's answer.
-    #[prost(enumeration = "Code", tag = "1")]
-    pub code: i32,
-    /// The limit applied (absent when none matched or it is unlimited).
-    #[prost(message, optional, tag = "2")]
-    pub current_limit: Option<RateLimit>,
-    /// Requests still allowed now.
-    #[prost(uint32, tag = "3")]
-    pub limit_remaining: u32,
-    /// The time until the limit is fully available again.
-    #[prost(message, optional, tag = "4")]
-    pub duration_until_reset: Option<Duration>,
-}
-
-/// `envoy.config.core.v3.HeaderValue` (the `raw_value` bytes form is not
-/// written: header values here are ASCII).
-#[derive(Clone, PartialEq, Eq, prost::Message)]
-pub struct HeaderValue {
-    /// The header name.
-    #[prost(string, tag = "1")]
-    pub key: String,
-    /// The header value.
-    #[prost(string, tag = "2")]
-    pub value: String,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,7 +134,8 @@ mod tests {
                     requests_per_unit: 5,
                     unit: Unit::Minute as i32,
                 }),
-                hits_addend: Some(0),
+                hits_addend: Some(UInt64Value { value: 0 }),
+                ..Default::default()
             }],
             hits_addend: 2,
         };
@@ -258,5 +156,24 @@ mod tests {
         assert_eq!(Unit::parse("unknown"), None);
         assert_eq!(Unit::Month.seconds(), Some(2_592_000));
         assert_eq!(Unit::Year.seconds(), Some(31_536_000));
+    }
+
+    #[test]
+    fn units_number_as_the_wire_enums() {
+        use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit;
+        for u in [
+            Unit::Second,
+            Unit::Minute,
+            Unit::Hour,
+            Unit::Day,
+            Unit::Week,
+            Unit::Month,
+            Unit::Year,
+        ] {
+            let wire = rate_limit::Unit::try_from(u as i32).unwrap();
+            assert!(wire.as_str_name().eq_ignore_ascii_case(u.name()), "{u:?}");
+            let conf = config::RateLimitUnit::try_from(u as i32).unwrap();
+            assert!(conf.as_str_name().eq_ignore_ascii_case(u.name()), "{u:?}");
+        }
     }
 }

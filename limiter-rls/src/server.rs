@@ -1,6 +1,7 @@
 //! The three listeners and their lifecycle: gRPC (`ShouldRateLimit` and
 //! `grpc.health.v1.Health`), HTTP (`/healthcheck`, `POST /json`) and debug
-//! (`/rlconfig`, `/metrics`), with hot reload and graceful shutdown.
+//! (`/rlconfig`, `/metrics`), with hot reload and graceful shutdown; TLS
+//! on the gRPC listener when asked ([`serve_with_tls`], `tls`).
 //!
 //! Shutdown (SIGTERM or SIGINT): health turns NOT_SERVING and
 //! `/healthcheck` answers 500 at once, so balancers and Envoy's health
@@ -12,7 +13,9 @@
 //! Every accepted socket has `TCP_NODELAY`, so an answer never waits for
 //! the client's acknowledgement of the one before.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -30,6 +33,7 @@ use crate::backend::Backend;
 use crate::grpc::RateLimitServer;
 use crate::proto::Code;
 use crate::service::RateLimiter;
+use crate::tls::TlsListener;
 
 /// Shared state of the HTTP handlers.
 #[derive(Debug)]
@@ -135,6 +139,21 @@ pub async fn serve<B: Backend>(
     stop: watch::Receiver<bool>,
     bound: tokio::sync::oneshot::Sender<Addresses>,
 ) -> std::io::Result<()> {
+    serve_with_tls(shared, addrs, None, stop, bound).await
+}
+
+/// [`serve`], with TLS on the gRPC listener when `grpc_tls` is given.
+///
+/// # Errors
+///
+/// A listener could not be bound, or a server failed.
+pub async fn serve_with_tls<B: Backend>(
+    shared: Arc<Shared<B>>,
+    addrs: [(String, u16); 3],
+    grpc_tls: Option<Arc<TlsListener>>,
+    stop: watch::Receiver<bool>,
+    bound: tokio::sync::oneshot::Sender<Addresses>,
+) -> std::io::Result<()> {
     let [grpc, http, debug] = addrs;
     let grpc_l = tokio::net::TcpListener::bind((grpc.0.as_str(), grpc.1)).await?;
     let http_l = tokio::net::TcpListener::bind((http.0.as_str(), http.1)).await?;
@@ -180,13 +199,19 @@ pub async fn serve<B: Backend>(
     // while the previous one is unacknowledged waits for the client's
     // delayed acknowledgement (about 40 ms, past Envoy's 20 ms timeout).
     // The builder's own `tcp_nodelay` applies only to sockets it binds.
-    let grpc_server = tonic::transport::Server::builder()
+    let routes = tonic::transport::Server::builder()
         .add_service(health)
-        .add_service(RateLimitServer::new(Arc::clone(&shared.limiter)))
-        .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(grpc_l).with_nodelay(Some(true)),
-            stopped(close.clone()),
-        );
+        .add_service(RateLimitServer::new(Arc::clone(&shared.limiter)));
+    let grpc_server: Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>> =
+        match grpc_tls {
+            None => Box::pin(routes.serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(grpc_l).with_nodelay(Some(true)),
+                stopped(close.clone()),
+            )),
+            Some(tls) => Box::pin(
+                routes.serve_with_incoming_shutdown(tls.incoming(grpc_l), stopped(close.clone())),
+            ),
+        };
     let http_server =
         axum::serve(http_l.tap_io(nodelay), app).with_graceful_shutdown(stopped(close.clone()));
     let debug_server =

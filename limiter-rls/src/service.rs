@@ -18,14 +18,14 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use prost_types::{ListValue, Struct, Value, value::Kind};
 
 use crate::backend::{Backend, Part};
 use crate::config::RuleSet;
 use crate::decide::{self, Check};
 use crate::matcher::Matched;
 use crate::proto::{
-    Code, DescriptorStatus, HeaderValue, RateLimit, RateLimitRequest, RateLimitResponse, Unit,
+    Code, DescriptorStatus, HeaderValue, Kind, ListValue, RateLimit, RateLimitRequest,
+    RateLimitResponse, Struct, Unit, Value,
 };
 use crate::stats::{Delta, Recorder};
 
@@ -205,8 +205,8 @@ impl<B: Backend> RateLimiter<B> {
                     limit: m.rule.limit,
                     hits: 0,
                 },
-                hits: d.hits_addend.unwrap_or(request_hits),
-                cost: d.hits_addend.is_some_and(|h| h > 0),
+                hits: d.hits_addend.map_or(request_hits, |h| h.value),
+                cost: d.hits_addend.is_some_and(|h| h.value > 0),
                 shadow: m.rule.shadow_mode,
                 quota: self.options.global_quota || m.rule.quota_mode,
             });
@@ -226,7 +226,7 @@ impl<B: Backend> RateLimiter<B> {
                     code: Code::Ok as i32,
                     current_limit: None,
                     limit_remaining: u32::MAX,
-                    duration_until_reset: None,
+                    ..DescriptorStatus::default()
                 },
                 (Some(m), Some(c)) => {
                     let o = decision.parts[c];
@@ -271,10 +271,11 @@ impl<B: Backend> RateLimiter<B> {
                             name: m.rule.name.clone(),
                         }),
                         limit_remaining: o.remaining,
-                        duration_until_reset: Some(prost_types::Duration {
+                        duration_until_reset: Some(crate::proto::Duration {
                             seconds: i64::try_from(o.reset.as_secs()).unwrap_or(i64::MAX),
                             nanos: i32::try_from(o.reset.subsec_nanos()).unwrap_or(0),
                         }),
+                        ..DescriptorStatus::default()
                     }
                 }
                 _ => {
@@ -307,14 +308,17 @@ impl<B: Backend> RateLimiter<B> {
                 HeaderValue {
                     key: names[0].clone(),
                     value: limit.to_string(),
+                    ..HeaderValue::default()
                 },
                 HeaderValue {
                     key: names[1].clone(),
                     value: s.limit_remaining.to_string(),
+                    ..HeaderValue::default()
                 },
                 HeaderValue {
                     key: names[2].clone(),
                     value: reset.to_string(),
+                    ..HeaderValue::default()
                 },
             ];
         }
@@ -345,7 +349,7 @@ fn list(values: Vec<Value>) -> Value {
     }
 }
 
-fn object(fields: std::collections::BTreeMap<String, Value>) -> Value {
+fn object(fields: std::collections::HashMap<String, Value>) -> Value {
     Value {
         kind: Some(Kind::StructValue(Struct { fields })),
     }
@@ -376,13 +380,13 @@ pub(crate) fn json_to_value(v: &serde_json::Value) -> Value {
 /// Their `ratelimitToMetadata`: the request and the passed descriptors'
 /// metadata (merged, the first value of a key kept, maps merged deeply).
 fn metadata(req: &RateLimitRequest, matched: &[Option<Matched>], passed: &[usize]) -> Struct {
-    let mut fields = std::collections::BTreeMap::new();
+    let mut fields = std::collections::HashMap::new();
     fields.insert("domain".to_owned(), string(req.domain.clone()));
     let descriptors = req
         .descriptors
         .iter()
         .map(|d| {
-            let mut f = std::collections::BTreeMap::new();
+            let mut f = std::collections::HashMap::new();
             f.insert(
                 "entries".to_owned(),
                 list(
@@ -406,7 +410,7 @@ fn metadata(req: &RateLimitRequest, matched: &[Option<Matched>], passed: &[usize
                 );
             }
             if let Some(h) = d.hits_addend {
-                f.insert("hitsAddend".to_owned(), number(h));
+                f.insert("hitsAddend".to_owned(), number(h.value));
             }
             object(f)
         })

@@ -6,6 +6,9 @@
 //! takes (theirs fails at start-up the same way), never a silent default.
 
 mod redis_env;
+mod xds_env;
+
+pub use xds_env::ConfigSource;
 
 use core::time::Duration;
 use std::path::PathBuf;
@@ -72,6 +75,13 @@ pub struct Settings {
     /// answers NOT_SERVING and `/healthcheck` 500 while the listeners still
     /// accept, so balancers and Envoy's health checks move away first.
     pub drain_delay: Duration,
+    /// `CONFIG_TYPE` and, for xDS, its variables.
+    pub config_source: ConfigSource,
+    /// `FORCE_START_WITHOUT_INITIAL_CONFIG` (default false): with xDS, serve
+    /// at once with an empty config instead of waiting for the first one.
+    pub force_start: bool,
+    /// `GRPC_SERVER_USE_TLS` and its files.
+    pub grpc_tls: Option<crate::tls::GrpcTls>,
 }
 
 /// A variable that does not parse.
@@ -320,6 +330,9 @@ impl Settings {
             stats_flush: duration("STATS_FLUSH_INTERVAL", Duration::from_secs(10))?,
             log_level: text("LOG_LEVEL", "warn").to_ascii_lowercase(),
             drain_delay: duration("RLS_DRAIN_DELAY", Duration::ZERO)?,
+            config_source: xds_env::config_source(&get, &bool_of, &duration)?,
+            force_start: bool_of("FORCE_START_WITHOUT_INITIAL_CONFIG", false)?,
+            grpc_tls: xds_env::grpc_tls(&get, &bool_of)?,
         })
     }
 }

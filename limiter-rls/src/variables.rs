@@ -36,6 +36,31 @@ pub const VARIABLES: &[Variable] = &[
     ),
     var("GRPC_PORT", "8081", "port of the gRPC listener"),
     var(
+        "GRPC_SERVER_USE_TLS",
+        "false",
+        "TLS on the gRPC listener (files reloaded on change)",
+    ),
+    var(
+        "GRPC_SERVER_TLS_CERT",
+        "-",
+        "PEM certificate chain of the gRPC listener",
+    ),
+    var(
+        "GRPC_SERVER_TLS_KEY",
+        "-",
+        "PEM private key of the gRPC listener",
+    ),
+    var(
+        "GRPC_CLIENT_TLS_CACERT",
+        "-",
+        "PEM CAs of client certificates; when set, clients must present one (mTLS)",
+    ),
+    var(
+        "GRPC_CLIENT_TLS_SAN",
+        "-",
+        "DNS name the client certificate must carry",
+    ),
+    var(
         "HOST",
         "0.0.0.0",
         "address of the HTTP listener (/healthcheck, POST /json)",
@@ -64,9 +89,80 @@ pub const VARIABLES: &[Variable] = &[
         "also watch RUNTIME_ROOT itself (a swapped root)",
     ),
     var(
+        "CONFIG_TYPE",
+        "FILE",
+        "FILE (the YAML directory) or GRPC_XDS_SOTW (pushed by an xDS server)",
+    ),
+    var(
+        "FORCE_START_WITHOUT_INITIAL_CONFIG",
+        "false",
+        "xDS: serve at once with an empty config instead of waiting for the first",
+    ),
+    var(
+        "CONFIG_GRPC_XDS_SERVER_URL",
+        "localhost:18000",
+        "xDS server, host:port",
+    ),
+    var("CONFIG_GRPC_XDS_NODE_ID", "default", "xDS node id"),
+    var(
+        "CONFIG_GRPC_XDS_NODE_METADATA",
+        "-",
+        "xDS node metadata, key=value,...",
+    ),
+    var(
+        "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
+        "-",
+        "gRPC metadata on the xDS stream, key:value,...",
+    ),
+    var(
+        "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
+        "3s",
+        "pause between attempts to connect to the xDS server",
+    ),
+    var(
+        "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL",
+        "10s",
+        "first pause before reopening a broken xDS stream (doubles, ±50%)",
+    ),
+    var(
+        "XDS_CLIENT_BACKOFF_MAX_INTERVAL",
+        "60s",
+        "longest pause before reopening a broken xDS stream",
+    ),
+    var(
+        "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
+        "-",
+        "largest xDS response accepted (gRPC's 4 MiB without it)",
+    ),
+    var(
+        "CONFIG_GRPC_XDS_SERVER_USE_TLS",
+        "false",
+        "TLS to the xDS server",
+    ),
+    var(
+        "CONFIG_GRPC_XDS_SERVER_TLS_CACERT",
+        "-",
+        "PEM file of the xDS server's CA (the system's roots without it)",
+    ),
+    var(
+        "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
+        "-",
+        "PEM client certificate for the xDS server (with the key)",
+    ),
+    var(
+        "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
+        "-",
+        "PEM client key for the xDS server (with the certificate)",
+    ),
+    var(
+        "CONFIG_GRPC_XDS_SERVER_TLS_SAN",
+        "-",
+        "name the xDS server's certificate must carry (the URL's host without it)",
+    ),
+    var(
         "RLS_RELOAD_INTERVAL",
         "100ms",
-        "quiet time before changed files are read again",
+        "quiet time before changed files (config, gRPC TLS) are read again",
     ),
     var("RLS_ALGORITHM", "gcra", "gcra or fixed_window"),
     var(
@@ -247,6 +343,15 @@ mod tests {
             &[("BACKEND_TYPE", "redis"), ("REDIS_TLS", "true")],
             &[("LIMIT_RESPONSE_HEADERS_ENABLED", "true")],
             &[("USE_STATSD", "true")],
+            &[
+                ("CONFIG_TYPE", "grpc_xds_sotw"),
+                ("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true"),
+            ],
+            &[
+                ("GRPC_SERVER_USE_TLS", "true"),
+                ("GRPC_SERVER_TLS_CERT", "c.pem"),
+                ("GRPC_SERVER_TLS_KEY", "k.pem"),
+            ],
         ];
         let read: BTreeSet<String> = environments.iter().flat_map(|e| names_read(e)).collect();
         let listed: BTreeSet<String> = VARIABLES.iter().map(|v| v.name.to_owned()).collect();

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use limiter_rls::grpc::RateLimitClient;
 use limiter_rls::proto::{
-    Code, Entry, RateLimitDescriptor, RateLimitOverride, RateLimitRequest, Unit,
+    Code, Entry, RateLimitDescriptor, RateLimitOverride, RateLimitRequest, UInt64Value, Unit,
 };
-use support::{Rls, get, request, temp_dir};
+use support::{Rls, TempDir, get, request, temp_dir};
 
 const CONFIG: &str = "domain: test
 descriptors:
@@ -46,6 +46,7 @@ fn descriptor(k: &str, v: &str) -> RateLimitDescriptor {
         }],
         limit: None,
         hits_addend: None,
+        ..Default::default()
     }
 }
 
@@ -57,7 +58,7 @@ fn req(ds: Vec<RateLimitDescriptor>, hits: u32) -> RateLimitRequest {
     }
 }
 
-fn start(env: &[(&str, &str)]) -> (Rls, std::path::PathBuf) {
+fn start(env: &[(&str, &str)]) -> (Rls, TempDir) {
     let root = temp_dir("binary");
     std::fs::create_dir_all(root.join("config")).unwrap();
     std::fs::write(root.join("config/a.yaml"), CONFIG).unwrap();
@@ -100,7 +101,7 @@ async fn grpc_semantics() {
     assert_eq!(headers["RateLimit-Remaining"], "0");
     // A set per-descriptor 0 checks without spending: over now (nothing left).
     let mut check = descriptor("user", "b");
-    check.hits_addend = Some(0);
+    check.hits_addend = Some(UInt64Value { value: 0 });
     let r = c
         .should_rate_limit(req(vec![check.clone()], 5))
         .await

@@ -5,8 +5,7 @@
 
 mod support;
 
-#[path = "../../limiter-redis/tests/support/mod.rs"]
-mod redis_support;
+use limiter_test_support::redis as redis_support;
 
 use std::time::Duration;
 
@@ -35,6 +34,7 @@ fn req(pairs: &[(&str, &str)]) -> RateLimitRequest {
                 }],
                 limit: None,
                 hits_addend: None,
+                ..Default::default()
             })
             .collect(),
         hits_addend: 0,

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use support::{Envoy, Rls, eventually, metric, temp_dir, upstream};
+use support::{Envoy, Rls, envoy_in_front, eventually, metric, temp_dir, upstream};
 
 const CONFIG: &str = "domain: test
 descriptors:
@@ -75,7 +75,7 @@ fn behind_envoy() {
     configmap(&root, "v1", CONFIG);
     let rls = Rls::start(&root, 0, &[]);
     let up = upstream();
-    let envoy = Envoy::start(up, Some(rls.grpc.port()), false);
+    let envoy = envoy_in_front(up, Some(rls.grpc.port()), false);
 
     // The configured count exactly, then Envoy's 429 with its header.
     assert_eq!(statuses(&envoy, &[("x-user", "bob")], 3), [200, 200, 200]);

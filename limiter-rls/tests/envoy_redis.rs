@@ -7,13 +7,12 @@
 
 mod support;
 
-#[path = "../../limiter-redis/tests/support/mod.rs"]
-mod redis_support;
+use limiter_test_support::redis as redis_support;
 
 use redis_support::RedisServer;
 use std::time::Duration;
 
-use support::{Envoy, Rls, clear_of_a_window_end, free_port, temp_dir, upstream};
+use support::{Envoy, Rls, clear_of_a_window_end, envoy_in_front, free_port, temp_dir, upstream};
 
 /// The unit of the fixed windows below, and the time a window must have
 /// left for a few requests to fall in it on a loaded machine.
@@ -45,7 +44,7 @@ fn failure_policies_behind_envoy() {
     std::fs::write(root.join("config/a.yaml"), CONFIG).unwrap();
     let mut redis = RedisServer::start();
     let grpc = free_port();
-    let envoy = Envoy::start(upstream(), Some(grpc), false);
+    let envoy = envoy_in_front(upstream(), Some(grpc), false);
     for (policy, algorithm, while_down) in [
         ("open", "gcra", vec![200, 200, 200, 200]),
         ("closed", "gcra", vec![429, 429]),

@@ -9,16 +9,13 @@
 
 mod support;
 
-#[path = "support/quiet.rs"]
-mod quiet;
-
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use limiter_rls::grpc::RateLimitClient;
 use limiter_rls::proto::{Code, Entry, RateLimitDescriptor, RateLimitRequest};
-use quiet::{PAUSE, assert_prompt, quiet_rounds};
-use support::{Rls, temp_dir};
+use limiter_test_support::quiet::{PAUSE, assert_prompt, quiet_rounds};
+use support::{Rls, TempDir, temp_dir};
 
 const CONFIG: &str = "domain: test
 descriptors:
@@ -30,11 +27,12 @@ descriptors:
 const CONNECTIONS: usize = 4;
 const ROUNDS: usize = 12;
 
-fn start() -> Rls {
+/// The binary and its runtime root (removed when dropped).
+fn start() -> (Rls, TempDir) {
     let root = temp_dir("quiet");
     std::fs::create_dir_all(root.join("config")).unwrap();
     std::fs::write(root.join("config/a.yaml"), CONFIG).unwrap();
-    Rls::start(&root, 0, &[])
+    (Rls::start(&root, 0, &[]), root)
 }
 
 fn call() -> RateLimitRequest {
@@ -47,6 +45,7 @@ fn call() -> RateLimitRequest {
             }],
             limit: None,
             hits_addend: None,
+            ..Default::default()
         }],
         hits_addend: 0,
     }
@@ -89,7 +88,7 @@ async fn grpc_rounds(addr: SocketAddr) -> Vec<(i32, Duration)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_answers_a_quiet_client_at_once() {
-    let rls = start();
+    let (rls, _root) = start();
     let runs: Vec<_> = (0..CONNECTIONS)
         .map(|_| tokio::spawn(grpc_rounds(rls.grpc)))
         .collect();
@@ -124,7 +123,7 @@ async fn http_rounds(addr: SocketAddr, request: String) -> Vec<Vec<(u16, Duratio
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_json_answers_a_quiet_client_at_once() {
-    let rls = start();
+    let (rls, _root) = start();
     let body = r#"{"domain":"test","descriptors":[{"entries":[{"key":"user","value":"quiet"}]}]}"#;
     let request = format!(
         "POST /json HTTP/1.1\r\nHost: rls\r\nContent-Type: application/json\r\n\
@@ -137,7 +136,7 @@ async fn http_json_answers_a_quiet_client_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn debug_answers_a_quiet_client_at_once() {
-    let rls = start();
+    let (rls, _root) = start();
     let request = "GET /healthcheck HTTP/1.1\r\nHost: rls\r\n\r\n".to_owned();
     let answers = http_rounds(rls.debug, request).await;
     assert_prompt("debug", &answers);

@@ -15,8 +15,7 @@
 
 mod support;
 
-#[path = "../../limiter-redis/tests/support/mod.rs"]
-mod redis_support;
+use limiter_test_support::redis as redis_support;
 
 use std::time::Duration;
 
@@ -25,12 +24,13 @@ use limiter_redis::FailurePolicy;
 use limiter_rls::backend::memory::{MemoryFixed, MemoryGcra};
 use limiter_rls::backend::redis::{RedisFixed, RedisGcra};
 use limiter_rls::backend::{AnyBackend, Backend};
+use limiter_rls::proto::Kind;
 use limiter_rls::proto::{
     Code, DescriptorStatus, Entry, RateLimitDescriptor, RateLimitRequest, RateLimitResponse,
+    UInt64Value,
 };
 use limiter_rls::stats::Recorder;
 use limiter_rls::{Options, RateLimiter, RuleSet};
-use prost_types::value::Kind;
 use redis_support::RedisServer;
 
 /// 2026-01-01T00:00:30Z: half a minute into a window.
@@ -92,7 +92,8 @@ fn service(name: &str, hits: u64) -> RateLimitDescriptor {
             value: name.into(),
         }],
         limit: None,
-        hits_addend: Some(hits),
+        hits_addend: Some(UInt64Value { value: hits }),
+        ..Default::default()
     }
 }
 
@@ -267,7 +268,8 @@ async fn zero_limit<B: Backend>(s: &RateLimiter<B>, what: &str) {
             value: "x".into(),
         }],
         limit: None,
-        hits_addend: hits,
+        hits_addend: hits.map(|value| UInt64Value { value }),
+        ..Default::default()
     };
     // A request, a check, a cost, a check.
     for (i, hits) in [None, Some(0), Some(1), Some(0)].into_iter().enumerate() {

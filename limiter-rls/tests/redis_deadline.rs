@@ -7,15 +7,14 @@
 //! (`start_paused`): the blackhole never answers, so only the deadline can
 //! end a call.
 
-#[path = "../../limiter-redis/tests/support/mod.rs"]
-mod redis_support;
+use limiter_test_support::redis as redis_support;
 
 use std::time::Duration;
 
 use limiter_redis::FailurePolicy;
 use limiter_rls::backend::AnyBackend;
 use limiter_rls::backend::redis::{RedisFixed, RedisGcra};
-use limiter_rls::proto::{Code, Entry, RateLimitDescriptor, RateLimitRequest};
+use limiter_rls::proto::{Code, Entry, RateLimitDescriptor, RateLimitRequest, UInt64Value};
 use limiter_rls::stats::Recorder;
 use limiter_rls::{Options, RateLimiter, RequestError, RuleSet};
 use redis_support::{blackhole, free_port as dead, lazy};
@@ -56,7 +55,8 @@ fn user(v: &str, hits_addend: Option<u64>) -> RateLimitDescriptor {
             value: v.into(),
         }],
         limit: None,
-        hits_addend,
+        hits_addend: hits_addend.map(|value| UInt64Value { value }),
+        ..Default::default()
     }
 }
 

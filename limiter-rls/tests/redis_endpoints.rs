@@ -9,10 +9,8 @@
 
 mod support;
 
-#[path = "../../limiter-redis/tests/support/mod.rs"]
-mod redis_support;
-#[path = "../../limiter-redis/tests/support/tls.rs"]
-mod tls_support;
+use limiter_test_support::redis as redis_support;
+use limiter_test_support::tls as tls_support;
 
 use std::cell::Cell;
 use std::path::Path;
@@ -48,6 +46,7 @@ fn req(user: &str) -> RateLimitRequest {
             }],
             limit: None,
             hits_addend: None,
+            ..Default::default()
         }],
         hits_addend: 0,
     }

@@ -3,8 +3,7 @@
 //! the time until the bucket is full, `tat − now`, exact to the
 //! microsecond the key's state is kept in, for grants, checks and refusals.
 
-#[path = "../../limiter-redis/tests/support/mod.rs"]
-mod redis_support;
+use limiter_test_support::redis as redis_support;
 
 use std::time::Duration;
 
@@ -14,6 +13,7 @@ use limiter_rls::backend::AnyBackend;
 use limiter_rls::backend::redis::RedisGcra;
 use limiter_rls::proto::{
     Code, DescriptorStatus, Entry, RateLimitDescriptor, RateLimitRequest, RateLimitResponse,
+    UInt64Value,
 };
 use limiter_rls::stats::Recorder;
 use limiter_rls::{Options, RateLimiter, RuleSet};
@@ -37,7 +37,8 @@ fn d(key: &str, hits: Option<u64>) -> RateLimitDescriptor {
             value: "u".into(),
         }],
         limit: None,
-        hits_addend: hits,
+        hits_addend: hits.map(|value| UInt64Value { value }),
+        ..Default::default()
     }
 }
 

@@ -23,6 +23,7 @@ fn req(domain: &str) -> RateLimitRequest {
             }],
             limit: None,
             hits_addend: None,
+            ..Default::default()
         }],
         hits_addend: 0,
     }

@@ -17,6 +17,7 @@ use limiter_rls::backend::Backend;
 use limiter_rls::backend::memory::{MemoryFixed, MemoryGcra};
 use limiter_rls::proto::{
     Code, DescriptorStatus, Entry, RateLimitDescriptor, RateLimitRequest, RateLimitResponse,
+    UInt64Value,
 };
 use limiter_rls::stats::Recorder;
 use limiter_rls::{Options, RateLimiter, RuleSet};
@@ -80,7 +81,8 @@ fn d(key: &str, value: &str, hits: Option<u64>) -> RateLimitDescriptor {
             value: value.into(),
         }],
         limit: None,
-        hits_addend: hits,
+        hits_addend: hits.map(|value| UInt64Value { value }),
+        ..Default::default()
     }
 }
 

@@ -78,6 +78,7 @@ async fn sigterm_drains_then_finishes_calls_in_flight() {
                     }],
                     limit: None,
                     hits_addend: None,
+                    ..Default::default()
                 }],
                 hits_addend: 0,
             })

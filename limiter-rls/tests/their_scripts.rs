@@ -21,16 +21,14 @@
 
 mod support;
 
-#[path = "../../limiter-redis/tests/support/mod.rs"]
-mod redis_support;
+use limiter_test_support::redis as redis_support;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use redis_support::RedisServer;
 use support::{
-    Envoy, Reply, Rls, clear_of_a_window_end, eventually, free_port, metric, temp_dir,
+    Envoy, Reply, Rls, TempDir, clear_of_a_window_end, eventually, free_port, metric, temp_dir,
     upstream_saying,
 };
 
@@ -246,7 +244,7 @@ static_resources:
 struct Stage {
     envoy: Envoy,
     rls: Rls,
-    root: PathBuf,
+    root: TempDir,
     /// Fixed windows: a script's requests before its wait must fall in one.
     windows: bool,
 }
@@ -263,7 +261,7 @@ impl Stage {
         let mock2 = upstream_saying("Hello World from Service 2");
         let (port, admin) = (free_port(), free_port());
         let yaml = envoy_yaml(port, admin, mock, mock2, rls.grpc.port());
-        let envoy = Envoy::from_yaml(&yaml, port, admin);
+        let envoy = Envoy::start(&yaml, port, admin);
         let windows = env.contains(&("RLS_ALGORITHM", "fixed_window"));
         Stage {
             envoy,

@@ -25,9 +25,10 @@ use limiter_keyed::KeyedLimiter;
 use limiter_tower::{ClientIp, Global, PeerAddr, PeerIp, RateLimitLayer, Rejection};
 use tower::{Layer, Service};
 
-#[path = "support/counting_alloc.rs"]
-mod counting_alloc;
-use counting_alloc::allocations;
+use limiter_test_support::counting_alloc::{Counting, allocations};
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
 
 type Body = Full<Bytes>;
 

@@ -17,8 +17,7 @@ use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 mod support {
     pub(crate) mod http;
 }
-#[path = "../../limiter-redis/tests/support/mod.rs"]
-mod redis_server;
+use limiter_test_support::redis as redis_server;
 
 use redis_server::RedisServer;
 use support::http::{client_from, get_from, hello, per_hour, serve};

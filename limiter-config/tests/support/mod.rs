@@ -1,45 +1,26 @@
 //! Test helpers: a private temporary directory, removed on drop, and an
-//! axum app served on an ephemeral loopback port with peer addresses.
+//! axum app served on an ephemeral loopback port with peer addresses; the
+//! bounded waits of limiter-test-support.
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A fresh directory under the system temp dir, removed when dropped.
-pub(crate) struct TempDir(PathBuf);
+pub(crate) struct TempDir(limiter_test_support::TempDir);
 
 impl TempDir {
     pub(crate) fn new() -> TempDir {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        // Relaxed: only uniqueness matters.
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let dir = std::env::temp_dir().join(format!(
-            "limiter-config-test-{}-{n}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        TempDir(dir)
+        TempDir(limiter_test_support::TempDir::new("config-test"))
     }
 
     pub(crate) fn path(&self) -> &Path {
-        &self.0
+        self.0.path()
     }
 
     /// Writes `text` to `name` in the directory; returns its path.
     pub(crate) fn write(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).expect("write rule file");
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.write(name, text)
     }
 }
 
@@ -65,7 +46,6 @@ pub(crate) async fn serve_app(app: axum::Router) -> SocketAddr {
     addr
 }
 
-mod patience;
 // Not every test binary that includes the support uses them.
 #[allow(unused_imports)]
-pub(crate) use patience::{PATIENCE, until, within};
+pub(crate) use limiter_test_support::patience::{PATIENCE, until, within};

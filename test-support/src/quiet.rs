@@ -6,9 +6,7 @@
 //! acknowledgements (to ride on the next request), and nothing is sent
 //! while the pair's answers are due: a server without `TCP_NODELAY` holds
 //! the second answer until that delayed acknowledgement (about 40 ms on
-//! Linux). One file, included by path by the tests of limiter-rls and
-//! limiter-gateway.
-#![allow(dead_code)]
+//! Linux).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -17,11 +15,11 @@ use std::time::{Duration, Instant};
 /// How long an answer may take: Envoy's default rate-limit timeout. A
 /// held answer takes the peer's delayed acknowledgement, 40 ms or more;
 /// an answer on a quiet loopback takes well under a millisecond.
-pub(crate) const PROMPT: Duration = Duration::from_millis(20);
+pub const PROMPT: Duration = Duration::from_millis(20);
 
 /// The pause after each round: longer than a delayed acknowledgement, so
 /// each round starts on a quiet connection.
-pub(crate) const PAUSE: Duration = Duration::from_millis(50);
+pub const PAUSE: Duration = Duration::from_millis(50);
 
 /// Runs `rounds` rounds of `request` (a whole HTTP/1.1 request,
 /// keep-alive) on one connection to `addr` with `TCP_NODELAY` on the
@@ -31,11 +29,7 @@ pub(crate) const PAUSE: Duration = Duration::from_millis(50);
 /// # Panics
 ///
 /// The connection fails, or an answer is not a framed HTTP/1.1 response.
-pub(crate) fn quiet_rounds(
-    addr: SocketAddr,
-    request: &[u8],
-    rounds: usize,
-) -> Vec<(u16, Duration)> {
+pub fn quiet_rounds(addr: SocketAddr, request: &[u8], rounds: usize) -> Vec<(u16, Duration)> {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_nodelay(true).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -63,13 +57,13 @@ pub(crate) fn quiet_rounds(
 /// now and then (every connection's answer due then is late), while a
 /// server without `TCP_NODELAY` is late with the second answer of every
 /// round (12 of a connection's 36 answers, measured).
-pub(crate) const STALLS_ALLOWED: usize = 2;
+pub const STALLS_ALLOWED: usize = 2;
 
 /// Fails the test if more than [`STALLS_ALLOWED`] answers of one
 /// connection took [`PROMPT`] or more; `connections` holds each
 /// connection's answers (from [`quiet_rounds`] or a client of the same
 /// rounds), `what` names the listener.
-pub(crate) fn assert_prompt<T>(what: &str, connections: &[Vec<(T, Duration)>]) {
+pub fn assert_prompt<T>(what: &str, connections: &[Vec<(T, Duration)>]) {
     for answers in connections {
         let late: Vec<Duration> = answers
             .iter()

@@ -1,12 +1,26 @@
-//! A counting global allocator for a test binary: [`allocations`] is how
-//! many allocations a closure makes on the calling thread. Included by
-//! path (`#[path]`) by every allocation test in the workspace, each its
-//! own binary, so each binary has its one global allocator.
+//! A counting global allocator: [`allocations`] is how many allocations a
+//! closure makes on the calling thread. A test binary installs it itself
+//! (were the crate to, every test binary linking it would run on it):
+//!
+//! ```
+//! use limiter_test_support::counting_alloc::{Counting, allocations};
+//!
+//! #[global_allocator]
+//! static GLOBAL: Counting = Counting;
+//!
+//! fn main() {
+//!     let (n, boxed) = allocations(|| Box::new(7_u64));
+//!     assert_eq!((n, *boxed), (1, 7));
+//!     assert_eq!(allocations(|| 7_u64 + 1).0, 0);
+//! }
+//! ```
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-struct Counting;
+/// The allocator: [`System`], counting each allocation on its thread.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Counting;
 
 thread_local! {
     static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
@@ -40,11 +54,9 @@ unsafe impl GlobalAlloc for Counting {
     }
 }
 
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Allocations `f` makes on this thread.
-pub(crate) fn allocations<T>(f: impl FnOnce() -> T) -> (u64, T) {
+/// Allocations `f` makes on this thread (0 unless [`Counting`] is the
+/// binary's global allocator).
+pub fn allocations<T>(f: impl FnOnce() -> T) -> (u64, T) {
     let before = ALLOCATIONS.with(Cell::get);
     let out = f();
     (ALLOCATIONS.with(Cell::get) - before, out)

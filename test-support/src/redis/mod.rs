@@ -3,16 +3,12 @@
 //! two servers that fail: a port nobody listens on ([`free_port`]) and a
 //! [`blackhole`] that accepts and never answers, with a [`lazy`] connection
 //! to either.
-//!
-//! Shared by the integration tests and the bench (`#[path]`-included; also by
-//! limiter-rls' Redis tests), so not every item is used by every includer.
-#![allow(dead_code)]
 
-pub(crate) mod cluster;
-pub(crate) mod sentinel;
+pub mod cluster;
+pub mod sentinel;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,17 +17,21 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 /// The fields of a [`RedisLimitError::RateLimited`] denial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Denial {
-    pub(crate) retry_after: Duration,
-    pub(crate) reset_after: Duration,
-    pub(crate) remaining: u32,
-    pub(crate) source: Source,
+pub struct Denial {
+    /// When a retry may succeed.
+    pub retry_after: Duration,
+    /// When the key is full again.
+    pub reset_after: Duration,
+    /// Permits left.
+    pub remaining: u32,
+    /// Which limit denied.
+    pub source: Source,
 }
 
 /// The denial in `result`; panics (failing the test) on a grant or on any
 /// other error. Also checks that `retry_after()` reports the same wait.
 #[track_caller]
-pub(crate) fn denied<T: std::fmt::Debug>(result: Result<T, RedisLimitError>) -> Denial {
+pub fn denied<T: std::fmt::Debug>(result: Result<T, RedisLimitError>) -> Denial {
     match result {
         Err(
             ref e @ RedisLimitError::RateLimited {
@@ -55,7 +55,8 @@ pub(crate) fn denied<T: std::fmt::Debug>(result: Result<T, RedisLimitError>) -> 
 }
 
 /// A running `redis-server` owned by the test; killed when dropped.
-pub(crate) struct RedisServer {
+#[derive(Debug)]
+pub struct RedisServer {
     port: u16,
     child: Option<Child>,
     /// Arguments beyond the port and the no-persistence defaults.
@@ -66,7 +67,7 @@ pub(crate) struct RedisServer {
 
 impl RedisServer {
     /// Starts a server on a free port and waits until it answers `PING`.
-    pub(crate) fn start() -> RedisServer {
+    pub fn start() -> RedisServer {
         RedisServer::start_with(Vec::new)
     }
 
@@ -74,13 +75,13 @@ impl RedisServer {
     /// `--tls-port`...), asked of `extra` for each attempt (a port it
     /// picks may be taken before the server binds it: the attempt is then
     /// made again).
-    pub(crate) fn start_with(extra: impl Fn() -> Vec<String>) -> RedisServer {
+    pub fn start_with(extra: impl Fn() -> Vec<String>) -> RedisServer {
         RedisServer::start_program("redis-server".as_ref(), extra)
     }
 
     /// [`start_with`](Self::start_with) running `program` (a
     /// `valkey-server`, which takes the same arguments).
-    pub(crate) fn start_program(
+    pub fn start_program(
         program: &std::ffi::OsStr,
         extra: impl Fn() -> Vec<String>,
     ) -> RedisServer {
@@ -100,22 +101,22 @@ impl RedisServer {
     }
 
     /// The server's process id.
-    pub(crate) fn pid(&self) -> Option<u32> {
+    pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
 
     /// The server's port.
-    pub(crate) fn port(&self) -> u16 {
+    pub fn port(&self) -> u16 {
         self.port
     }
 
     /// `redis://127.0.0.1:PORT/`.
-    pub(crate) fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
     /// Kills the server (as a crash would: SIGKILL, no shutdown).
-    pub(crate) fn kill(&mut self) {
+    pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -123,7 +124,7 @@ impl RedisServer {
     }
 
     /// Starts the server again on the same port (after `kill`).
-    pub(crate) fn restart(&mut self) {
+    pub fn restart(&mut self) {
         self.kill();
         for _ in 0..50 {
             if self.spawn() {
@@ -136,7 +137,7 @@ impl RedisServer {
 
     /// A connection manager with short timeouts and few reconnect retries, so
     /// a dead server is noticed quickly.
-    pub(crate) async fn manager(&self) -> ConnectionManager {
+    pub async fn manager(&self) -> ConnectionManager {
         let client = redis::Client::open(self.url()).expect("valid url");
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_millis(200)))
@@ -151,7 +152,7 @@ impl RedisServer {
 
     /// Runs one command on a fresh connection (for administration: PTTL,
     /// SCRIPT FLUSH, CLIENT PAUSE...).
-    pub(crate) async fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+    pub async fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
         let client = redis::Client::open(self.url()).expect("valid url");
         let mut conn = client
             .get_multiplexed_async_connection()
@@ -203,16 +204,11 @@ impl Drop for RedisServer {
     }
 }
 
-/// A free port on 127.0.0.1 (bound, then released): nobody listens on it,
-/// so a connection to it is refused.
-pub(crate) fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("local addr").port()
-}
+pub use crate::free_port;
 
 /// A listener on a free port that accepts connections and never answers;
 /// the sockets stay open until the test's runtime ends.
-pub(crate) async fn blackhole() -> u16 {
+pub async fn blackhole() -> u16 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind an ephemeral port");
@@ -228,7 +224,7 @@ pub(crate) async fn blackhole() -> u16 {
 
 /// A connection to `port` that connects on its first command (so it can be
 /// made to a dead or blackholed port), with the redis crate's defaults.
-pub(crate) fn lazy(port: u16) -> RedisConnection {
+pub fn lazy(port: u16) -> RedisConnection {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).expect("valid url");
     ConnectionManager::new_lazy_with_config(client, ConnectionManagerConfig::new())
         .expect("a lazy connection manager")
