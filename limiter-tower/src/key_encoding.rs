@@ -35,8 +35,6 @@ use std::sync::Arc;
 
 use http::HeaderValue;
 
-use crate::decimal::Decimal;
-
 /// Writes the parts of one key into a buffer (see the [module docs](self)).
 ///
 /// # Examples
@@ -90,7 +88,7 @@ impl<'a> KeyWriter<'a> {
     /// Writes an address as its text (`10.0.0.7`, `2001%3Adb8%3A%3A`).
     pub fn part_ip(&mut self, ip: IpAddr) {
         match ip {
-            // Dotted decimal, every byte plain: each octet through `Decimal`,
+            // Dotted decimal, every byte plain: each octet through `itoa`,
             // without the formatting machinery (the common key).
             IpAddr::V4(v4) => {
                 self.separate();
@@ -98,7 +96,7 @@ impl<'a> KeyWriter<'a> {
                     if i > 0 {
                         self.out.push('.');
                     }
-                    self.out.push_str(Decimal::new(octet.into()).as_str());
+                    self.out.push_str(itoa::Buffer::new().format(octet));
                 }
             }
             IpAddr::V6(_) => self.part_fmt(format_args!("{ip}")),
@@ -109,7 +107,7 @@ impl<'a> KeyWriter<'a> {
     pub fn part_u64(&mut self, n: u64) {
         // Digits are plain: written as they are.
         self.separate();
-        self.out.push_str(Decimal::new(n).as_str());
+        self.out.push_str(itoa::Buffer::new().format(n));
     }
 
     /// Writes a part by formatting `args`, encoded as it is written.

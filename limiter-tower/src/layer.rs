@@ -22,7 +22,7 @@ use tower_service::Service;
 
 use crate::backend::Backend;
 use crate::future::ResponseFuture;
-use crate::headers::{Draft10, HeaderStyle};
+use crate::headers::{Draft10, HeaderStyle, LayerStyle};
 use crate::key::{KeyExtractor, RequestHead};
 use crate::metrics::Metrics;
 use crate::response::Rejection;
@@ -90,7 +90,7 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitLayer<B, E> {
             allow_ips: Vec::new(),
             allow_key: None,
             fail_open: false,
-            headers: Some(Box::new(Draft10)),
+            headers: Some(LayerStyle::new(Draft10)),
             on_rejection: None,
             label_routes: false,
             response_cost: None,
@@ -230,7 +230,7 @@ pub struct RateLimitBuilder<B: Backend, E> {
     allow_ips: Vec<IpNet>,
     allow_key: Option<Box<KeyFn<B::Key>>>,
     fail_open: bool,
-    headers: Option<Box<dyn HeaderStyle>>,
+    headers: Option<LayerStyle>,
     on_rejection: Option<Box<RejectionFn>>,
     label_routes: bool,
     response_cost: Option<Box<ResponseCostFn>>,
@@ -301,7 +301,7 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitBuilder<B, E> {
 
     /// The rate-limit header syntax (default [`Draft10`]).
     pub fn headers(mut self, style: impl HeaderStyle) -> Self {
-        self.headers = Some(Box::new(style));
+        self.headers = Some(LayerStyle::new(style));
         self
     }
 

@@ -21,7 +21,6 @@ use http::{Response, StatusCode};
 use http_body_util::Full;
 
 use crate::key::KeyError;
-use crate::last::Last;
 use crate::problem::{Problem, Template, millis_up};
 
 /// Why the layer answered a request itself.
@@ -108,22 +107,8 @@ static RATE_LIMITED: LazyLock<Template> = LazyLock::new(|| {
 });
 
 /// The `429` of a wait of `ms` milliseconds.
-///
-/// Refusals come in floods, and those of one millisecond state the same
-/// wait: each thread keeps the last document it wrote ([`Last`]) and
-/// shares it (a reference count) while the wait repeats; another wait is
-/// written anew (two allocations: the document, and the count its kept
-/// copy shares).
 fn rate_limited(ms: u64) -> Response<Full<Bytes>> {
-    let document =
-        LAST_RATE_LIMITED.with_borrow_mut(|last| last.get(ms, || RATE_LIMITED.document(ms)));
-    RATE_LIMITED.respond(document)
-}
-
-thread_local! {
-    /// The last `429` document this thread wrote, with its wait in ms.
-    static LAST_RATE_LIMITED: std::cell::RefCell<Last<u64, Bytes>> =
-        const { std::cell::RefCell::new(Last::new()) };
+    RATE_LIMITED.respond(RATE_LIMITED.document(ms))
 }
 
 /// The detail of [`Rejection::RateLimited`] for a wait of `ms`
@@ -191,14 +176,10 @@ mod tests {
             3_600_000_000_000,
             u64::MAX,
         ];
-        // Each wait twice (the second from the thread's cache), and the
-        // first again after all the others.
         let waits = nanos
             .into_iter()
             .map(Duration::from_nanos)
-            .chain([Duration::MAX])
-            .flat_map(|wait| [wait, wait])
-            .chain([Duration::ZERO]);
+            .chain([Duration::MAX]);
         for retry_after in waits {
             let r = Rejection::RateLimited { retry_after };
             // What the writer makes of the rejection, built in full.
@@ -224,39 +205,5 @@ mod tests {
             .detail(),
             "rate limit exceeded; retry in 18446744073709551615 ms"
         );
-    }
-
-    #[test]
-    fn a_repeated_wait_shares_the_last_document_and_another_is_written_anew() {
-        let document = |ms: u64| {
-            Rejection::RateLimited {
-                retry_after: Duration::from_millis(ms),
-            }
-            .problem()
-            .into_body()
-        };
-        let pointer = |body: &Full<Bytes>| {
-            let mut body = body.clone();
-            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-            match http_body::Body::poll_frame(std::pin::Pin::new(&mut body), &mut cx) {
-                std::task::Poll::Ready(Some(Ok(frame))) => {
-                    frame.into_data().expect("data").as_ptr() as usize
-                }
-                _ => panic!("a full body has one frame"),
-            }
-        };
-        let (first, again) = (document(250), document(250));
-        assert_eq!(pointer(&first), pointer(&again), "the same bytes, shared");
-        let other = document(251);
-        assert_ne!(
-            pointer(&first),
-            pointer(&other),
-            "another wait: written anew"
-        );
-        let written = Problem::new(StatusCode::TOO_MANY_REQUESTS)
-            .detail_fmt(format_args!("rate limit exceeded; retry in 251 ms"))
-            .member("retry_after_ms", 251u64)
-            .into_body();
-        assert_eq!(body(Response::new(other)), written);
     }
 }

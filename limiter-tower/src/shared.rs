@@ -21,7 +21,7 @@ use ipnet::IpNet;
 use limiter_core::{Denial, Grant, Policy};
 
 use crate::backend::Backend;
-use crate::headers::{HeaderStyle, RateLimitInfo, retry_after_value};
+use crate::headers::{LayerStyle, RateLimitInfo, retry_after_value};
 use crate::ip::{canonical, peer_addr};
 use crate::key::{KeyError, KeyExtractor, RequestHead};
 use crate::metrics::Metrics;
@@ -94,7 +94,7 @@ pub(crate) struct Shared<B: Backend, E> {
 /// response future needs to finish a grant's response, shared by pointer.
 pub(crate) struct HeaderWriter {
     pub(crate) name: Arc<str>,
-    pub(crate) style: Box<dyn HeaderStyle>,
+    pub(crate) style: LayerStyle,
 }
 
 impl HeaderWriter {

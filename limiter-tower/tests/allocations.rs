@@ -6,9 +6,9 @@
 //!
 //! A counting global allocator (this test binary's own) counts the
 //! allocations each thread makes; every measurement runs on the test's
-//! thread, in steady state (after warm-up requests, so the thread's last
-//! header values and `429` document, and the limiter's keys, exist), and
-//! is compared with what the same response costs when built by hand.
+//! thread and counts every request from a layer's first (the keyed ones
+//! from a key's second: the first makes the key), compared with what the
+//! same response costs when built by hand.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -17,14 +17,12 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::header::HeaderName;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::Full;
 use limiter_core::{ManualClock, Quota, RateLimiter};
 use limiter_keyed::KeyedLimiter;
-use limiter_tower::{
-    ClientIp, Draft10, Global, HeaderStyle, PeerAddr, PeerIp, Policy, RateLimitInfo,
-    RateLimitLayer, Rejection,
-};
+use limiter_tower::{ClientIp, Global, PeerAddr, PeerIp, RateLimitLayer, Rejection};
 use tower::{Layer, Service};
 
 use limiter_test_support::counting_alloc::{Counting, allocations};
@@ -85,49 +83,27 @@ fn from(peer: &str, forwarded: Option<&str>) -> Request<Body> {
     request
 }
 
-/// What writing the draft-10 headers into a fresh response costs (the
-/// header map's first insert, and the `RateLimit` value unless it repeats
-/// the last one), measured after a warm-up that left the thread's policy
-/// value and the `RateLimit` value of `r=3` cached: `remaining` 3 repeats
-/// it, any other is written anew.
-fn draft10_cost(policy: Policy, remaining: u32) -> u64 {
-    let info = RateLimitInfo {
-        name: "default",
-        policy,
-        remaining: 3,
-        reset: Duration::from_millis(10),
-    };
-    Draft10.write(&info, &mut HeaderMap::new());
-    let info = RateLimitInfo { remaining, ..info };
-    allocations(|| {
-        let mut response = Response::new(());
-        Draft10.write(&info, response.headers_mut());
-        response
-    })
-    .0
+/// The layer's own headers, built by hand into `headers`: `Retry-After` (on
+/// a 429) and the `RateLimit` value each written into one allocation, and
+/// `RateLimit-Policy` shared (static here; the layer's is made once).
+fn by_hand(headers: &mut HeaderMap, retry_after: bool, rate_limit: bool) {
+    if retry_after {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from_bytes(b"1").unwrap());
+    }
+    if rate_limit {
+        let policy = HeaderValue::from_static("\"default\";q=1000;w=1");
+        headers.insert(HeaderName::from_static("ratelimit-policy"), policy);
+        let item = HeaderValue::from_bytes(b"\"default\";r=999;t=1").unwrap();
+        headers.insert(HeaderName::from_static("ratelimit"), item);
+    }
 }
 
-/// What the layer's 429 costs when built by hand: the problem document and
-/// `Retry-After` (and the headers, when `with_headers`). The layer keeps
-/// the thread's last `Retry-After` value and clones it while the number
-/// is the same (as in steady state here): no allocation, as for a static
-/// value.
-fn rejection_cost(retry_after: Duration, policy: Option<Policy>) -> u64 {
-    assert_eq!(retry_after, Duration::from_secs(1), "the value below");
+/// What the layer's 429 costs when built by hand: the problem document, its
+/// response, and the headers of [`by_hand`].
+fn rejection_cost(retry_after: Duration, rate_limit: bool) -> u64 {
     allocations(|| {
         let mut response = Rejection::RateLimited { retry_after }.problem();
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        if let Some(policy) = policy {
-            let info = RateLimitInfo {
-                name: "default",
-                policy,
-                remaining: 0,
-                reset: retry_after,
-            };
-            Draft10.write(&info, response.headers_mut());
-        }
+        by_hand(response.headers_mut(), true, rate_limit);
         response
     })
     .0
@@ -152,32 +128,32 @@ fn admitted_and_rejected_requests_allocate_only_their_response() {
         assert_eq!(n, 0, "an admitted request without headers");
     }
 
-    // With headers: exactly the cost of the headers themselves. The clock
-    // stands still, so each request leaves one permit fewer and states a
-    // new `r`: its `RateLimit` value is written anew.
+    // With headers: exactly the cost of the headers themselves, from the
+    // first request, which also makes the layer's `RateLimit-Policy` value
+    // (its bytes, and the count its copies share).
     let limiter = RateLimiter::with_clock(quota, clock.clone());
-    let policy = Policy::from(quota);
     let mut service = RateLimitLayer::new(limiter, Global).layer(Hello);
-    one(&mut service, Request::new(Body::default()));
-    let headers = draft10_cost(policy, 2);
+    let headers = allocations(|| {
+        let mut response = Response::new(());
+        by_hand(response.headers_mut(), false, true);
+        response
+    })
+    .0;
+    let (first, response) = one(&mut service, Request::new(Body::default()));
+    assert_eq!(
+        response.headers()["ratelimit-policy"],
+        "\"default\";q=1000;w=1"
+    );
+    assert_eq!(
+        first,
+        headers + 2,
+        "the first request makes the policy value"
+    );
     for _ in 0..3 {
         let (n, response) = one(&mut service, Request::new(Body::default()));
         assert_eq!(response.status(), StatusCode::OK);
         assert!(response.headers().contains_key("ratelimit"));
         assert_eq!(n, headers, "an admitted request allocates its headers only");
-    }
-    // A limit far from its ceiling (a second between requests refills it):
-    // every response states the same `r` and `t`, and the thread's last
-    // value is cloned, not written again.
-    let repeated = draft10_cost(policy, 3);
-    assert!(repeated < headers, "{repeated} < {headers}");
-    clock.advance(Duration::from_secs(1));
-    one(&mut service, Request::new(Body::default()));
-    for _ in 0..3 {
-        clock.advance(Duration::from_secs(1));
-        let (n, response) = one(&mut service, Request::new(Body::default()));
-        assert_eq!(response.headers()["ratelimit"], "\"default\";r=999;t=1");
-        assert_eq!(n, repeated, "a repeated value is not written again");
     }
 
     // Keyed by peer and by forwarded client (a key already in the table).
@@ -212,7 +188,11 @@ fn admitted_and_rejected_requests_allocate_only_their_response() {
         "a forwarded chain is walked without collecting it"
     );
 
-    // Rejected: exactly the cost of the 429 built by hand.
+    // Rejected: exactly the cost of the 429 built by hand, from the first
+    // refusal. The 429 document's fixed text is made once per process, on
+    // first use: here, before counting.
+    let wait = Duration::from_secs(1);
+    Rejection::RateLimited { retry_after: wait }.problem();
     let tight = Quota::per_second(1).unwrap();
     for with_headers in [false, true] {
         let limiter = RateLimiter::with_clock(tight, clock.clone());
@@ -223,20 +203,15 @@ fn admitted_and_rejected_requests_allocate_only_their_response() {
             builder.without_headers()
         };
         let mut service = builder.build().unwrap().layer(Hello);
-        assert_eq!(
-            one(&mut service, Request::new(Body::default())).1.status(),
-            StatusCode::OK
-        );
-        let wait = Duration::from_secs(1);
-        let policy = with_headers.then(|| Policy::from(tight));
-        rejection_cost(wait, policy);
-        let expected = rejection_cost(wait, policy);
-        // A first refusal leaves the thread's values of this wait.
-        let (_, first) = one(&mut service, Request::new(Body::default()));
-        assert_eq!(first.headers()[header::RETRY_AFTER], "1");
+        let (first, response) = one(&mut service, Request::new(Body::default()));
+        assert_eq!(response.status(), StatusCode::OK);
+        // Admitted: its headers and the policy value, or nothing.
+        assert_eq!(first, if with_headers { headers + 2 } else { 0 });
+        let expected = rejection_cost(wait, with_headers);
         for _ in 0..3 {
             let (n, response) = one(&mut service, Request::new(Body::default()));
             assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+            assert_eq!(response.headers()[header::RETRY_AFTER], "1");
             assert_eq!(
                 n, expected,
                 "a rejected request allocates its response only"

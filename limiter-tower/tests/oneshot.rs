@@ -171,10 +171,8 @@ where
 
 #[tokio::test(start_paused = true)]
 async fn refusals_are_exact_byte_for_byte_whatever_came_before() {
-    // Refusals of one second repeat their `Retry-After` and `RateLimit`
-    // values (kept per thread); a new wait or another limit's name must
-    // still get its own. This runtime has one thread, so every refusal
-    // below goes through the same thread's values.
+    // Two layers, each with its own `RateLimit-Policy` value, on one
+    // thread: every refusal states its own layer's name and wait.
     let svc = |name: &str| {
         RateLimitLayer::builder(global(Duration::from_secs(10), 1), Global)
             .name(name)

@@ -97,6 +97,7 @@
 //! `--before`, the same for another build of this runner beside them. It
 //! prints them and the same ratios as
 //! `http instructions ours_vs_none=R keyed_vs_none=R ours_vs_tower_governor=R reject_vs_allow=R (...)`.
+//! `--cases A,B` counts only those cases (and prints no ratios).
 //!
 //! The last line is the summary:
 //! `http summary ours_vs_none=R keyed_vs_none=R ours_vs_tower_governor=R ours_vs_tower_governor_nohdr=R reject_vs_allow=R redis_vs_none=R p99_added_us=N delay_1k_vs_async=R delay_10k_vs_async=R`.
@@ -780,6 +781,8 @@ struct Counting {
     conns: usize,
     workers: usize,
     repeat: usize,
+    /// `--cases`: the cases to count (all of [`COUNTED`] when empty).
+    cases: Vec<Case>,
 }
 
 /// The server process's instructions (callgrind, user space) for `case`
@@ -858,7 +861,8 @@ fn instructions(how: &Counting, before: Option<std::path::PathBuf>) {
         how.conns
     );
     let mut after = [0.0; Case::ALL.len()];
-    for case in COUNTED {
+    let only = |case: &Case| how.cases.is_empty() || how.cases.contains(case);
+    for case in COUNTED.into_iter().filter(only) {
         let (n, lo, hi) = per_request(&this, case, how);
         after[case as usize] = n;
         match &before {
@@ -875,6 +879,9 @@ fn instructions(how: &Counting, before: Option<std::path::PathBuf>) {
                 case.name()
             ),
         }
+    }
+    if !how.cases.is_empty() {
+        return;
     }
     let ratio = |a: Case, b: Case| after[b as usize] / after[a as usize];
     print_floors(&ratio);
@@ -906,6 +913,18 @@ fn main() {
             conns: arg_value(&args, "--conns").unwrap_or(INSTRUCTION_CONNS),
             workers: arg_value(&args, "--workers").unwrap_or(INSTRUCTION_WORKERS),
             repeat: arg_value(&args, "--repeat").unwrap_or(3),
+            cases: arg_value::<String>(&args, "--cases")
+                .map(|list| {
+                    list.split(',')
+                        .map(|name| {
+                            Case::ALL
+                                .into_iter()
+                                .find(|c| c.name() == name)
+                                .unwrap_or_else(|| panic!("--cases: no case {name}"))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         };
         return instructions(&how, arg_value(&args, "--before"));
     }
