@@ -16,7 +16,7 @@
 use core::future::Future;
 use core::time::Duration;
 
-use limiter_core::{debt::Debt, Decide, Denial, Grant, Unavailable};
+use limiter_core::{Decide, Denial, Grant, Unavailable, debt::Debt};
 
 /// A limiter asked for permits per key whose decision is a future: the
 /// same question and answer as [`Decide`] (a [`Grant`] with its headroom

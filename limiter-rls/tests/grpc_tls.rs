@@ -12,11 +12,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use limiter_test_support::tls::TestPki;
 use rustls::RootCertStore;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use support::{Envoy, Rls, free_port, temp_dir, upstream};
-use limiter_test_support::tls::TestPki;
 
 const CONFIG: &str = "domain: test
 descriptors:

@@ -4,7 +4,9 @@
 
 use core::time::Duration;
 
-use limiter_core::{cell::CellClock, cell::CellQuota, cell::GcraCell, cell::QuotaOf, cell::SharedQuota};
+use limiter_core::{
+    cell::CellClock, cell::CellQuota, cell::GcraCell, cell::QuotaOf, cell::SharedQuota,
+};
 use loom::sync::Arc;
 use loom::thread;
 

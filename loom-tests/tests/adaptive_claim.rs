@@ -6,7 +6,10 @@
 
 use core::time::Duration;
 
-use limiter_core::{adaptive::AdaptiveBuilder, adaptive::RateController, ManualClock, adaptive::Completion, adaptive::Proposal, adaptive::Reason};
+use limiter_core::{
+    ManualClock, adaptive::AdaptiveBuilder, adaptive::Completion, adaptive::Proposal,
+    adaptive::RateController, adaptive::Reason,
+};
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicU32, Ordering};
 use loom::thread;

@@ -6,7 +6,7 @@
 
 use core::time::Duration;
 
-use limiter_core::{AcquireError, clock::BlockingClock, Clock, ManualClock, RateLimiter};
+use limiter_core::{AcquireError, Clock, ManualClock, RateLimiter, clock::BlockingClock};
 use loom::thread;
 use loom_tests::{check, quota};
 
