@@ -46,7 +46,7 @@ impl<B> Clone for RateLimitServer<B> {
 
 impl<B> RateLimitServer<B> {
     /// Serves `limiter` (with a span per call when it has a tracer:
-    /// [`RateLimiter::with_tracer`]).
+    /// `RateLimiter::with_tracer`, feature `otel`).
     pub fn new(limiter: Arc<RateLimiter<B>>) -> RateLimitServer<B> {
         RateLimitServer { inner: limiter }
     }

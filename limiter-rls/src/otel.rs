@@ -2,8 +2,8 @@
 //! to export and how to sample ([`TraceConfig`], plain data read from the
 //! standard `OTEL_*` variables by [`TraceConfig::from_otel_env`]), and,
 //! with the cargo feature `otel`, the exporter itself
-//! ([`tracer_provider`]: OTLP over gRPC, batched) and the W3C
-//! `traceparent` of an incoming request ([`parent_context`], from HTTP
+//! (`tracer_provider`: OTLP over gRPC, batched) and the W3C
+//! `traceparent` of an incoming request (`parent_context`, from HTTP
 //! headers, which is what gRPC metadata is on the wire).
 //!
 //! Nothing here knows limiter-rls: the module is meant to move to a lower
