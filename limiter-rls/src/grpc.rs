@@ -56,7 +56,9 @@ impl<B> NamedService for RateLimitServer<B> {
     const NAME: &'static str = "envoy.service.ratelimit.v3.RateLimitService";
 }
 
-struct ShouldRateLimit<B>(Arc<RateLimiter<B>>, Option<CallTrace>);
+// Boxed: a span is hundreds of bytes, which the futures would otherwise
+// carry (and copy) on every call, traced or not.
+struct ShouldRateLimit<B>(Arc<RateLimiter<B>>, Option<Box<CallTrace>>);
 
 /// A [`RequestError`] as a gRPC status.
 pub fn status_of(e: &RequestError) -> Status {
@@ -75,7 +77,7 @@ impl<B: Backend> UnaryService<RateLimitRequest> for ShouldRateLimit<B> {
         let mut trace = self.1.take();
         Box::pin(async move {
             inner
-                .answer(request.get_ref(), trace.as_mut())
+                .answer(request.get_ref(), trace.as_deref_mut())
                 .await
                 .map(Response::new)
                 .map_err(|e| status_of(&e))
@@ -103,7 +105,7 @@ where
             let trace = self
                 .inner
                 .tracer()
-                .map(|t| CallTrace::start(t, req.headers()));
+                .map(|t| Box::new(CallTrace::start(t, req.headers())));
             #[cfg(not(feature = "otel"))]
             let trace = None;
             let method = ShouldRateLimit(Arc::clone(&self.inner), trace);
