@@ -74,8 +74,9 @@ pub fn ratio(s: &str) -> Option<f64> {
 /// What a process exports its spans as, and to where.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceConfig {
-    /// The OTLP/gRPC collector (`OTEL_EXPORTER_OTLP_ENDPOINT`); `None`: the
-    /// exporter's default, `http://localhost:4317`.
+    /// The OTLP/gRPC collector (`OTEL_EXPORTER_OTLP_ENDPOINT`), `http://`
+    /// prefixed when it has no scheme (Envoy Gateway passes `host:port`);
+    /// `None`: the exporter's default, `http://localhost:4317`.
     pub endpoint: Option<String>,
     /// `service.name` of the resource.
     pub service_name: String,
@@ -105,7 +106,15 @@ impl TraceConfig {
             None => default_sampling,
         };
         Ok(TraceConfig {
-            endpoint: get("OTEL_EXPORTER_OTLP_ENDPOINT").filter(|e| !e.is_empty()),
+            endpoint: get("OTEL_EXPORTER_OTLP_ENDPOINT")
+                .filter(|e| !e.is_empty())
+                .map(|e| {
+                    if e.contains("://") {
+                        e
+                    } else {
+                        format!("http://{e}")
+                    }
+                }),
             service_name: get("OTEL_SERVICE_NAME")
                 .filter(|n| !n.is_empty())
                 .unwrap_or_else(|| default_name.to_owned()),
@@ -146,5 +155,9 @@ mod tests {
         assert_eq!(c.service_name, "rls-a");
         assert_eq!(c.endpoint.as_deref(), Some("http://collector:4317"));
         assert_eq!(c.sampling, Sampling::AlwaysOn);
+        let bare = |k: &str| (k == "OTEL_EXPORTER_OTLP_ENDPOINT").then(|| "otel:4317".to_owned());
+        let c = TraceConfig::from_otel_env(&bare, "RateLimit", Sampling::AlwaysOn).unwrap();
+        assert_eq!(c.endpoint.as_deref(), Some("http://otel:4317"));
+        assert_eq!(c.service_name, "RateLimit");
     }
 }

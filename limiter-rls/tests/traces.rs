@@ -84,7 +84,8 @@ impl Drop for Receiver {
 fn run(receiver: &Receiver, dir: &Path, tracing: bool) -> Rls {
     std::fs::create_dir_all(dir.join("config")).unwrap();
     std::fs::write(dir.join("config/traced.yaml"), CONFIG).unwrap();
-    let endpoint = format!("http://127.0.0.1:{}", receiver.port);
+    // Without a scheme, as Envoy Gateway passes it.
+    let endpoint = format!("127.0.0.1:{}", receiver.port);
     let enabled = if tracing { "true" } else { "false" };
     let rls = Rls::start(
         dir,
