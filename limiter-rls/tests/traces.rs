@@ -4,6 +4,7 @@
 //! makes one). The binary runs with `TRACING_ENABLED` and
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` pointing at the receiver; a tonic client
 //! sends `ShouldRateLimit` with a `traceparent`.
+#![cfg(feature = "otel")]
 
 mod support;
 
