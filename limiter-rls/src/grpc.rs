@@ -21,6 +21,7 @@ use tonic::{Request, Response, Status};
 use tonic_prost::ProstCodec;
 
 use crate::backend::Backend;
+use crate::call_trace::CallTrace;
 use crate::proto::{RateLimitRequest, RateLimitResponse};
 use crate::service::{RateLimiter, RequestError};
 
@@ -44,7 +45,8 @@ impl<B> Clone for RateLimitServer<B> {
 }
 
 impl<B> RateLimitServer<B> {
-    /// Serves `limiter`.
+    /// Serves `limiter` (with a span per call when it has a tracer:
+    /// `RateLimiter::with_tracer`, feature `otel`).
     pub fn new(limiter: Arc<RateLimiter<B>>) -> RateLimitServer<B> {
         RateLimitServer { inner: limiter }
     }
@@ -54,7 +56,9 @@ impl<B> NamedService for RateLimitServer<B> {
     const NAME: &'static str = "envoy.service.ratelimit.v3.RateLimitService";
 }
 
-struct ShouldRateLimit<B>(Arc<RateLimiter<B>>);
+// Boxed: a span is hundreds of bytes, which the futures would otherwise
+// carry (and copy) on every call, traced or not.
+struct ShouldRateLimit<B>(Arc<RateLimiter<B>>, Option<Box<CallTrace>>);
 
 /// A [`RequestError`] as a gRPC status.
 pub fn status_of(e: &RequestError) -> Status {
@@ -70,9 +74,10 @@ impl<B: Backend> UnaryService<RateLimitRequest> for ShouldRateLimit<B> {
 
     fn call(&mut self, request: Request<RateLimitRequest>) -> Self::Future {
         let inner = Arc::clone(&self.0);
+        let mut trace = self.1.take();
         Box::pin(async move {
             inner
-                .should_rate_limit(request.get_ref())
+                .answer(request.get_ref(), trace.as_deref_mut())
                 .await
                 .map(Response::new)
                 .map_err(|e| status_of(&e))
@@ -95,7 +100,15 @@ where
 
     fn call(&mut self, req: http::Request<Rb>) -> Self::Future {
         if req.uri().path() == PATH {
-            let method = ShouldRateLimit(Arc::clone(&self.inner));
+            // No tracer: no span, no header read, no allocation.
+            #[cfg(feature = "otel")]
+            let trace = self
+                .inner
+                .tracer()
+                .map(|t| Box::new(CallTrace::start(t, req.headers())));
+            #[cfg(not(feature = "otel"))]
+            let trace = None;
+            let method = ShouldRateLimit(Arc::clone(&self.inner), trace);
             Box::pin(async move {
                 let mut grpc =
                     Grpc::new(ProstCodec::<RateLimitResponse, RateLimitRequest>::default());
@@ -145,14 +158,14 @@ impl RateLimitClient {
         Ok(RateLimitClient::new(channel))
     }
 
-    /// One call.
+    /// One call (a [`Request`] carries metadata, such as a `traceparent`).
     ///
     /// # Errors
     ///
     /// The call's status.
     pub async fn should_rate_limit(
         &mut self,
-        request: RateLimitRequest,
+        request: impl tonic::IntoRequest<RateLimitRequest>,
     ) -> Result<RateLimitResponse, Status> {
         self.inner
             .ready()
@@ -161,7 +174,7 @@ impl RateLimitClient {
         let codec = ProstCodec::<RateLimitRequest, RateLimitResponse>::default();
         let path = http::uri::PathAndQuery::from_static(PATH);
         self.inner
-            .unary(Request::new(request), path, codec)
+            .unary(request.into_request(), path, codec)
             .await
             .map(Response::into_inner)
     }

@@ -29,6 +29,7 @@ pub mod backend;
 pub mod exporter;
 pub mod grpc;
 pub mod json;
+pub mod otel;
 pub mod proto;
 pub mod reload;
 pub mod server;
@@ -40,6 +41,7 @@ pub mod variables;
 pub mod window;
 pub mod xds;
 
+mod call_trace;
 mod config;
 mod decide;
 mod matcher;

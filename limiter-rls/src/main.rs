@@ -81,12 +81,24 @@ async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     let metrics = limiter_rls::exporter::install();
     let recorder = limiter_rls::exporter::recorder(&settings).await?;
     let backend: AnyBackend = settings.backend().await?;
-    let limiter = Arc::new(limiter_rls::RateLimiter::new(
-        rules,
-        backend,
-        settings.options.clone(),
-        recorder,
-    ));
+    let limiter = limiter_rls::RateLimiter::new(rules, backend, settings.options.clone(), recorder);
+    // Spans are queued and sent by the provider's own thread; shut down on
+    // exit to send what is queued.
+    #[cfg(feature = "otel")]
+    let (limiter, traces) = match &settings.tracing {
+        None => (limiter, None),
+        Some(config) => {
+            let provider = limiter_rls::otel::tracer_provider(config)
+                .map_err(|e| format!("OTEL_EXPORTER_OTLP_ENDPOINT: {e}"))?;
+            let tracer = opentelemetry::trace::TracerProvider::tracer(&provider, "limiter-rls");
+            (limiter.with_tracer(tracer), Some(provider))
+        }
+    };
+    #[cfg(not(feature = "otel"))]
+    if settings.tracing.is_some() {
+        return Err("TRACING_ENABLED: this build has no tracing (cargo feature `otel`)".into());
+    }
+    let limiter = Arc::new(limiter);
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let _reloader = if file_config {
         limiter.recorder().service("config_load_success");
@@ -154,5 +166,10 @@ async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     serving.await??;
+    #[cfg(feature = "otel")]
+    if let Some(provider) = traces {
+        // Blocks while the last batch is sent: off the runtime's workers.
+        let _ = tokio::task::spawn_blocking(move || provider.shutdown()).await;
+    }
     Ok(())
 }

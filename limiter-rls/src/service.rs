@@ -20,6 +20,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::backend::{Backend, Part};
+use crate::call_trace::CallTrace;
 use crate::config::RuleSet;
 use crate::decide::{self, Check};
 use crate::matcher::Matched;
@@ -99,6 +100,9 @@ pub struct RateLimiter<B> {
     backend: B,
     options: Options,
     recorder: Recorder,
+    /// `None` (the default): the gRPC face does no tracing work.
+    #[cfg(feature = "otel")]
+    tracer: Option<opentelemetry_sdk::trace::SdkTracer>,
 }
 
 impl<B: Backend> RateLimiter<B> {
@@ -109,7 +113,23 @@ impl<B: Backend> RateLimiter<B> {
             backend,
             options,
             recorder,
+            #[cfg(feature = "otel")]
+            tracer: None,
         }
+    }
+
+    /// Records a span per gRPC call with `tracer`, continuing the call's
+    /// `traceparent` (what it records: docs/rls.md, Traces).
+    #[cfg(feature = "otel")]
+    #[must_use]
+    pub fn with_tracer(mut self, tracer: opentelemetry_sdk::trace::SdkTracer) -> Self {
+        self.tracer = Some(tracer);
+        self
+    }
+
+    #[cfg(feature = "otel")]
+    pub(crate) fn tracer(&self) -> Option<&opentelemetry_sdk::trace::SdkTracer> {
+        self.tracer.as_ref()
     }
 
     /// The rule set in force.
@@ -139,6 +159,19 @@ impl<B: Backend> RateLimiter<B> {
         &self,
         req: &RateLimitRequest,
     ) -> Result<RateLimitResponse, RequestError> {
+        self.answer(req, None).await
+    }
+
+    /// [`Self::should_rate_limit`], recording into `trace` when there is
+    /// one (`None`: no tracing work at all).
+    pub(crate) async fn answer(
+        &self,
+        req: &RateLimitRequest,
+        mut trace: Option<&mut CallTrace>,
+    ) -> Result<RateLimitResponse, RequestError> {
+        if let Some(t) = trace.as_deref_mut() {
+            t.domain(&req.domain);
+        }
         if req.domain.is_empty() {
             return Err(RequestError::EmptyDomain);
         }
@@ -214,9 +247,15 @@ impl<B: Backend> RateLimiter<B> {
         // A budget no instant can hold (`Duration::MAX`) is no deadline.
         let deadline =
             limiter_async::deadline_after(tokio::time::Instant::now(), self.options.store_budget);
-        let decision = decide::decide(&self.backend, &checks, deadline)
-            .await
-            .map_err(|e| RequestError::Backend(e.0))?;
+        let started = trace.is_some().then(std::time::Instant::now);
+        let decision = decide::decide(&self.backend, &checks, deadline).await;
+        if let (Some(t), Some(started)) = (trace.as_deref_mut(), started) {
+            t.backend(self.backend.store(), started.elapsed());
+            if let Err(e) = &decision {
+                t.failed(&e.0);
+            }
+        }
+        let decision = decision.map_err(|e| RequestError::Backend(e.0))?;
         let mut statuses = Vec::with_capacity(req.descriptors.len());
         let mut closest: Option<(usize, u32, bool)> = None;
         let mut passed = Vec::new();
@@ -259,6 +298,9 @@ impl<B: Backend> RateLimiter<B> {
                     }) {
                         closest = Some((i, o.remaining, refusing));
                     }
+                    if let Some(t) = trace.as_deref_mut() {
+                        t.descriptor(&m.rule.full_key, answers_over, o.reset);
+                    }
                     DescriptorStatus {
                         code: if answers_over {
                             Code::OverLimit
@@ -292,6 +334,9 @@ impl<B: Backend> RateLimiter<B> {
         if over && self.options.global_shadow {
             over = false;
             self.recorder.service("global_shadow_mode");
+        }
+        if let Some(t) = trace {
+            t.decided(over);
         }
         let mut response = RateLimitResponse {
             overall_code: if over { Code::OverLimit } else { Code::Ok } as i32,

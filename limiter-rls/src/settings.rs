@@ -6,6 +6,7 @@
 //! takes (theirs fails at start-up the same way), never a silent default.
 
 mod redis_env;
+mod trace_env;
 mod xds_env;
 
 pub use xds_env::ConfigSource;
@@ -82,6 +83,9 @@ pub struct Settings {
     pub force_start: bool,
     /// `GRPC_SERVER_USE_TLS` and its files.
     pub grpc_tls: Option<crate::tls::GrpcTls>,
+    /// `TRACING_ENABLED` with the `TRACING_*` and `OTEL_*` variables
+    /// (`None`: no tracing).
+    pub tracing: Option<crate::otel::TraceConfig>,
 }
 
 /// A variable that does not parse.
@@ -333,6 +337,7 @@ impl Settings {
             config_source: xds_env::config_source(&get, &bool_of, &duration)?,
             force_start: bool_of("FORCE_START_WITHOUT_INITIAL_CONFIG", false)?,
             grpc_tls: xds_env::grpc_tls(&get, &bool_of)?,
+            tracing: trace_env::tracing(&get, &bool_of)?,
         })
     }
 }

@@ -269,6 +269,52 @@ pub const VARIABLES: &[Variable] = &[
         "log filter: error, warn, info, debug or trace",
     ),
     var(
+        "TRACING_ENABLED",
+        "false",
+        "export a span per ShouldRateLimit call over OTLP/gRPC",
+    ),
+    var(
+        "TRACING_SERVICE_NAME",
+        "RateLimit",
+        "service.name of the spans",
+    ),
+    var(
+        "TRACING_SERVICE_NAMESPACE",
+        "-",
+        "service.namespace of the spans",
+    ),
+    var(
+        "TRACING_SERVICE_INSTANCE_ID",
+        "-",
+        "service.instance.id of the spans",
+    ),
+    var(
+        "TRACING_SAMPLING_RATE",
+        "1",
+        "fraction of new traces sampled (parent-based)",
+    ),
+    var("TRACING_EXPORTER_PROTOCOL", "grpc", "grpc only (OTLP/gRPC)"),
+    var(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "http://localhost:4317",
+        "the OTLP/gRPC collector",
+    ),
+    var(
+        "OTEL_SERVICE_NAME",
+        "-",
+        "service.name, over TRACING_SERVICE_NAME",
+    ),
+    var(
+        "OTEL_TRACES_SAMPLER",
+        "-",
+        "OpenTelemetry sampler, over TRACING_SAMPLING_RATE",
+    ),
+    var(
+        "OTEL_TRACES_SAMPLER_ARG",
+        "1",
+        "ratio of the traceidratio samplers",
+    ),
+    var(
         "RLS_DRAIN_DELAY",
         "0s",
         "after SIGTERM, how long health answers NOT_SERVING while still serving",
@@ -351,6 +397,10 @@ mod tests {
                 ("GRPC_SERVER_USE_TLS", "true"),
                 ("GRPC_SERVER_TLS_CERT", "c.pem"),
                 ("GRPC_SERVER_TLS_KEY", "k.pem"),
+            ],
+            &[
+                ("TRACING_ENABLED", "true"),
+                ("OTEL_TRACES_SAMPLER", "traceidratio"),
             ],
         ];
         let read: BTreeSet<String> = environments.iter().flat_map(|e| names_read(e)).collect();

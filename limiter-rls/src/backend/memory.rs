@@ -151,6 +151,10 @@ impl<C: Clock + Clone + 'static> MemoryGcra<C> {
 }
 
 impl<C: Clock + Clone + 'static> Backend for MemoryGcra<C> {
+    fn store(&self) -> &'static str {
+        "memory"
+    }
+
     async fn try_all(&self, parts: &[Part], _deadline: Instant) -> Result<Charge, BackendError> {
         let limiters = parts
             .iter()
@@ -289,6 +293,10 @@ impl<C: Clock + 'static> MemoryFixed<C> {
 }
 
 impl<C: Clock + 'static> Backend for MemoryFixed<C> {
+    fn store(&self) -> &'static str {
+        "memory"
+    }
+
     async fn try_all(&self, parts: &[Part], _deadline: Instant) -> Result<Charge, BackendError> {
         let now = self.clock.now();
         let mut map = self.counters.lock().unwrap_or_else(|e| e.into_inner());

@@ -121,6 +121,9 @@ impl std::error::Error for BackendError {}
 /// failure policy without calling out. The in-memory backends never wait
 /// and ignore it.
 pub trait Backend: Send + Sync + 'static {
+    /// Where the counters live, for traces: `memory` or `redis`.
+    fn store(&self) -> &'static str;
+
     /// Charges every part, or none.
     fn try_all(
         &self,
@@ -158,6 +161,13 @@ pub enum AnyBackend {
 }
 
 impl Backend for AnyBackend {
+    fn store(&self) -> &'static str {
+        match self {
+            AnyBackend::MemoryGcra(_) | AnyBackend::MemoryFixed(_) => "memory",
+            AnyBackend::RedisGcra(_) | AnyBackend::RedisFixed(_) => "redis",
+        }
+    }
+
     async fn try_all(&self, parts: &[Part], deadline: Instant) -> Result<Charge, BackendError> {
         match self {
             AnyBackend::MemoryGcra(b) => b.try_all(parts, deadline).await,

@@ -245,6 +245,10 @@ impl RedisGcra {
 }
 
 impl Backend for RedisGcra {
+    fn store(&self) -> &'static str {
+        "redis"
+    }
+
     async fn try_all(&self, parts: &[Part], deadline: Instant) -> Result<Charge, BackendError> {
         Ok(match self.call(parts, false, deadline).await? {
             Some(states) => Charge::Granted(states),
@@ -561,6 +565,10 @@ enum Mode {
 }
 
 impl Backend for RedisFixed {
+    fn store(&self) -> &'static str {
+        "redis"
+    }
+
     async fn try_all(&self, parts: &[Part], deadline: Instant) -> Result<Charge, BackendError> {
         Ok(match self.call(parts, Mode::Charge, deadline).await? {
             Some(states) => Charge::Granted(states),
