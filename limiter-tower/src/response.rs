@@ -96,6 +96,37 @@ impl Rejection {
     }
 }
 
+impl Rejection {
+    /// The answer to a gRPC call ([`crate::grpc`]): trailers-only,
+    /// `grpc-status` 8 (`RESOURCE_EXHAUSTED`, with the wait as
+    /// `google.rpc.RetryInfo` when rate limited) or 14 (`UNAVAILABLE`);
+    /// `None` for a missing key, which is answered as HTTP.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_tower::Rejection;
+    ///
+    /// let response = Rejection::RateLimited { retry_after: Duration::from_millis(1500) }
+    ///     .grpc()
+    ///     .unwrap();
+    /// assert_eq!(response.status(), 200);
+    /// assert_eq!(response.headers()["grpc-status"], "8");
+    /// assert!(response.headers().contains_key("grpc-status-details-bin"));
+    /// ```
+    pub fn grpc(&self) -> Option<Response<Full<Bytes>>> {
+        use crate::grpc::{RESOURCE_EXHAUSTED, UNAVAILABLE, trailers_only};
+        let (code, wait) = match self {
+            Rejection::RateLimited { retry_after } => (RESOURCE_EXHAUSTED, Some(*retry_after)),
+            Rejection::OverBurst { .. } => (RESOURCE_EXHAUSTED, None),
+            Rejection::Unavailable => (UNAVAILABLE, None),
+            Rejection::NoKey(_) => return None,
+        };
+        Some(trailers_only(code, &self.to_string(), wait))
+    }
+}
+
 /// The `429` document but for its wait, written once by [`Problem`]:
 /// `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in N ms","retry_after_ms":N}`.
 static RATE_LIMITED: LazyLock<Template> = LazyLock::new(|| {
