@@ -30,7 +30,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
     );
 
-    let mut client = HealthClient::connect("http://127.0.0.1:50051").await?;
+    let channel = tonic::transport::Channel::from_static("http://127.0.0.1:50051")
+        .connect()
+        .await?;
+    let mut client = HealthClient::new(channel);
     for _ in 0..3 {
         match client.check(HealthCheckRequest::default()).await {
             Ok(answer) => println!("served: {:?}", answer.into_inner().status()),
