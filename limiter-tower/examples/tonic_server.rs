@@ -19,7 +19,7 @@ use tonic_types::StatusExt as _;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let limiter = RateLimiter::new(Quota::per_second(2)?);
+    let limiter = RateLimiter::new(Quota::per_second(2)?.with_burst(2)?);
     let (_reporter, health) = tonic_health::server::health_reporter();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:50051").await?;
     let server = tokio::spawn(
