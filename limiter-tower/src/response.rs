@@ -8,8 +8,10 @@
 //! | backend failed and `fail_open` is off | `503 Service Unavailable` | |
 //! | no key (missing peer address, header, extension) | the [`KeyError`]'s status (`500`, `400`) | |
 //!
+//! A gRPC call gets [`Rejection::grpc`] instead ([`crate::grpc`]).
+//!
 //! A user closure ([`RateLimitBuilder::on_rejection`](crate::RateLimitBuilder::on_rejection))
-//! may replace the response; the layer still adds `Retry-After` and the
+//! may replace the response of a request that is not gRPC; the layer still adds `Retry-After` and the
 //! rate-limit headers to a 429.
 
 use std::fmt;
