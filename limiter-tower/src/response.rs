@@ -11,8 +11,8 @@
 //! A gRPC call gets [`Rejection::grpc`] instead ([`crate::grpc`]).
 //!
 //! A user closure ([`RateLimitBuilder::on_rejection`](crate::RateLimitBuilder::on_rejection))
-//! may replace the response of a request that is not gRPC; the layer still adds `Retry-After` and the
-//! rate-limit headers to a 429.
+//! may replace the response of a request that is not gRPC; the layer still
+//! adds `Retry-After` and the rate-limit headers to a 429.
 
 use std::fmt;
 use std::sync::LazyLock;
