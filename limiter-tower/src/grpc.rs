@@ -7,17 +7,19 @@
 //! | cost above the burst | `8` (`RESOURCE_EXHAUSTED`) | none (no wait would help) |
 //! | backend failed, `fail_open` off | `14` (`UNAVAILABLE`) | none |
 //!
-//! A call is gRPC when its `content-type` is `application/grpc` or
+//! A call is gRPC when it comes over HTTP/2 (or later) and its
+//! `content-type` is `application/grpc` or
 //! `application/grpc+…` ([`is_grpc`]). `grpc-message` is percent-encoded
 //! as the gRPC HTTP/2 protocol says (bytes outside `0x20..=0x7E`, and `%`);
 //! `-bin` values are base64 without padding. The three protobuf messages
 //! are written here by hand (a few varints and length prefixes), so that
-//! the layer needs no protobuf crate; the tests decode them with prost.
+//! the layer needs no protobuf crate; the tests decode them with
+//! tonic-types (prost).
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Response, header};
+use http::{HeaderValue, Request, Response, Version, header};
 use http_body_util::Full;
 
 /// `RESOURCE_EXHAUSTED`.
@@ -25,15 +27,21 @@ pub const RESOURCE_EXHAUSTED: u8 = 8;
 /// `UNAVAILABLE`.
 pub const UNAVAILABLE: u8 = 14;
 
-/// Whether a request's headers make it a gRPC call (`content-type`
-/// `application/grpc` or `application/grpc+…`, such as `+proto`).
-pub fn is_grpc(headers: &HeaderMap) -> bool {
-    headers.get(header::CONTENT_TYPE).is_some_and(|v| {
-        let v = v.as_bytes();
-        v.len() >= 16
-            && v[..16].eq_ignore_ascii_case(b"application/grpc")
-            && matches!(v.get(16), None | Some(b'+' | b';'))
-    })
+/// Whether `request` is a gRPC call: HTTP/2 or later (gRPC runs on
+/// nothing older; the version is tested first, so an HTTP/1 request costs
+/// no header lookup) with `content-type` `application/grpc` or
+/// `application/grpc+…` (such as `+proto`).
+pub fn is_grpc<B>(request: &Request<B>) -> bool {
+    request.version() >= Version::HTTP_2
+        && request
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| {
+                let v = v.as_bytes();
+                v.len() >= 16
+                    && v[..16].eq_ignore_ascii_case(b"application/grpc")
+                    && matches!(v.get(16), None | Some(b'+' | b';'))
+            })
 }
 
 /// A trailers-only gRPC answer: HTTP 200, `content-type: application/grpc`,
@@ -165,8 +173,9 @@ mod tests {
 
     #[test]
     fn grpc_content_types() {
-        let mut h = HeaderMap::new();
-        assert!(!is_grpc(&h));
+        let mut r = Request::new(());
+        *r.version_mut() = Version::HTTP_2;
+        assert!(!is_grpc(&r));
         for (v, grpc) in [
             ("application/grpc", true),
             ("application/grpc+proto", true),
@@ -176,9 +185,13 @@ mod tests {
             ("application/json", false),
             ("text/plain", false),
         ] {
-            h.insert(header::CONTENT_TYPE, HeaderValue::from_static(v));
-            assert_eq!(is_grpc(&h), grpc, "{v}");
+            r.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(v));
+            assert_eq!(is_grpc(&r), grpc, "{v}");
         }
+        // gRPC needs HTTP/2: the same head over HTTP/1.1 is not a call.
+        *r.version_mut() = Version::HTTP_11;
+        assert!(!is_grpc(&r));
     }
 
     #[test]

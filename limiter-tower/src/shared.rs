@@ -201,14 +201,14 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
         Some(Metrics::with_route(&self.name, route))
     }
 
-    /// The answer to a denial of a request with headers `request`; `None`
+    /// The answer to a denial of `request`; `None`
     /// to let the request through (a backend failure under `fail_open`).
     /// A gRPC call gets gRPC's answer ([`crate::grpc`]).
-    pub(crate) fn denied(
+    pub(crate) fn denied<R>(
         &self,
         denial: Denial,
         metrics: &Metrics,
-        request: &HeaderMap,
+        request: &http::Request<R>,
     ) -> Option<Response<Full<Bytes>>> {
         let grpc = crate::grpc::is_grpc(request);
         match denial {
