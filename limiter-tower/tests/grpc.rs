@@ -202,3 +202,44 @@ async fn a_failed_backend_is_unavailable() {
     let status = call(addr, "a").await.unwrap_err();
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
 }
+
+/// A gRPC head over HTTP/2, through `tower::ServiceExt::oneshot`.
+fn grpc_request() -> http::Request<tonic::body::Body> {
+    let mut request = http::Request::new(tonic::body::Body::empty());
+    *request.version_mut() = http::Version::HTTP_2;
+    request.headers_mut().insert(
+        "content-type",
+        http::HeaderValue::from_static("application/grpc+proto"),
+    );
+    request
+}
+
+#[tokio::test]
+async fn grpc_answers_pass_over_on_rejection_and_over_burst_has_no_wait() {
+    let quota = Quota::with_period(Duration::from_secs(1))
+        .unwrap()
+        .with_burst(2)
+        .unwrap();
+    let service =
+        RateLimitLayer::builder(RateLimiter::with_clock(quota, ManualClock::new()), Global)
+            .cost(|_| 3)
+            .on_rejection(|_| http::Response::new(http_body_util::Full::new(Bytes::from("custom"))))
+            .build()
+            .unwrap()
+            .layer(Echo);
+    let response = service.clone().oneshot(grpc_request()).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/grpc");
+    assert_eq!(response.headers()["grpc-status"], "8");
+    assert!(!response.headers().contains_key("grpc-status-details-bin"));
+    assert!(!response.headers().contains_key("retry-after"));
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert!(body.is_empty());
+    // The same head over HTTP/1.1 is not gRPC: the user's answer.
+    let mut http1 = grpc_request();
+    *http1.version_mut() = http::Version::HTTP_11;
+    let response = service.oneshot(http1).await.unwrap();
+    assert!(!response.headers().contains_key("grpc-status"));
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body, "custom");
+}
