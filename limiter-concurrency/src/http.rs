@@ -168,20 +168,14 @@ fn overloaded(retry_after: Duration, limit: u32, in_flight: u32) -> Response<Ful
     response
 }
 
-/// The gRPC rejection: a trailers-only response with `RESOURCE_EXHAUSTED`.
+/// The gRPC rejection: a trailers-only response with `RESOURCE_EXHAUSTED`,
+/// written by limiter-tower's gRPC answers.
 fn resource_exhausted() -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::new()));
-    let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/grpc"),
-    );
-    h.insert("grpc-status", HeaderValue::from_static("8"));
-    h.insert(
-        "grpc-message",
-        HeaderValue::from_static("concurrency%20limit%20reached"),
-    );
-    response
+    limiter_tower::grpc::trailers_only(
+        limiter_tower::grpc::RESOURCE_EXHAUSTED,
+        "concurrency limit reached",
+        None,
+    )
 }
 
 /// How a response head counts for the estimator.

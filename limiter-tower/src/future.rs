@@ -270,7 +270,7 @@ where
     };
     let grant = match decision {
         Ok(grant) => grant,
-        Err(denial) => match shared.denied(denial, metrics) {
+        Err(denial) => match shared.denied(denial, metrics, &request) {
             Some(response) => return Ok(response.map(ResBody::from_answer)),
             // Failed open: through, uncounted by the limiter.
             None => return inner.call(request).await,

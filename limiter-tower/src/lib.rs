@@ -136,6 +136,7 @@ mod body;
 mod charge;
 mod client_ip;
 mod future;
+pub mod grpc;
 mod headers;
 mod ip;
 mod key;

@@ -8,9 +8,11 @@
 //! | backend failed and `fail_open` is off | `503 Service Unavailable` | |
 //! | no key (missing peer address, header, extension) | the [`KeyError`]'s status (`500`, `400`) | |
 //!
+//! A gRPC call gets [`Rejection::grpc`] instead ([`crate::grpc`]).
+//!
 //! A user closure ([`RateLimitBuilder::on_rejection`](crate::RateLimitBuilder::on_rejection))
-//! may replace the response; the layer still adds `Retry-After` and the
-//! rate-limit headers to a 429.
+//! may replace the response of a request that is not gRPC; the layer still
+//! adds `Retry-After` and the rate-limit headers to a 429.
 
 use std::fmt;
 use std::sync::LazyLock;
@@ -93,6 +95,37 @@ impl Rejection {
             }
         };
         problem.into_response()
+    }
+}
+
+impl Rejection {
+    /// The answer to a gRPC call ([`crate::grpc`]): trailers-only,
+    /// `grpc-status` 8 (`RESOURCE_EXHAUSTED`, with the wait as
+    /// `google.rpc.RetryInfo` when rate limited) or 14 (`UNAVAILABLE`);
+    /// `None` for a missing key, which is answered as HTTP.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_tower::Rejection;
+    ///
+    /// let response = Rejection::RateLimited { retry_after: Duration::from_millis(1500) }
+    ///     .grpc()
+    ///     .unwrap();
+    /// assert_eq!(response.status(), 200);
+    /// assert_eq!(response.headers()["grpc-status"], "8");
+    /// assert!(response.headers().contains_key("grpc-status-details-bin"));
+    /// ```
+    pub fn grpc(&self) -> Option<Response<Full<Bytes>>> {
+        use crate::grpc::{RESOURCE_EXHAUSTED, UNAVAILABLE, trailers_only};
+        let (code, wait) = match self {
+            Rejection::RateLimited { retry_after } => (RESOURCE_EXHAUSTED, Some(*retry_after)),
+            Rejection::OverBurst { .. } => (RESOURCE_EXHAUSTED, None),
+            Rejection::Unavailable => (UNAVAILABLE, None),
+            Rejection::NoKey(_) => return None,
+        };
+        Some(trailers_only(code, &self.to_string(), wait))
     }
 }
 

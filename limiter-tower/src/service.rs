@@ -159,7 +159,7 @@ where
             return ResponseFuture::charging(future, shared.headers.as_ref(), numbers, owed);
         }
         Some(Err(denial)) => {
-            return match shared.denied(denial, metrics) {
+            return match shared.denied(denial, metrics, &request) {
                 Some(response) => ResponseFuture::answered(response),
                 None => ResponseFuture::pass(inner.call(request)),
             };

@@ -201,35 +201,38 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
         Some(Metrics::with_route(&self.name, route))
     }
 
-    /// The answer to a denial; `None` to let the request through (a backend
-    /// failure under `fail_open`).
-    pub(crate) fn denied(
+    /// The answer to a denial of `request`; `None`
+    /// to let the request through (a backend failure under `fail_open`).
+    /// A gRPC call gets gRPC's answer ([`crate::grpc`]).
+    pub(crate) fn denied<R>(
         &self,
         denial: Denial,
         metrics: &Metrics,
+        request: &http::Request<R>,
     ) -> Option<Response<Full<Bytes>>> {
+        let grpc = crate::grpc::is_grpc(request);
         match denial {
             Denial::RateLimited {
                 retry_after,
                 policy,
             } => {
                 metrics.rejected.increment(1);
-                Some(self.limited(retry_after, policy))
+                Some(self.limited(retry_after, policy, grpc))
             }
             Denial::OverBurst { cost, burst, .. } => {
                 metrics.rejected.increment(1);
-                Some(self.respond(&Rejection::OverBurst { cost, burst }))
+                Some(self.respond(&Rejection::OverBurst { cost, burst }, grpc))
             }
             Denial::Unavailable(error) => {
                 metrics.backend_errors.increment(1);
                 tracing::warn!(limiter = %self.name, %error, fail_open = self.fail_open, "rate limiter backend failed");
-                (!self.fail_open).then(|| self.respond(&Rejection::Unavailable))
+                (!self.fail_open).then(|| self.respond(&Rejection::Unavailable, grpc))
             }
             // A denial of a kind this layer does not know: unavailable.
             other => {
                 metrics.backend_errors.increment(1);
                 tracing::warn!(limiter = %self.name, error = %other, fail_open = self.fail_open, "rate limiter backend failed");
-                (!self.fail_open).then(|| self.respond(&Rejection::Unavailable))
+                (!self.fail_open).then(|| self.respond(&Rejection::Unavailable, grpc))
             }
         }
     }
@@ -249,11 +252,11 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
         {
             tracing::error!(limiter = %self.name, "{error}");
         }
-        self.respond(&Rejection::NoKey(error))
+        self.respond(&Rejection::NoKey(error), false)
     }
 
-    fn limited(&self, retry_after: Duration, policy: Policy) -> Response<Full<Bytes>> {
-        let mut response = self.respond(&Rejection::RateLimited { retry_after });
+    fn limited(&self, retry_after: Duration, policy: Policy, grpc: bool) -> Response<Full<Bytes>> {
+        let mut response = self.respond(&Rejection::RateLimited { retry_after }, grpc);
         let headers = response.headers_mut();
         headers.insert(header::RETRY_AFTER, retry_after_value(retry_after));
         if let Some(writer) = &self.headers {
@@ -267,7 +270,12 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
         response
     }
 
-    fn respond(&self, rejection: &Rejection) -> Response<Full<Bytes>> {
+    /// The layer's answer: gRPC's to a gRPC call, else the user's
+    /// `on_rejection` or the problem document.
+    fn respond(&self, rejection: &Rejection, grpc: bool) -> Response<Full<Bytes>> {
+        if grpc && let Some(response) = rejection.grpc() {
+            return response;
+        }
         match &self.on_rejection {
             Some(respond) => respond(rejection),
             None => rejection.problem(),
