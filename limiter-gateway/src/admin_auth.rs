@@ -215,28 +215,6 @@ pub(crate) fn is_read_only(method: &Method) -> bool {
 /// # Errors
 ///
 /// [`AuthDenied`] as described in the module documentation.
-///
-/// # Examples
-///
-/// ```
-/// use http::{HeaderMap, HeaderValue, Method};
-/// use limiter_gateway::{AdminToken, AuthDenied, authorize};
-///
-/// let dir = std::env::temp_dir().join(format!("admin-token-doc-{}", std::process::id()));
-/// std::fs::create_dir_all(&dir)?;
-/// std::fs::write(dir.join("token"), "s3cr3t-t0ken-0123456789\n")?;
-/// let token = AdminToken::from_file(dir.join("token"))?;
-///
-/// let mut headers = HeaderMap::new();
-/// assert_eq!(authorize(Some(&token), &Method::GET, &headers), Ok(()));
-/// assert_eq!(authorize(Some(&token), &Method::PUT, &headers), Err(AuthDenied::Missing));
-/// headers.insert("authorization", HeaderValue::from_static("Bearer nope-nope-nope-nope"));
-/// assert_eq!(authorize(Some(&token), &Method::PUT, &headers), Err(AuthDenied::Wrong));
-/// headers.insert("authorization", HeaderValue::from_static("Bearer s3cr3t-t0ken-0123456789"));
-/// assert_eq!(authorize(Some(&token), &Method::DELETE, &headers), Ok(()));
-/// # std::fs::remove_dir_all(&dir)?;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
 pub(crate) fn authorize(
     token: Option<&AdminToken>,
     method: &Method,
@@ -300,6 +278,38 @@ pub fn check_admin_bind(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn authorize_reads_open_writes_need_the_token() -> Result<(), Box<dyn std::error::Error>> {
+        use http::{HeaderMap, HeaderValue, Method};
+
+        let dir = std::env::temp_dir().join(format!("admin-token-doc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("token"), "s3cr3t-t0ken-0123456789\n")?;
+        let token = AdminToken::from_file(dir.join("token"))?;
+
+        let mut headers = HeaderMap::new();
+        assert_eq!(authorize(Some(&token), &Method::GET, &headers), Ok(()));
+        assert_eq!(
+            authorize(Some(&token), &Method::PUT, &headers),
+            Err(AuthDenied::Missing)
+        );
+        headers.insert(
+            "authorization",
+            HeaderValue::from_static("Bearer nope-nope-nope-nope"),
+        );
+        assert_eq!(
+            authorize(Some(&token), &Method::PUT, &headers),
+            Err(AuthDenied::Wrong)
+        );
+        headers.insert(
+            "authorization",
+            HeaderValue::from_static("Bearer s3cr3t-t0ken-0123456789"),
+        );
+        assert_eq!(authorize(Some(&token), &Method::DELETE, &headers), Ok(()));
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
 
     /// Loads a token file holding `contents`; the file is gone afterwards.
     fn load(name: &str, contents: &[u8]) -> Result<AdminToken, AdminTokenError> {
