@@ -80,7 +80,10 @@ fn describe(rule: &RuleSpec) -> String {
         BackendSpec::Local => "  backend: local\n".to_owned(),
         BackendSpec::Redis(r) => format!(
             "  backend: redis {} (key prefix {:?}, failure policy {:?}, timeout {:?})\n",
-            r.url, r.key_prefix, r.failure_policy, r.timeout
+            r.redacted_url(),
+            r.key_prefix,
+            r.failure_policy,
+            r.timeout
         ),
     };
     out += &match &rule.matcher {

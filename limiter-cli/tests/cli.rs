@@ -54,6 +54,33 @@ fn check_gateway_warns_about_each_rule_the_gateway_never_applies() {
 }
 
 #[test]
+fn redis_passwords_are_never_printed() {
+    let dir = limiter_test_support::TempDir::new("cli-redact");
+    let rules = |url: &str| {
+        format!(
+            "rate_limits:\n  shared:\n    algorithm: token_bucket\n    rate: 10\n    backend: redis\n    redis:\n      url: \"{url}\"\n"
+        )
+    };
+    let good = dir.join("good.yaml");
+    let url = "rediss+sentinel://app:hunter2@s1:26379,s2:26379/main?sentinel_password=hunter3";
+    std::fs::write(&good, rules(url)).unwrap();
+    let (code, out, err) = check(&["check".as_ref(), good.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(
+            "backend: redis rediss+sentinel://app:***@s1:26379,s2:26379/main?sentinel_password=***"
+        ),
+        "{out}"
+    );
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&bad, rules("redis://app:hunter2@bad host/")).unwrap();
+    let (code, out, err) = check(&["check".as_ref(), bad.as_os_str()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("app:***@bad host"), "{err}");
+    assert!(!format!("{out}{err}").contains("hunter"), "{out}{err}");
+}
+
+#[test]
 fn a_bad_file_prints_every_error_and_exits_1() {
     let path = file("bad.yaml");
     let (code, _, err) = check(&["check".as_ref(), path.as_os_str()]);

@@ -272,6 +272,21 @@ pub struct RedisSpec {
     pub tls: Option<RedisTlsSpec>,
 }
 
+impl RedisSpec {
+    /// The URL with its password and `sentinel_password` shown as `***`:
+    /// what a listing or a log may print.
+    ///
+    /// ```
+    /// # use limiter_rules::RedisSpec;
+    /// # fn spec(url: &str) -> RedisSpec { RedisSpec { url: url.into(), key_prefix: String::new(),
+    /// #     failure_policy: Default::default(), timeout: Default::default(), tls: None } }
+    /// assert_eq!(spec("redis://app:s3cret@db:6379/0").redacted_url(), "redis://app:***@db:6379/0");
+    /// ```
+    pub fn redacted_url(&self) -> String {
+        crate::validate::redis::redacted(&self.url)
+    }
+}
+
 /// The `tls` table of a Redis backend: PEM files, read when the rule set
 /// is built.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -33,7 +33,7 @@ mod cost;
 mod fields;
 mod overrides;
 mod quota;
-mod redis;
+pub(crate) mod redis;
 mod request;
 
 use fields::Fields;

@@ -279,10 +279,56 @@ fn is_tls_url(url: &str) -> bool {
     )
 }
 
-/// Whether `url` has the form of a Redis URL; why not otherwise.
-pub(crate) fn redis_url(url: &str) -> Result<(), String> {
+/// `url` with its secrets replaced by `***`: the password of the userinfo
+/// and the value of a `sentinel_password` parameter. For messages and
+/// listings, which must not leak credentials.
+pub(crate) fn redacted(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
-        return Err(format!("`{url}` has no scheme (write redis://HOST:PORT/)"));
+        return url.to_owned();
+    };
+    let (before_query, query) = match rest.split_once('?') {
+        Some((r, q)) => (r, Some(q)),
+        None => (rest, None),
+    };
+    let (authority, path) = match before_query.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (before_query, None),
+    };
+    let mut out = format!("{scheme}://");
+    match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => {
+            match userinfo.split_once(':') {
+                Some((user, _)) => out += &format!("{user}:***"),
+                None => out += "***", // a lone userinfo is a password (redis://PASSWORD@host)
+            }
+            out += &format!("@{hosts}");
+        }
+        None => out += authority,
+    }
+    if let Some(p) = path {
+        out += &format!("/{p}");
+    }
+    if let Some(q) = query {
+        let params: Vec<String> = q
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("sentinel_password") => format!("{k}=***"),
+                _ => kv.to_owned(),
+            })
+            .collect();
+        out += &format!("?{}", params.join("&"));
+    }
+    out
+}
+
+/// Whether `url` has the form of a Redis URL; why not otherwise. The
+/// messages show the URL redacted.
+pub(crate) fn redis_url(url: &str) -> Result<(), String> {
+    let shown = redacted(url);
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(format!(
+            "`{shown}` has no scheme (write redis://HOST:PORT/)"
+        ));
     };
     match scheme.to_ascii_lowercase().as_str() {
         "redis+sentinel" | "rediss+sentinel" | "valkey+sentinel" | "valkeys+sentinel" => {
@@ -294,7 +340,7 @@ pub(crate) fn redis_url(url: &str) -> Result<(), String> {
             return if path.starts_with('/') && path.len() > 1 {
                 Ok(())
             } else {
-                Err(format!("`{url}` names no socket path"))
+                Err(format!("`{shown}` names no socket path"))
             };
         }
         other => return Err(format!("unknown scheme `{other}`")),
@@ -305,7 +351,7 @@ pub(crate) fn redis_url(url: &str) -> Result<(), String> {
     let (host, port) = if let Some(v6) = host_port.strip_prefix('[') {
         let (host, after) = v6
             .split_once(']')
-            .ok_or_else(|| format!("`{url}`: unclosed `[` in the host"))?;
+            .ok_or_else(|| format!("`{shown}`: unclosed `[` in the host"))?;
         if host.parse::<std::net::Ipv6Addr>().is_err() {
             return Err(format!("`{host}` is not an IPv6 address"));
         }
@@ -321,7 +367,7 @@ pub(crate) fn redis_url(url: &str) -> Result<(), String> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':'));
     if !host_ok {
-        return Err(format!("`{url}` has no valid host"));
+        return Err(format!("`{shown}` has no valid host"));
     }
     if host == "0.0.0.0" || host == "::" {
         return Err("cannot connect to a wildcard address (0.0.0.0 or ::)".into());
@@ -352,7 +398,8 @@ fn sentinel_url(url: &str, rest: &str) -> Result<(), String> {
     let mut parts = path.split('/').filter(|p| !p.is_empty());
     if parts.next().is_none() {
         return Err(format!(
-            "`{url}` names no master (write redis+sentinel://HOST:26379/MASTER)"
+            "`{}` names no master (write redis+sentinel://HOST:26379/MASTER)",
+            redacted(url)
         ));
     }
     if let Some(db) = parts.next()
@@ -376,7 +423,37 @@ fn sentinel_url(url: &str, rest: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::redis_url;
+    use super::{redacted, redis_url};
+
+    #[test]
+    fn secrets_are_redacted_and_the_rest_kept() {
+        for (url, shown) in [
+            ("redis://u:pw@h:6379/2", "redis://u:***@h:6379/2"),
+            ("redis://:pw@h", "redis://:***@h"),
+            ("redis://pw@h/", "redis://***@h/"),
+            ("redis://h:6379/0", "redis://h:6379/0"),
+            (
+                "rediss+sentinel://u:p@a:1,b:2/m/2?sentinel_username=x&sentinel_password=s",
+                "rediss+sentinel://u:***@a:1,b:2/m/2?sentinel_username=x&sentinel_password=***",
+            ),
+            ("unix:///run/r.sock?db=1", "unix:///run/r.sock?db=1"),
+            ("no scheme at all", "no scheme at all"),
+        ] {
+            assert_eq!(redacted(url), shown, "{url}");
+        }
+    }
+
+    #[test]
+    fn a_refused_url_is_named_without_its_password() {
+        let err = redis_url("redis://u:hunter2@bad host/").unwrap_err();
+        assert!(
+            err.contains("u:***@bad host") && !err.contains("hunter2"),
+            "{err}"
+        );
+        let err =
+            redis_url("redis+sentinel://u:hunter2@h:1?sentinel_password=hunter3").unwrap_err();
+        assert!(!err.contains("hunter"), "{err}");
+    }
 
     #[test]
     fn redis_urls_by_form() {
