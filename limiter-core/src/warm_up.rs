@@ -62,7 +62,6 @@ use crate::clock::{Clock, Epoch};
 use crate::decision::{Decide, Denial, Grant, Policy};
 use crate::error::{AcquireError, QuotaError};
 use crate::identity::Owner;
-use crate::limiter_trait::Limiter;
 use crate::quota::{MAX_SPAN, Quota, saturating_nanos};
 use crate::reservation::{Headroom, Reservation, Undo};
 use crate::state::AtomicState;
@@ -871,21 +870,6 @@ impl<C: crate::clock::BlockingClock> WarmUpLimiter<C> {
             self.clock.sleep_until(r.ready_at);
         }
         Ok(())
-    }
-}
-
-impl<C: Clock> Limiter for WarmUpLimiter<C> {
-    fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
-        WarmUpLimiter::try_acquire_n(self, n)
-    }
-    fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
-        WarmUpLimiter::reserve_n(self, n, max_wait)
-    }
-    fn cancel(&self, reservation: Reservation) -> bool {
-        WarmUpLimiter::cancel(self, reservation)
-    }
-    fn now(&self) -> u64 {
-        self.clock.now()
     }
 }
 
