@@ -24,7 +24,7 @@ use crate::key::RuleKeyText;
 use crate::local::LocalRule;
 use limiter_concurrency::ConcurrencyLimiter;
 use limiter_keyed::{KeyedBuilder, KeyedLimiter, TopKeys, WhenFull};
-use limiter_rules::{Algorithm, BackendSpec, AdaptivePolicySpec, QueueSpec, RuleSpec};
+use limiter_rules::{Algorithm, BackendSpec, ControllerSpec, QueueSpec, RuleSpec};
 
 /// The state of one rule's limiter, shared across reloads that keep its
 /// shape.
@@ -164,13 +164,13 @@ impl<C: RuleClock> Live<C> {
             (
                 BackendSpec::Local,
                 Algorithm::Adaptive {
-                    policy,
+                    controller,
                     min_rate,
                     max_rate,
                     burst,
                 },
-            ) => match *policy {
-                AdaptivePolicySpec::EwmaAimd { target } => Core::Local(Arc::new(
+            ) => match *controller {
+                ControllerSpec::EwmaAimd { target } => Core::Local(Arc::new(
                     AdaptiveLimiter::builder(EwmaAimd::new(target))
                         .clock(clock)
                         .min_rate(*min_rate)
@@ -179,7 +179,7 @@ impl<C: RuleClock> Live<C> {
                         .build()
                         .map_err(invalid)?,
                 )),
-                AdaptivePolicySpec::Percentile { target } => Core::Local(Arc::new(
+                ControllerSpec::Percentile { target } => Core::Local(Arc::new(
                     AdaptiveLimiter::builder(PercentileWindow::with_threshold(target))
                         .clock(clock)
                         .min_rate(*min_rate)
