@@ -8,7 +8,6 @@ use crate::clock::Clock;
 use crate::error::QuotaError;
 use crate::quota::Quota;
 
-
 /// Builds a [`WarmUpLimiter`] with a cold factor other than
 /// [`DEFAULT_COLD_FACTOR`](WarmUpLimiter::DEFAULT_COLD_FACTOR); see
 /// [`WarmUpLimiter::builder`].

@@ -130,4 +130,3 @@ mod tests {
         assert_eq!(ceil_nanos(2.000_001), 3);
     }
 }
-

@@ -76,7 +76,6 @@ mod curve;
 pub use builder::WarmUpBuilder;
 use curve::{Curve, pack, unpack};
 
-
 /// A rate limiter that starts cold and warms up to its quota's rate, with
 /// Guava's `SmoothWarmingUp` semantics (see the module docs for the exact
 /// formulas).
