@@ -31,7 +31,7 @@ impl GcraCell {
     /// ```
     ///
     /// A cell that follows a shared quota is moved to it first, if it has
-    /// not been yet (see [`SharedQuota`]).
+    /// not been yet (see [`SharedQuota`](super::SharedQuota)).
     pub fn available<'a>(&self, quota: impl Into<QuotaOf<'a>>, now: u64) -> u32 {
         let quota = quota.into();
         loop {

@@ -67,12 +67,12 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// grows (wrapping after 2^64), for a caller that reports table
     /// pressure once per interval by the difference of two readings.
     ///
-    /// Only [`WhenFull::EvictLeastRecent`] evicts: each step that found no
+    /// Only [`WhenFull::EvictLeastRecent`](crate::WhenFull::EvictLeastRecent) evicts: each step that found no
     /// idle key and forgot the cheapest one counts 1, and so does a new key
     /// decided on a cell that is not kept (as if inserted and at once
     /// evicted, see `docs/keyed.md`). Idle keys swept away carry no
     /// information (they are full again) and are not counted. Under
-    /// [`WhenFull::RejectNewKeys`] it stays 0; see
+    /// [`WhenFull::RejectNewKeys`](crate::WhenFull::RejectNewKeys) it stays 0; see
     /// [`new_keys_refused`](KeyedLimiter::new_keys_refused).
     ///
     /// # Memory ordering
@@ -106,8 +106,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// How many new keys were refused with [`KeyedError::TooManyKeys`]
     /// because the map was full and no key was idle, since the limiter was
     /// made: a cumulative count, like [`evictions`](KeyedLimiter::evictions).
-    /// Only [`WhenFull::RejectNewKeys`] refuses; under
-    /// [`WhenFull::EvictLeastRecent`] it stays 0.
+    /// Only [`WhenFull::RejectNewKeys`](crate::WhenFull::RejectNewKeys) refuses; under
+    /// [`WhenFull::EvictLeastRecent`](crate::WhenFull::EvictLeastRecent) it stays 0.
     ///
     /// # Memory ordering
     ///
@@ -167,7 +167,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// Replaces the shared quota of every key (those with their own quota
-    /// from [`quota_for`](KeyedBuilder::quota_for) keep it), each key
+    /// from [`quota_for`](crate::KeyedBuilder::quota_for) keep it), each key
     /// keeping its fill level in permits, as
     /// [`RateLimiter::set_quota`](limiter_core::RateLimiter::set_quota)
     /// does: where a key owes time, the debt is scaled by `t_new / t_old`
