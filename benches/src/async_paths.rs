@@ -60,11 +60,11 @@ fn batch(calls: u64, start: Instant) -> Batch {
 }
 
 /// `calls` awaits of `take()`, each on a free permit.
-pub fn ours_take<L: limiter_core::Limiter>(
-    rt: &Runtime,
-    limiter: &AsyncLimiter<L>,
-    calls: u64,
-) -> Batch {
+pub fn ours_take<L>(rt: &Runtime, limiter: &AsyncLimiter<L>, calls: u64) -> Batch
+where
+    L: limiter_core::Decide<Key = ()>,
+    L::Ticket: Send,
+{
     rt.block_on(async {
         let start = Instant::now();
         for _ in 0..calls {

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use limiter_concurrency::{ConcurrencyLimiter, Outcome, OwnedPermit};
 use limiter_core::{
-    AdaptiveLimiter, Limiter, ManualClock, adaptive::AdaptiveBuilder, adaptive::RateController,
+    AdaptiveLimiter, ManualClock, adaptive::AdaptiveBuilder, adaptive::RateController,
 };
 
 const NS: u64 = 1_000_000_000;

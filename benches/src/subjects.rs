@@ -96,9 +96,7 @@ pub fn ours_metered<C: Clock + 'static>(
     clock: C,
 ) -> Arc<impl Fn() -> bool + Send + Sync> {
     let limiter = limiter_core::Metered::new(RateLimiter::with_clock(path.quota(), clock));
-    prepared(path, move || {
-        limiter_core::Limiter::try_acquire(&limiter).is_ok()
-    })
+    prepared(path, move || limiter.try_acquire().is_ok())
 }
 
 /// The Mutex-protected GCRA baseline on `clock`.

@@ -5,7 +5,7 @@
 //! | you want | use |
 //! |---|---|
 //! | one limit for the whole process, waited for in `async` code | [`AsyncLimiter::new`] (GCRA on a [`TokioClock`]) |
-//! | a sliding window, warm-up, priority class or metered limiter, waited for | [`AsyncLimiter::from_limiter`] on that limiter, built on a [`TokioClock`] |
+//! | a sliding window, warm-up, priority class or metered limiter (any `Decide` with `Key = ()`), waited for | [`AsyncLimiter::from_limiter`] on that limiter, built on a [`TokioClock`] |
 //! | a stream whose items go out at the limited rate | [`AsyncLimiter::throttle`] ([`Throttled`]) |
 //! | one limit per client key | `limiter_keyed::KeyedLimiter` (its `take(&key)` waits the same way) |
 //! | one limit shared by many processes | `limiter_redis::RedisLimiter` |
@@ -50,7 +50,7 @@
 //! (emission interval), `tau` (tolerance) and `tat` (theoretical arrival
 //! time) are the GCRA names of `docs/design.md`. The modules: `clock`
 //! ([`TokioClock`]), `real_time` (is tokio's clock real time; the fast
-//! counter), `wait` (reserve, then sleep until the slot; the guard that
+//! counter), `wait` (decide, then sleep until the slot; the guard that
 //! cancels on drop), `wake` ([`WakeUp`]: which timer), `precise` (the timer
 //! thread) and `alarm` (how it sleeps: a timerfd on Linux), `limiter`
 //! ([`AsyncLimiter`]), `throttle` ([`Throttled`]).
@@ -86,7 +86,6 @@
 mod alarm;
 mod clock;
 mod decide;
-mod instants;
 mod limiter;
 mod precise;
 mod real_time;

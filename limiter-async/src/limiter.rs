@@ -12,21 +12,20 @@ use core::time::Duration;
 use std::sync::Arc;
 
 use futures::Stream;
-use limiter_core::{AcquireError, Limiter, Quota, RateLimiter};
+use limiter_core::{AcquireError, Decide, Quota, RateLimiter};
 use tokio::time::Instant;
 
 use crate::clock::TokioClock;
-use crate::instants::InstantMap;
 use crate::throttle::Throttled;
 use crate::wait::acquire;
-use crate::wake::{WakeUp, Waking};
+use crate::wake::WakeUp;
 
 /// A rate limiter whose callers wait asynchronously for their permits, woken
 /// at their slot by the precise timer thread (short waits) or tokio's timer
 /// (see [`WakeUp`]). Clones share one limiter.
 ///
 /// By default it waits on the core GCRA [`RateLimiter`]; [`from_limiter`]
-/// wraps any [`Limiter`] instead (a sliding window, a warm-up limiter, a
+/// wraps any [`Decide`] with `Key = ()` instead (a sliding window, a warm-up limiter, a
 /// priority class, a metered limiter...). Build such a limiter on a
 /// [`TokioClock`] so that tokio's paused time drives it. Algorithms that
 /// cannot hold a future slot are waited for by sleeping each exact computed
@@ -81,20 +80,14 @@ use crate::wake::{WakeUp, Waking};
 #[derive(Debug)]
 pub struct AsyncLimiter<L = RateLimiter<TokioClock>> {
     core: Arc<L>,
-    slots: InstantMap,
     wake: WakeUp,
-    /// The core's catch-up window (`burst · t`) in ns, read at each wait
-    /// (the quota may change); 0 for algorithms that do not say.
-    catch_up: fn(&L) -> u64,
 }
 
 impl<L> Clone for AsyncLimiter<L> {
     fn clone(&self) -> AsyncLimiter<L> {
         AsyncLimiter {
             core: Arc::clone(&self.core),
-            slots: self.slots,
             wake: self.wake,
-            catch_up: self.catch_up,
         }
     }
 }
@@ -137,19 +130,18 @@ impl AsyncLimiter {
     /// # }
     /// ```
     pub fn with_clock(quota: Quota, clock: TokioClock) -> AsyncLimiter {
-        AsyncLimiter {
-            core: Arc::new(RateLimiter::with_clock(quota, clock)),
-            slots: InstantMap::of_clock(&clock),
-            wake: WakeUp::default(),
-            catch_up: |core| core.quota().burst_span_nanos(),
-        }
+        AsyncLimiter::from_limiter(RateLimiter::with_clock(quota, clock))
     }
 }
 
-impl<L: Limiter> AsyncLimiter<L> {
-    /// Waits on `limiter`, any [`Limiter`]. Its clock readings are mapped to
-    /// tokio instants by pairing them with tokio's clock now, so build it on
-    /// a [`TokioClock`] (then paused time drives both).
+impl<L> AsyncLimiter<L>
+where
+    L: Decide<Key = ()>,
+    L::Ticket: Send,
+{
+    /// Waits on `limiter`, any [`Decide`] with `Key = ()`. A grant's wait is
+    /// slept on tokio's clock, so build it on a [`TokioClock`] (then paused
+    /// time drives both).
     ///
     /// # Examples
     ///
@@ -174,12 +166,9 @@ impl<L: Limiter> AsyncLimiter<L> {
     /// # }
     /// ```
     pub fn from_limiter(limiter: L) -> AsyncLimiter<L> {
-        let slots = InstantMap::pairing_now_with(limiter.now());
         AsyncLimiter {
             core: Arc::new(limiter),
-            slots,
             wake: WakeUp::default(),
-            catch_up: |_| 0,
         }
     }
 
@@ -287,9 +276,9 @@ impl<L: Limiter> AsyncLimiter<L> {
     pub async fn take(&self) -> Result<(), AcquireError> {
         // The no-wait path of `take_n_within`, written out: one state
         // machine fewer on the path every free permit takes.
-        match self.core.try_acquire_n(1) {
+        match self.core.acquire_now(&(), 1) {
             Err(AcquireError::RateLimited { .. }) => {
-                acquire(&*self.core, &self.slots, self.waking(), 1, Duration::MAX).await
+                acquire(&*self.core, self.wake, 1, Duration::MAX).await
             }
             done => done,
         }
@@ -472,10 +461,10 @@ impl<L: Limiter> AsyncLimiter<L> {
     pub async fn take_n_until(&self, n: u32, deadline: Instant) -> Result<(), AcquireError> {
         // As `take_n_within`, with tokio's clock read only if a wait is
         // needed: a free permit needs no timeout.
-        match self.core.try_acquire_n(n) {
+        match self.core.acquire_now(&(), n) {
             Err(AcquireError::RateLimited { .. }) => {
                 let timeout = deadline.saturating_duration_since(Instant::now());
-                acquire(&*self.core, &self.slots, self.waking(), n, timeout).await
+                acquire(&*self.core, self.wake, n, timeout).await
             }
             done => done,
         }
@@ -510,7 +499,7 @@ impl<L: Limiter> AsyncLimiter<L> {
     /// # }
     /// ```
     pub fn try_acquire(&self) -> Result<(), AcquireError> {
-        self.core.try_acquire_n(1)
+        self.core.acquire_now(&(), 1)
     }
 
     /// Takes `n` permits if all are available now; takes none otherwise.
@@ -536,7 +525,7 @@ impl<L: Limiter> AsyncLimiter<L> {
     /// # }
     /// ```
     pub fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
-        self.core.try_acquire_n(n)
+        self.core.acquire_now(&(), n)
     }
 
     /// A stream yielding `stream`'s items, each as `Ok(item)` once a permit
@@ -576,69 +565,24 @@ impl<L: Limiter> AsyncLimiter<L> {
     /// # }
     /// ```
     pub fn throttle<S: Stream>(&self, stream: S) -> Throttled<S, L> {
-        Throttled::new(
-            Arc::clone(&self.core),
-            self.slots,
-            (self.wake, self.catch_up),
-            stream,
-        )
-    }
-
-    /// The wake-up mode and the core's current catch-up window, for a wait.
-    fn waking(&self) -> Waking {
-        Waking {
-            mode: self.wake,
-            window: Duration::from_nanos((self.catch_up)(&self.core)),
-        }
+        Throttled::new(Arc::clone(&self.core), self.wake, stream)
     }
 
     /// Acquires `n` permits within `max_wait` of now, waiting for the slot.
     ///
-    /// Permits free now are taken by the core's plain `try_acquire_n`, the
-    /// sync path (no cancellable reservation, no refund lookup): what a
-    /// reservation with no wait would grant, at the sync path's cost. Only
+    /// Permits free now are taken by the core's
+    /// [`acquire_now`](Decide::acquire_now), the sync path (no cancellable
+    /// reservation, no refund lookup, no headroom): what a reservation with
+    /// no wait would grant, at the sync path's cost. Only
     /// a refusal with a wait goes on to reserve a slot, and that
     /// reservation decides afresh (it may take a refunded slot, or find the
     /// permits freed meanwhile).
     async fn take_n_within(&self, n: u32, max_wait: Duration) -> Result<(), AcquireError> {
-        match self.core.try_acquire_n(n) {
+        match self.core.acquire_now(&(), n) {
             Err(AcquireError::RateLimited { .. }) => {
-                acquire(&*self.core, &self.slots, self.waking(), n, max_wait).await
+                acquire(&*self.core, self.wake, n, max_wait).await
             }
             done => done,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_catch_up_window_follows_the_quota_and_is_unknown_for_other_limiters() {
-        let quota = |rate, burst| {
-            Quota::per_second(rate)
-                .and_then(|q| q.with_burst(burst))
-                .expect("valid quota")
-        };
-        // 10,000/s with burst 20: a 2 ms window, enough to absorb tokio's
-        // lateness; after a hot change to burst 1, 100 µs.
-        let limiter = AsyncLimiter::new(quota(10_000, 20));
-        assert_eq!(limiter.waking().window, Duration::from_millis(2));
-        limiter.limiter().set_quota(quota(10_000, 1));
-        assert_eq!(limiter.waking().window, Duration::from_micros(100));
-        assert_eq!(limiter.waking().mode, WakeUp::Precise);
-        let other = AsyncLimiter::from_limiter(RateLimiter::with_clock(
-            quota(10, 5),
-            limiter_core::ManualClock::new(),
-        ))
-        .with_wake_up(WakeUp::Timer);
-        assert_eq!(
-            other.waking(),
-            Waking {
-                mode: WakeUp::Timer,
-                window: Duration::ZERO
-            }
-        );
     }
 }

@@ -1,14 +1,14 @@
 //! [`Throttled`]: a stream whose items each wait for a permit.
 //!
 //! A poll-based version of [`crate::wait`]: pull an item from the source,
-//! reserve one permit for it, and hold the item until the slot's absolute
+//! decide one permit for it, and hold the item until the slot's absolute
 //! instant on a timer the stream reuses from item to item. The item and its
-//! reservation live in the stream itself, so dropping a `next()` future
-//! loses nothing, and dropping the stream cancels the reservation through
-//! the same [`ReservationGuard`] as the `async` methods.
+//! grant live in the stream itself, so dropping a `next()` future loses
+//! nothing, and dropping the stream cancels the grant through its
+//! [`TicketGuard`].
 //!
 //! Invariant: `waiting` is `Some` exactly while an item has been pulled from
-//! the source and not yet yielded; its guard owns that item's reservation.
+//! the source and not yet yielded; its guard owns that item's grant.
 //! Every item pulled from the source is yielded exactly once: as `Ok(item)`
 //! after its permit, or as `Err(Refused { item, .. })` when the limiter
 //! refuses it for a reason that waiting cannot cure. Every `Pending` is
@@ -23,19 +23,18 @@ use std::sync::Arc;
 
 use futures::Stream;
 use futures::stream::FusedStream;
-use limiter_core::{AcquireError, Limiter, RateLimiter};
+use limiter_core::{AcquireError, Decide, Denial, RateLimiter};
 use tokio::time::Instant;
 
-use crate::clock::TokioClock;
-use crate::instants::InstantMap;
+use crate::clock::{TokioClock, saturating_add};
 use crate::timer::SlotTimer;
-use crate::wait::ReservationGuard;
+use crate::wait::TicketGuard;
 use crate::wake::{WakeUp, Waking};
 
 /// An item pulled from the source and not yet yielded.
-enum Held<T, L: Limiter> {
-    /// Its permit is reserved; yield it when the timer fires.
-    Reserved(T, ReservationGuard<Arc<L>>),
+enum Held<T, L: Decide<Key = ()>> {
+    /// Its permit is granted; yield it when the timer fires.
+    Reserved(T, TicketGuard<L>),
     /// The limiter cannot hold a future slot: ask again when the timer fires.
     Retry(T),
 }
@@ -143,29 +142,19 @@ impl<T: fmt::Debug> Error for Refused<T> {
 /// # }
 /// ```
 #[must_use = "streams do nothing unless polled"]
-pub struct Throttled<S: Stream, L: Limiter = RateLimiter<TokioClock>> {
+pub struct Throttled<S: Stream, L: Decide<Key = ()> = RateLimiter<TokioClock>> {
     limiter: Arc<L>,
-    slots: InstantMap,
     wake: WakeUp,
-    /// The limiter's catch-up window in ns (see `AsyncLimiter`).
-    catch_up: fn(&L) -> u64,
     source: Pin<Box<S>>,
     waiting: Option<Held<S::Item, L>>,
     timer: SlotTimer,
 }
 
-impl<S: Stream, L: Limiter> Throttled<S, L> {
-    pub(crate) fn new(
-        limiter: Arc<L>,
-        slots: InstantMap,
-        (wake, catch_up): (WakeUp, fn(&L) -> u64),
-        source: S,
-    ) -> Throttled<S, L> {
+impl<S: Stream, L: Decide<Key = ()>> Throttled<S, L> {
+    pub(crate) fn new(limiter: Arc<L>, wake: WakeUp, source: S) -> Throttled<S, L> {
         Throttled {
             limiter,
-            slots,
             wake,
-            catch_up,
             source: Box::pin(source),
             waiting: None,
             timer: SlotTimer::default(),
@@ -193,22 +182,12 @@ impl<S: Stream, L: Limiter> Throttled<S, L> {
     }
 }
 
-impl<S: Stream, L: Limiter> Throttled<S, L> {
-    /// The wake-up mode and the limiter's current catch-up window.
-    fn waking(&self) -> Waking {
-        Waking {
-            mode: self.wake,
-            window: core::time::Duration::from_nanos((self.catch_up)(&self.limiter)),
-        }
-    }
-}
-
 // The source is boxed and the held item is never pinned (it is only moved
 // out when yielded), so the stream may move freely whatever `S` and its items
 // are.
-impl<S: Stream, L: Limiter> Unpin for Throttled<S, L> {}
+impl<S: Stream, L: Decide<Key = ()>> Unpin for Throttled<S, L> {}
 
-impl<S: Stream, L: Limiter> Stream for Throttled<S, L> {
+impl<S: Stream, L: Decide<Key = ()>> Stream for Throttled<S, L> {
     type Item = Result<S::Item, Refused<S::Item>>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
@@ -233,28 +212,38 @@ impl<S: Stream, L: Limiter> Stream for Throttled<S, L> {
                     None => return Poll::Ready(None),
                 },
             };
-            match this.limiter.reserve_n(1, Duration::MAX) {
-                Ok(reservation) if reservation.wait().is_zero() => {
+            match this.limiter.decide(&(), 1, Duration::MAX) {
+                Ok(grant) if grant.wait.is_zero() => {
                     return Poll::Ready(Some(Ok(item)));
                 }
-                Ok(reservation) => {
-                    let wait = reservation.wait();
-                    let guard =
-                        ReservationGuard::new(Arc::clone(&this.limiter), &this.slots, reservation);
-                    this.timer.arm(this.waking(), guard.deadline(), wait);
+                Ok(grant) => {
+                    let waking = Waking {
+                        mode: this.wake,
+                        window: grant.policy.window(),
+                    };
+                    let deadline = saturating_add(Instant::now(), grant.wait);
+                    this.timer.arm(waking, deadline, grant.wait);
+                    let guard = TicketGuard::new(Arc::clone(&this.limiter), grant.ticket);
                     this.waiting = Some(Held::Reserved(item, guard));
                 }
                 // A limiter that cannot hold a future slot: ask again after
                 // the exact wait (at least 1 ns, so a zero could never spin).
-                Err(AcquireError::RateLimited { wait }) => {
-                    let wait = wait.max(Duration::from_nanos(1));
-                    this.timer.arm(this.waking(), Instant::now() + wait, wait);
+                Err(Denial::RateLimited { retry_after, .. }) => {
+                    let wait = retry_after.max(Duration::from_nanos(1));
+                    let waking = Waking {
+                        mode: this.wake,
+                        window: Duration::ZERO,
+                    };
+                    this.timer.arm(waking, Instant::now() + wait, wait);
                     this.waiting = Some(Held::Retry(item));
                 }
-                // InsufficientCapacity (a limit lowered below one permit) or
-                // TimeOutOfRange (the clock past the span): waiting cannot
+                // OverBurst (a limit lowered below one permit) or a decider
+                // that cannot decide (a clock past the span): waiting cannot
                 // help, so the item goes back to the consumer with the reason.
-                Err(error) => return Poll::Ready(Some(Err(Refused { item, error }))),
+                Err(denial) => {
+                    let error = AcquireError::from(denial);
+                    return Poll::Ready(Some(Err(Refused { item, error })));
+                }
             }
         }
     }
@@ -269,13 +258,13 @@ impl<S: Stream, L: Limiter> Stream for Throttled<S, L> {
     }
 }
 
-impl<S: FusedStream, L: Limiter> FusedStream for Throttled<S, L> {
+impl<S: FusedStream, L: Decide<Key = ()>> FusedStream for Throttled<S, L> {
     fn is_terminated(&self) -> bool {
         self.waiting.is_none() && self.source.is_terminated()
     }
 }
 
-impl<S: Stream, L: Limiter> fmt::Debug for Throttled<S, L> {
+impl<S: Stream, L: Decide<Key = ()>> fmt::Debug for Throttled<S, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Throttled")
             .field("waiting", &self.waiting.is_some())

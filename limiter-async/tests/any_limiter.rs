@@ -1,4 +1,4 @@
-//! Waiting on every algorithm through the one `Limiter` trait, under paused
+//! Waiting on every algorithm through the one `Decide` trait, under paused
 //! time. tokio fires timers on whole milliseconds (deadlines rounded up), so
 //! the expected instants below are the slots rounded up to the millisecond.
 

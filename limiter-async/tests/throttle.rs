@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use futures::stream;
 use futures::{Stream, StreamExt, TryStreamExt};
 use limiter_async::{AsyncLimiter, TokioClock};
-use limiter_core::{AcquireError, Limiter, Quota, RateLimiter, Reservation};
+use limiter_core::{AcquireError, Decide, Denial, Grant, Policy, Quota, RateLimiter, Reservation};
 use tokio::time::Instant;
 
 fn quota(per_second: u32, burst: u32) -> Quota {
@@ -125,21 +125,18 @@ struct Refusing {
     inner: RateLimiter<TokioClock>,
 }
 
-impl Limiter for Refusing {
-    fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
-        self.reserve_n(n, Duration::ZERO).map(|_| ())
-    }
-    fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
+impl Decide for Refusing {
+    type Key = ();
+    type Ticket = Reservation;
+
+    fn decide(&self, _: &(), cost: u32, max_wait: Duration) -> Result<Grant<Reservation>, Denial> {
         match self.refusals.lock().unwrap().pop_front().flatten() {
-            Some(error) => Err(error),
-            None => self.inner.reserve_n(n, max_wait),
+            Some(error) => Err(Denial::refused(error, Policy::from(self.inner.quota()))),
+            None => self.inner.decide(&(), cost, max_wait),
         }
     }
-    fn cancel(&self, reservation: Reservation) -> bool {
+    fn cancel(&self, _: &(), reservation: Reservation) -> bool {
         self.inner.cancel(reservation)
-    }
-    fn now(&self) -> u64 {
-        Limiter::now(&self.inner)
     }
 }
 

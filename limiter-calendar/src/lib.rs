@@ -5,7 +5,8 @@
 //!
 //! An accounting quota, not traffic shaping: nothing refills until the
 //! period resets, and then all of it does. Pair it with a
-//! [`RateLimiter`](limiter_core::RateLimiter) (a composite) to shape the
+//! [`RateLimiter`](limiter_core::RateLimiter) (the pair `(A, B)` through
+//! [`Decide`](limiter_core::Decide)) to shape the
 //! traffic inside the period as well.
 //!
 //! * [`CalendarQuota`]: limit, [`Period`], reset day and zone, validated
@@ -13,7 +14,7 @@
 //!   function from an instant to its period ([`Window`]).
 //! * [`CalendarLimiter`]: the decision, with the exact reset instant for the
 //!   `RateLimit` headers ([`CalendarGrant`]) and the exact wait until it on a
-//!   refusal. Implements [`Limiter`](limiter_core::Limiter).
+//!   refusal. Implements [`Decide`](limiter_core::Decide).
 //! * [`KeyedCalendar`]: a count per key (per tenant) under one quota, in
 //!   a table of at most `max_keys` keys that refuses new keys when full of
 //!   keys counted this period ([`KeyedCalendarError`]).
@@ -32,7 +33,7 @@
 //! Calendar periods need the time-zone database. `limiter-core` is `no_std`
 //! and dependency-light; the database (and `std`) live here, behind one
 //! small crate that depends on the core for the clock, the errors and the
-//! `Limiter` trait. Time zones come from `jiff`: the system's database
+//! `Decide` trait. Time zones come from `jiff`: the system's database
 //! (`/usr/share/zoneinfo`) first, so zone updates arrive with the OS, and a
 //! bundled copy where the system has none (scratch containers).
 //!

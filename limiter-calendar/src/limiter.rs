@@ -17,9 +17,7 @@
 
 use core::time::Duration;
 
-use limiter_core::{
-    AcquireError, Clock, Decide, Denial, Grant, Headroom, Limiter, Policy, Reservation,
-};
+use limiter_core::{AcquireError, Clock, Decide, Denial, Grant, Headroom, Policy};
 
 use crate::clock::UnixClock;
 use crate::decide::{self, Refusal, pack, start, used};
@@ -142,6 +140,15 @@ impl<C: Clock> CalendarLimiter<C> {
     /// The clock.
     pub fn clock(&self) -> &C {
         &self.clock
+    }
+
+    /// Takes one permit of the current period.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_n`](CalendarLimiter::acquire_n).
+    pub fn try_acquire(&self) -> Result<(), AcquireError> {
+        self.try_acquire_n(1)
     }
 
     /// Takes `n` permits of the current period, all or nothing.
@@ -327,34 +334,9 @@ pub(crate) fn until(end: u32, now: u64) -> Duration {
     Duration::from_nanos((u64::from(end) * NANOS_PER_SEC).saturating_sub(now))
 }
 
-/// A calendar period cannot hold a future slot: `reserve_n` grants at once
-/// or refuses (a month's wait is never a reservation), and its reservations
-/// cannot be cancelled (`cancel` returns `false`, the permits stay spent).
-impl<C: Clock> Limiter for CalendarLimiter<C> {
-    fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
-        CalendarLimiter::try_acquire_n(self, n)
-    }
-
-    fn reserve_n(&self, n: u32, _max_wait: Duration) -> Result<Reservation, AcquireError> {
-        CalendarLimiter::try_acquire_n(self, n)?;
-        Ok(Reservation::uncancellable(
-            n,
-            self.clock.now(),
-            Duration::ZERO,
-        ))
-    }
-
-    fn cancel(&self, _reservation: Reservation) -> bool {
-        false
-    }
-
-    fn now(&self) -> u64 {
-        self.clock.now()
-    }
-}
-
 /// The decision seam: one subject (`Key = ()`), grants at once or
-/// refusals (a wait never helps before the reset, which the denial's
+/// refusals (a calendar period cannot hold a future slot: a month's wait is
+/// never a reservation; a wait never helps before the reset, which the denial's
 /// `retry_after` names), grants that cannot be given back (`Ticket = ()`,
 /// `cancel` is `false`), and a policy of `limit` permits per current period
 /// (`burst = limit`, `interval = period / limit`, so `window()` is the

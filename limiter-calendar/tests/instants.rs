@@ -6,7 +6,7 @@ use core::time::Duration;
 use std::sync::Arc;
 
 use limiter_calendar::{CalendarLimiter, CalendarQuota, Period};
-use limiter_core::{AcquireError, Headroom, Limiter, ManualClock};
+use limiter_core::{AcquireError, Headroom, ManualClock};
 
 const NS: u64 = 1_000_000_000;
 

@@ -104,11 +104,11 @@ pub use http::{RulesLayer, RulesService};
 pub use key::RuleKeyText;
 pub use limiter::{PENALIZED, RuleError, RuleLimiter, SHADOW_DELAYED, SHADOW_REJECTED};
 pub use limiter_rules::{
-    ALGORITHMS, AdaptivePolicySpec, Algorithm, BackendSpec, CalendarQuota, ConfigError,
-    ConfigErrors, CostSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, Format, HeaderSpec, KeyOverride,
-    KeyPart, KeySpec, MAX_OVERRIDES, MAX_PENALTY_AFTER, MatchSpec, Matcher, Mode, PathMatch,
-    PenaltySpec, Period, Pos, Problem, Rate, RedisSpec, RouteTable, RuleSpec, Shape, WhenRedisDown,
-    check_file, check_quota_str, check_str, parse_duration,
+    ALGORITHMS, Algorithm, BackendSpec, CalendarQuota, ConfigError, ConfigErrors, ControllerSpec,
+    CostSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, Format, HeaderSpec, KeyOverride, KeyPart,
+    KeySpec, MAX_OVERRIDES, MAX_PENALTY_AFTER, MatchSpec, Matcher, Mode, PathMatch, PenaltySpec,
+    Period, Pos, Problem, Rate, RedisSpec, RouteTable, RuleSpec, Shape, WhenRedisDown, check_file,
+    check_quota_str, check_str, parse_duration,
 };
 pub use overrides::{KeyQuota, OverrideRefusal, QuotaSource};
 pub use ruleset::{CONFIG_ERRORS, CONFIG_GENERATION, RuleSet};

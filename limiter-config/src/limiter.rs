@@ -19,7 +19,7 @@ use std::time::Duration;
 use limiter_async::{AsyncLimiter, CancelGrant, SlotWait, WakeUp};
 use limiter_concurrency::ConcurrencyLimiter;
 use limiter_core::{
-    AcquireError, AdaptiveLimiter, PriorityClass, RateLimiter, adaptive::Completion,
+    AcquireError, AdaptiveLimiter, Decide, PriorityClass, RateLimiter, adaptive::Completion,
     adaptive::EwmaAimd, adaptive::PercentileWindow,
 };
 use limiter_keyed::{KeyedError, KeyedLimiter, PenaltyBox, TopKey};
@@ -439,7 +439,7 @@ impl<C: RuleClock> RuleLimiter<C> {
                 .map(|_| ())
                 .map_err(RuleError::Redis),
             _ => match self.live.local() {
-                Some(l) => Ok(l.try_acquire_n(n)?),
+                Some(l) => Ok(l.acquire_now(&(), n)?),
                 None => Err(self.needs_key()),
             },
         }
@@ -497,10 +497,12 @@ impl<C: RuleClock> RuleLimiter<C> {
                 let Some(local) = self.live.local() else {
                     return Err(self.needs_key());
                 };
-                let reservation = local.reserve_n(n, Duration::ZERO)?;
+                let grant = local
+                    .decide(&(), n, Duration::ZERO)
+                    .map_err(AcquireError::from)?;
                 match calendar.decide(&key, n) {
                     Some(Err(denial)) => {
-                        local.cancel(reservation);
+                        local.cancel(&(), grant.ticket);
                         Err(refused(denial))
                     }
                     _ => Ok(()),

@@ -13,8 +13,8 @@ use crate::store::Conn;
 use crate::store::redis_limiter;
 use limiter_async::AsyncLimiter;
 use limiter_core::{
-    AdaptiveLimiter, Limiter, PriorityClass, PriorityLimiter, Quota, RateLimiter, SlidingWindow,
-    WarmUpBuilder, adaptive::EwmaAimd, adaptive::PercentileWindow,
+    AdaptiveLimiter, Decide, PriorityClass, PriorityLimiter, Quota, RateLimiter, Reservation,
+    SlidingWindow, WarmUpBuilder, adaptive::EwmaAimd, adaptive::PercentileWindow,
 };
 #[cfg(feature = "redis")]
 use limiter_redis::RedisLimiter;
@@ -24,7 +24,7 @@ use crate::key::RuleKeyText;
 use crate::local::LocalRule;
 use limiter_concurrency::ConcurrencyLimiter;
 use limiter_keyed::{KeyedBuilder, KeyedLimiter, TopKeys, WhenFull};
-use limiter_rules::{AdaptivePolicySpec, Algorithm, BackendSpec, QueueSpec, RuleSpec};
+use limiter_rules::{Algorithm, BackendSpec, ControllerSpec, QueueSpec, RuleSpec};
 
 /// The state of one rule's limiter, shared across reloads that keep its
 /// shape.
@@ -53,7 +53,7 @@ pub(crate) enum Core<C: RuleClock> {
 pub(crate) struct Live<C: RuleClock> {
     pub(crate) core: Core<C>,
     /// The waiting layer of an unkeyed local limiter, made on first use.
-    pub(crate) waiter: OnceLock<AsyncLimiter<Arc<dyn Limiter>>>,
+    pub(crate) waiter: OnceLock<AsyncLimiter<Arc<UnkeyedLimiter>>>,
     /// The keys with the most refusals, once the rule set records them
     /// (`RuleSet::record_top_keys`): a fixed summary of `TOP_SHARDS ×
     /// TOP_PER_SHARD` counters.
@@ -61,6 +61,9 @@ pub(crate) struct Live<C: RuleClock> {
     /// The per-key quotas of a keyed rule, by source (see `overrides`).
     pub(crate) overrides: std::sync::Mutex<crate::overrides::Sources>,
 }
+
+/// An unkeyed in-process limiter as the waiting layer sees it.
+pub(crate) type UnkeyedLimiter = dyn Decide<Key = (), Ticket = Reservation>;
 
 /// Shards of a rule's top-keys summary.
 const TOP_SHARDS: usize = 8;
@@ -161,13 +164,13 @@ impl<C: RuleClock> Live<C> {
             (
                 BackendSpec::Local,
                 Algorithm::Adaptive {
-                    policy,
+                    controller,
                     min_rate,
                     max_rate,
                     burst,
                 },
-            ) => match *policy {
-                AdaptivePolicySpec::EwmaAimd { target } => Core::Local(Arc::new(
+            ) => match *controller {
+                ControllerSpec::EwmaAimd { target } => Core::Local(Arc::new(
                     AdaptiveLimiter::builder(EwmaAimd::new(target))
                         .clock(clock)
                         .min_rate(*min_rate)
@@ -176,7 +179,7 @@ impl<C: RuleClock> Live<C> {
                         .build()
                         .map_err(invalid)?,
                 )),
-                AdaptivePolicySpec::Percentile { target } => Core::Local(Arc::new(
+                ControllerSpec::Percentile { target } => Core::Local(Arc::new(
                     AdaptiveLimiter::builder(PercentileWindow::with_threshold(target))
                         .clock(clock)
                         .min_rate(*min_rate)
@@ -303,11 +306,11 @@ impl<C: RuleClock> Live<C> {
         Some(old != new)
     }
 
-    /// The unkeyed local limiter as a core [`Limiter`].
-    pub(crate) fn local(&self) -> Option<Arc<dyn Limiter>> {
+    /// The unkeyed local limiter, for waiting.
+    pub(crate) fn local(&self) -> Option<Arc<UnkeyedLimiter>> {
         Some(match &self.core {
-            Core::Local(l) => Arc::clone(l) as Arc<dyn Limiter>,
-            Core::Priority(_, lowest) => Arc::new(lowest.clone()) as Arc<dyn Limiter>,
+            Core::Local(l) => Arc::clone(l) as Arc<UnkeyedLimiter>,
+            Core::Priority(_, lowest) => Arc::new(lowest.clone()) as Arc<UnkeyedLimiter>,
             _ => return None,
         })
     }

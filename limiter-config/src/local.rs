@@ -4,8 +4,8 @@
 //! algorithm.
 //!
 //! The decision, its headroom and its policy come from the limiter's own
-//! [`Decide`]; waiting goes through its [`Limiter`] (both supertraits, so an
-//! `Arc<dyn LocalRule>` upcasts to either). What differs between the
+//! [`Decide`], and so does waiting (the supertrait, so an
+//! `Arc<dyn LocalRule>` upcasts to it). What differs between the
 //! algorithms, and only that, is a method here with its default:
 //!
 //! * [`available`](LocalRule::available): the permits a request could take
@@ -23,12 +23,12 @@ use std::any::Any;
 use std::time::Duration;
 
 use limiter_core::{
-    AdaptiveLimiter, Clock, Decide, Limiter, Quota, RateLimiter, Reservation, SlidingWindow,
-    WarmUpLimiter, adaptive::Completion, adaptive::RateController,
+    AdaptiveLimiter, Clock, Decide, Quota, RateLimiter, Reservation, SlidingWindow, WarmUpLimiter,
+    adaptive::Completion, adaptive::RateController,
 };
 
 /// What a rule needs of an unkeyed in-process limiter (module docs).
-pub(crate) trait LocalRule: Limiter + Decide<Key = (), Ticket = Reservation> + Any {
+pub(crate) trait LocalRule: Decide<Key = (), Ticket = Reservation> + Any {
     /// The permits a request could take now, read without deciding;
     /// `None` where no honest reading exists without deciding.
     fn available(&self) -> Option<u32>;

@@ -1,5 +1,5 @@
-//! Blocking acquisition: reserve a slot, then sleep through the clock until
-//! it comes.
+//! Blocking acquisition on [`RateLimiter`] and [`WarmUpLimiter`]: reserve
+//! a slot, then sleep through the clock until it comes.
 //!
 //! With [`MonotonicClock`](crate::MonotonicClock) the thread sleeps; with
 //! [`ManualClock`](crate::ManualClock) the clock is moved to the slot instead,
@@ -12,7 +12,7 @@ use core::time::Duration;
 
 use crate::clock::BlockingClock;
 use crate::error::AcquireError;
-use crate::{RateLimiter, Reservation};
+use crate::{RateLimiter, Reservation, WarmUpLimiter};
 
 impl<C: BlockingClock> RateLimiter<C> {
     /// Waits for one permit.
@@ -122,5 +122,108 @@ impl<C: BlockingClock> RateLimiter<C> {
         if reservation.wait != 0 {
             self.clock().sleep_until(reservation.ready_at);
         }
+    }
+}
+
+impl<C: BlockingClock> WarmUpLimiter<C> {
+    /// Waits for one permit, sleeping through the clock until its slot.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::TimeOutOfRange`], at once and without sleeping, for a
+    /// clock reading past the limiter's range or a slot whose cost would end
+    /// past it (see the module docs).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, WarmUpLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// // Stable interval 500 ms, cold 1.5 s, 8 stored permits when cold.
+    /// let limiter = WarmUpLimiter::with_clock(Quota::per_second(2)?, Duration::from_secs(4), clock.clone())?;
+    /// use limiter_core::Clock;
+    /// limiter.take()?; // at once
+    /// limiter.take()?; // a manual clock moves to the slot instead of sleeping
+    /// assert_eq!(clock.now(), 1_375_000_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn take(&self) -> Result<(), AcquireError> {
+        self.take_n_timeout(1, Duration::MAX)
+    }
+
+    /// Waits for `n` permits. `n == 0` returns at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`take`](WarmUpLimiter::take).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{Clock, ManualClock, Quota, WarmUpLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = WarmUpLimiter::with_clock(Quota::per_second(2)?, Duration::from_secs(4), clock.clone())?;
+    /// limiter.take_n(2)?; // at once: the cost is paid by the next request
+    /// limiter.take()?; // waits the cold cost of two permits
+    /// assert!(clock.now() > 2_000_000_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn take_n(&self, n: u32) -> Result<(), AcquireError> {
+        self.take_n_timeout(n, Duration::MAX)
+    }
+
+    /// Waits for one permit if its slot comes within `timeout`; otherwise
+    /// fails at once, consuming nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::RateLimited`] with the wait the slot would need, when
+    /// it exceeds `timeout`; otherwise as [`take`](WarmUpLimiter::take).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, WarmUpLimiter};
+    ///
+    /// let limiter = WarmUpLimiter::with_clock(Quota::per_second(2)?, Duration::from_secs(4), ManualClock::new())?;
+    /// limiter.take()?;
+    /// let refused = limiter.take_timeout(Duration::from_secs(1)).unwrap_err();
+    /// assert_eq!(refused.retry_after(), Some(Duration::from_millis(1_375)));
+    /// limiter.take_timeout(Duration::from_secs(2))?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn take_timeout(&self, timeout: Duration) -> Result<(), AcquireError> {
+        self.take_n_timeout(1, timeout)
+    }
+
+    /// Waits for `n` permits if their slot comes within `timeout`; otherwise
+    /// fails at once, consuming nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`take_timeout`](WarmUpLimiter::take_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, Quota, WarmUpLimiter};
+    ///
+    /// let limiter = WarmUpLimiter::with_clock(Quota::per_second(2)?, Duration::from_secs(4), ManualClock::new())?;
+    /// limiter.take_n_timeout(3, Duration::ZERO)?;
+    /// assert!(limiter.take_n_timeout(1, Duration::ZERO).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn take_n_timeout(&self, n: u32, timeout: Duration) -> Result<(), AcquireError> {
+        let r = self.reserve_n(n, timeout)?;
+        if r.wait != 0 {
+            self.clock().sleep_until(r.ready_at);
+        }
+        Ok(())
     }
 }

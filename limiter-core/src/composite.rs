@@ -28,7 +28,8 @@
 //!   comes before the busy global part is touched, and the parts that must
 //!   be given back are the ones nobody else is using.
 //! * Parts may be any mix of limiters that return the same error type `E`:
-//!   every [`Limiter`] is a `Limit<E>` for any `E: From<AcquireError>`
+//!   every [`Decide`] with `Key = ()` and [`Reservation`] tickets is a
+//!   `Limit<E>` for any `E: From<AcquireError>`
 //!   (`AcquireError` itself, or `limiter_keyed::KeyedError`, whose keyed
 //!   parts come from `KeyedLimiter::limit`).
 
@@ -36,15 +37,16 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::time::Duration;
 
+use crate::decision::Decide;
 use crate::error::AcquireError;
-use crate::limiter_trait::Limiter;
 use crate::reservation::Reservation;
 
 /// One limit of a composite decision: something that can reserve permits
-/// and take them back. Every [`Limiter`] is one, for any error type its
-/// [`AcquireError`] converts into; keyed limiters offer one per key.
+/// and take them back. Every [`Decide`] of one limit is one, for any error
+/// type its [`AcquireError`] converts into; keyed limiters offer one per
+/// key.
 ///
-/// The methods are named apart from [`Limiter`]'s so that both traits can be
+/// The methods are named apart from the limiters' own so that both can be
 /// in scope at once.
 pub trait Limit<E = AcquireError> {
     /// Reserves `n` permits at a slot at most `max_wait` away, or refuses
@@ -60,13 +62,19 @@ pub trait Limit<E = AcquireError> {
     fn cancel_part(&self, reservation: Reservation) -> bool;
 }
 
-impl<L: Limiter + ?Sized, E: From<AcquireError>> Limit<E> for L {
+impl<L, E> Limit<E> for L
+where
+    L: Decide<Key = (), Ticket = Reservation> + ?Sized,
+    E: From<AcquireError>,
+{
     fn reserve_part(&self, n: u32, max_wait: Duration) -> Result<Reservation, E> {
-        self.reserve_n(n, max_wait).map_err(E::from)
+        self.decide(&(), n, max_wait)
+            .map(|grant| grant.ticket)
+            .map_err(|denial| E::from(AcquireError::from(denial)))
     }
 
     fn cancel_part(&self, reservation: Reservation) -> bool {
-        self.cancel(reservation)
+        self.cancel(&(), reservation)
     }
 }
 

@@ -77,15 +77,15 @@ pub trait ChargeAfter {
 ///
 /// ```
 /// use core::time::Duration;
-/// use limiter_core::{debt::Debt, cell::GcraCell, Quota, debt::charge_in_chunks};
+/// use limiter_core::{debt::Debt, cell::CellClock, cell::GcraCell, ManualClock, Quota, debt::charge_in_chunks};
 ///
 /// let quota = Quota::per_second(10)?.with_burst(2)?; // t = 100 ms
-/// let cell = GcraCell::new();
-/// let now = 0;
+/// let (cell, clock) = (GcraCell::new(), ManualClock::new());
+/// let on = CellClock { clock: &clock, origin: 0 };
 /// let debt = charge_in_chunks(5, Duration::from_millis(300), quota, |n, max_wait| {
-///     match cell.reserve_n(quota, now, n, max_wait) {
+///     match cell.reserve_n_on(on, quota, n, max_wait) {
 ///         Some(r) => r.map(drop),
-///         None => Err(limiter_core::AcquireError::TimeOutOfRange { now }), // retired
+///         None => Err(limiter_core::AcquireError::TimeOutOfRange { now: 0 }), // retired
 ///     }
 /// });
 /// // 2 from the burst, 2 of debt: the next permit is 300 ms away, the cap;

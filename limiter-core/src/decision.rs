@@ -144,6 +144,27 @@ impl Denial {
     }
 }
 
+/// The convenient surface's error for a denial: a refusal by the limit as
+/// its [`AcquireError`], an [`AcquireError`] that could not decide (a clock
+/// past the span, an unknown class) as itself, and any other error of a
+/// decider that could not decide as [`AcquireError::Unavailable`].
+impl From<Denial> for AcquireError {
+    fn from(denial: Denial) -> AcquireError {
+        match denial {
+            Denial::RateLimited { retry_after, .. } => {
+                AcquireError::RateLimited { wait: retry_after }
+            }
+            Denial::OverBurst { cost, burst, .. } => AcquireError::InsufficientCapacity {
+                requested: cost,
+                burst,
+            },
+            Denial::Unavailable(error) => error
+                .downcast::<AcquireError>()
+                .map_or(AcquireError::Unavailable, |error| *error),
+        }
+    }
+}
+
 impl fmt::Display for Denial {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -218,8 +239,11 @@ impl From<Quota> for Policy {
 /// `.await`).
 ///
 /// `Key` is `()` for one global limit, `K` for a per-key limiter, the class
-/// for the priority limiter. The convenient surface (`try_acquire`,
-/// `reserve_n`, `take`) is each limiter's own inherent methods.
+/// for the priority limiter. Waiting (limiter-async), [`Metered`](crate::Metered),
+/// pointers and composition are written once over this trait; the
+/// convenient surface (`try_acquire`, `reserve_n`, `take`) is each
+/// limiter's own inherent methods. A grant's `wait` is all a waiting layer
+/// needs of the slot: it sleeps until its own clock's now plus that wait.
 ///
 /// # Examples
 ///
@@ -270,6 +294,23 @@ pub trait Decide: Send + Sync {
     /// As [`decide`](Decide::decide).
     fn decide_now(&self, key: &Self::Key, cost: u32) -> Result<Grant<Self::Ticket>, Denial> {
         self.decide(key, cost, Duration::ZERO)
+    }
+
+    /// Takes `cost` permits for `key` if they conform now, reporting no
+    /// grant: the path of a waiting layer's free permit and of the
+    /// convenient `try_acquire_n`. The default is
+    /// [`decide_now`](Decide::decide_now) without its report;
+    /// [`RateLimiter`](crate::RateLimiter) answers with its plain try, which
+    /// computes no headroom and records nothing to cancel.
+    ///
+    /// # Errors
+    ///
+    /// The denial as an [`AcquireError`] (see its `From<Denial>`).
+    #[inline]
+    fn acquire_now(&self, key: &Self::Key, cost: u32) -> Result<(), AcquireError> {
+        self.decide_now(key, cost)
+            .map(drop)
+            .map_err(AcquireError::from)
     }
 
     /// Charges `key` `permits` more after a grant, as capped GCRA debt:
@@ -326,6 +367,10 @@ macro_rules! forward_decide {
             }
             fn cancel(&self, key: &D::Key, ticket: D::Ticket) -> bool {
                 (**self).cancel(key, ticket)
+            }
+            #[inline]
+            fn acquire_now(&self, key: &D::Key, cost: u32) -> Result<(), AcquireError> {
+                (**self).acquire_now(key, cost)
             }
             #[inline]
             fn charge_after(&self, key: &D::Key, permits: u64, cap: Duration) -> Debt {

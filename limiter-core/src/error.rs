@@ -114,6 +114,10 @@ pub enum AcquireError {
         /// The clock reading, in nanoseconds since the clock's origin.
         now: u64,
     },
+    /// A decider outside this crate could not decide (its
+    /// [`Denial::Unavailable`](crate::Denial::Unavailable), whose error says
+    /// why); this crate's limiters never answer it.
+    Unavailable,
 }
 
 impl AcquireError {
@@ -167,6 +171,9 @@ impl fmt::Display for AcquireError {
                 f,
                 "the clock reading {now} ns, or the slot asked for, lies more than 2^60 ns (about 36.5 years) after the limiter was made; make a new limiter, or reserve less far ahead"
             ),
+            AcquireError::Unavailable => {
+                f.write_str("the rate limiter could not decide; its own error says why")
+            }
         }
     }
 }

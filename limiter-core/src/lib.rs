@@ -14,7 +14,7 @@
 //! | counts of allowed, rejected and delayed decisions | [`Metered`] around any of them |
 //! | one limit per key, in your own map | the `limiter-keyed` crate (built on [`cell`]) |
 //! | several limits at once, all or nothing (per user *and* global) | a pair `(A, B)` through [`Decide`], or [`composite`] |
-//! | waiting with `.await` | the `limiter-async` crate, on any [`Limiter`] |
+//! | waiting with `.await` | the `limiter-async` crate, on any [`Decide`] |
 //!
 //! and, on each of them: [`try_acquire`](RateLimiter::try_acquire) /
 //! [`try_acquire_n`](RateLimiter::try_acquire_n) to take permits now or
@@ -93,7 +93,6 @@ mod follow;
 mod gcra;
 mod identity;
 mod limiter;
-mod limiter_trait;
 mod metered;
 mod priority;
 mod quota;
@@ -115,7 +114,6 @@ pub use clock::{Clock, DefaultClock, ManualClock};
 pub use decision::{Decide, Denial, Grant, Policy, Unavailable};
 pub use error::{AcquireError, QuotaError};
 pub use limiter::RateLimiter;
-pub use limiter_trait::Limiter;
 pub use metered::{Metered, Stats};
 pub use priority::{PriorityClass, PriorityLimiter};
 pub use quota::Quota;

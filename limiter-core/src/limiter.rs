@@ -908,6 +908,12 @@ impl<C: Clock> Decide for RateLimiter<C> {
         RateLimiter::cancel(self, ticket)
     }
 
+    /// The plain [`try_acquire_n`](RateLimiter::try_acquire_n).
+    #[inline]
+    fn acquire_now(&self, _key: &(), cost: u32) -> Result<(), AcquireError> {
+        RateLimiter::try_acquire_n(self, cost)
+    }
+
     /// [`ChargeAfter::charge_after`](crate::debt::ChargeAfter::charge_after).
     fn charge_after(&self, _key: &(), permits: u64, cap: Duration) -> crate::debt::Debt {
         crate::debt::ChargeAfter::charge_after(self, permits, cap)

@@ -36,8 +36,6 @@ use crossbeam_utils::CachePadded;
 
 use crate::decision::{Decide, Denial, Grant};
 use crate::error::AcquireError;
-use crate::limiter_trait::Limiter;
-use crate::reservation::Reservation;
 use crate::sync::{AtomicU64, Ordering};
 
 /// See [`Metered::STRIPES`].
@@ -95,13 +93,15 @@ pub struct Stats {
     pub cancelled: u64,
 }
 
-/// A [`Limiter`] that counts its decisions; itself a [`Limiter`].
+/// A limiter that counts its decisions; itself a [`Decide`] with the
+/// inner limiter's key, and, for one limit, the convenient surface
+/// (`try_acquire`, `reserve_n`, `cancel`).
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
-/// use limiter_core::{Limiter, ManualClock, Metered, Quota, RateLimiter};
+/// use limiter_core::{ManualClock, Metered, Quota, RateLimiter};
 ///
 /// let metered = Metered::new(RateLimiter::with_clock(Quota::per_second(10)?, ManualClock::new()));
 /// assert!(metered.try_acquire().is_ok());
@@ -135,13 +135,13 @@ impl Metered<()> {
     pub const STRIPES: usize = STRIPES;
 }
 
-impl<L: Limiter> Metered<L> {
+impl<L: Decide> Metered<L> {
     /// Counts the decisions of `limiter`.
     ///
     /// # Examples
     ///
     /// ```
-    /// use limiter_core::{Limiter, ManualClock, Metered, Quota, RateLimiter};
+    /// use limiter_core::{ManualClock, Metered, Quota, RateLimiter};
     ///
     /// let metered = Metered::new(RateLimiter::with_clock(Quota::per_second(1)?, ManualClock::new()));
     /// assert_eq!(metered.stats().allowed, 0);
@@ -182,7 +182,7 @@ impl<L: Limiter> Metered<L> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use limiter_core::{Limiter, ManualClock, Metered, Quota, RateLimiter};
+    /// use limiter_core::{ManualClock, Metered, Quota, RateLimiter};
     ///
     /// let metered = Metered::new(RateLimiter::with_clock(Quota::per_second(10)?, ManualClock::new()));
     /// metered.try_acquire()?;
@@ -221,7 +221,7 @@ impl<L: Limiter> Metered<L> {
     /// # Examples
     ///
     /// ```
-    /// use limiter_core::{Limiter, ManualClock, Metered, Quota, RateLimiter};
+    /// use limiter_core::{ManualClock, Metered, Quota, RateLimiter};
     ///
     /// let metered = Metered::new(RateLimiter::with_clock(Quota::per_second(1)?, ManualClock::new()));
     /// metered.try_acquire()?;
@@ -252,7 +252,7 @@ impl<L: Limiter> Metered<L> {
 
     /// Counts a decision as allowed or rejected; returns where it counted.
     #[inline]
-    fn record<T>(&self, outcome: &Result<T, AcquireError>) -> Counter<'_> {
+    fn record<T, E>(&self, outcome: &Result<T, E>) -> Counter<'_> {
         let counter = self.counter();
         match outcome {
             Ok(_) => counter.add(|s| &s.allowed, 1),
@@ -262,44 +262,52 @@ impl<L: Limiter> Metered<L> {
     }
 }
 
-impl<L: Limiter> Limiter for Metered<L> {
+/// The convenient surface of one metered limit, each call counted.
+impl<L: Decide<Key = ()>> Metered<L> {
+    /// Takes one permit now.
+    ///
+    /// # Errors
+    ///
+    /// The inner limiter's refusal.
     #[inline]
-    fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
-        let outcome = self.inner.try_acquire_n(n);
-        self.record(&outcome);
-        outcome
+    pub fn try_acquire(&self) -> Result<(), AcquireError> {
+        self.try_acquire_n(1)
     }
 
-    fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
-        let outcome = self.inner.reserve_n(n, max_wait);
-        let counter = self.record(&outcome);
-        if let Ok(r) = &outcome
-            && r.wait != 0
-        {
-            counter.add(|s| &s.delayed, 1);
-            counter.add(|s| &s.wait_nanos, r.wait);
-        }
-        outcome
+    /// Takes `n` permits now, all or nothing.
+    ///
+    /// # Errors
+    ///
+    /// The inner limiter's refusal.
+    #[inline]
+    pub fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
+        self.acquire_now(&(), n)
     }
 
-    fn cancel(&self, reservation: Reservation) -> bool {
-        let refunded = self.inner.cancel(reservation);
-        if refunded {
-            self.counter().add(|s| &s.cancelled, 1);
-        }
-        refunded
+    /// Claims the earliest slot for `n` permits within `max_wait`; a grant
+    /// with a wait counts as delayed too.
+    ///
+    /// # Errors
+    ///
+    /// The inner limiter's refusal.
+    pub fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<L::Ticket, AcquireError> {
+        self.decide(&(), n, max_wait)
+            .map(|grant| grant.ticket)
+            .map_err(AcquireError::from)
     }
 
-    fn now(&self) -> u64 {
-        self.inner.now()
+    /// Gives back a reservation; counted as cancelled when its permits are
+    /// back.
+    pub fn cancel(&self, reservation: L::Ticket) -> bool {
+        Decide::cancel(self, &(), reservation)
     }
 }
 
-/// Counts the decisions of the inner limiter's [`Decide`] as its
-/// [`Limiter`] calls are counted: a grant as allowed (and delayed, with its
-/// wait, when it waits), a denial as rejected, a cancel that gives permits
-/// back as cancelled. Headroom and policy are the inner limiter's.
-impl<L: Limiter + Decide> Decide for Metered<L> {
+/// Counts the decisions of the inner limiter: a grant as allowed (and
+/// delayed, with its wait, when it waits), a denial as rejected, a cancel
+/// that gives permits back as cancelled. Headroom and policy are the inner
+/// limiter's.
+impl<L: Decide> Decide for Metered<L> {
     type Key = L::Key;
     type Ticket = L::Ticket;
 
@@ -333,6 +341,13 @@ impl<L: Limiter + Decide> Decide for Metered<L> {
             self.counter().add(|s| &s.cancelled, 1);
         }
         refunded
+    }
+
+    #[inline]
+    fn acquire_now(&self, key: &L::Key, cost: u32) -> Result<(), AcquireError> {
+        let outcome = self.inner.acquire_now(key, cost);
+        self.record(&outcome);
+        outcome
     }
 
     fn charge_after(&self, key: &L::Key, permits: u64, cap: Duration) -> crate::debt::Debt {

@@ -44,7 +44,6 @@ use crate::decision::{Decide, Denial, Grant};
 use crate::error::{AcquireError, QuotaError};
 use crate::gcra::Params;
 use crate::limiter::{Ask, RateLimiter};
-use crate::limiter_trait::Limiter;
 use crate::quota::{Quota, saturating_nanos};
 use crate::reservation::Reservation;
 
@@ -452,7 +451,7 @@ impl<C: Clock> PriorityLimiter<C> {
         self.limiter.clock()
     }
 
-    /// A [`Limiter`] acting for one class, sharing this limiter.
+    /// A limiter acting for one class, sharing this limiter.
     ///
     /// # Errors
     ///
@@ -469,7 +468,6 @@ impl<C: Clock> PriorityLimiter<C> {
     /// // Class 0 may use the whole burst, class 1 half of it.
     /// let limiter = PriorityLimiter::with_clock(quota, &[1.0, 0.5], clock.clone())?;
     /// use std::sync::Arc;
-    /// use limiter_core::Limiter;
     /// let limiter = Arc::new(limiter);
     /// let background = limiter.class(1)?;
     /// assert_eq!(background.class(), 1);
@@ -487,8 +485,9 @@ impl<C: Clock> PriorityLimiter<C> {
     }
 }
 
-/// One class's view of a shared [`PriorityLimiter`], usable wherever a
-/// [`Limiter`] is expected (the async waiting layer, [`Metered`](crate::Metered)).
+/// One class's view of a shared [`PriorityLimiter`], a [`Decide`] with
+/// `Key = ()` usable wherever one limit is expected (the async waiting
+/// layer, [`Metered`](crate::Metered)).
 #[derive(Debug, Clone)]
 pub struct PriorityClass<C: Clock = DefaultClock> {
     limiter: Arc<PriorityLimiter<C>>,
@@ -514,18 +513,39 @@ impl<C: Clock> PriorityClass<C> {
     }
 }
 
-impl<C: Clock> Limiter for PriorityClass<C> {
-    fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
+/// The class's side of [`PriorityLimiter`]'s methods.
+impl<C: Clock> PriorityClass<C> {
+    /// Takes one permit of this class now.
+    ///
+    /// # Errors
+    ///
+    /// As [`PriorityLimiter::try_acquire_n`].
+    pub fn try_acquire(&self) -> Result<(), AcquireError> {
+        self.try_acquire_n(1)
+    }
+
+    /// Takes `n` permits of this class now, all or nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`PriorityLimiter::try_acquire_n`].
+    pub fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
         self.limiter.try_acquire_n(self.class, n)
     }
-    fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
+
+    /// Claims a slot for `n` permits of this class (a future one only for
+    /// class 0).
+    ///
+    /// # Errors
+    ///
+    /// As [`PriorityLimiter::reserve_n`].
+    pub fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
         self.limiter.reserve_n(self.class, n, max_wait)
     }
-    fn cancel(&self, reservation: Reservation) -> bool {
+
+    /// Gives back a reservation as [`PriorityLimiter::cancel`] does.
+    pub fn cancel(&self, reservation: Reservation) -> bool {
         PriorityLimiter::cancel(&self.limiter, reservation)
-    }
-    fn now(&self) -> u64 {
-        self.limiter.clock().now()
     }
 }
 

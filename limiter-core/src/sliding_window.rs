@@ -65,7 +65,6 @@ use crate::clock::{Clock, Epoch};
 use crate::decision::{Decide, Denial, Grant, Policy};
 use crate::error::{AcquireError, QuotaError};
 use crate::identity::Owner;
-use crate::limiter_trait::Limiter;
 use crate::quota::MAX_SPAN;
 use crate::reservation::{Headroom, Reservation, Undo};
 use crate::state::AtomicState;
@@ -561,19 +560,37 @@ impl<C: Clock> SlidingWindow<C> {
     }
 }
 
-impl<C: Clock> Limiter for SlidingWindow<C> {
-    fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
-        SlidingWindow::try_acquire_n(self, n)
-    }
-
-    /// Grants only what conforms now; see the module docs.
-    fn reserve_n(&self, n: u32, _max_wait: Duration) -> Result<Reservation, AcquireError> {
+impl<C: Clock> SlidingWindow<C> {
+    /// Grants `n` permits if they conform now, as a reservation that
+    /// [`cancel`](SlidingWindow::cancel) can give back; `max_wait` is not
+    /// used (see the module docs).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_n`](SlidingWindow::try_acquire_n), even when the
+    /// wait is within `max_wait`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use limiter_core::{ManualClock, SlidingWindow};
+    ///
+    /// let window = SlidingWindow::with_clock(2, Duration::from_secs(1), ManualClock::new())?;
+    /// let r = window.reserve_n(2, Duration::MAX)?;
+    /// assert!(window.reserve_n(1, Duration::MAX).is_err()); // no future slot
+    /// assert!(window.cancel(r));
+    /// assert_eq!(window.available(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reserve_n(&self, n: u32, _max_wait: Duration) -> Result<Reservation, AcquireError> {
         self.acquire_at(self.clock.now(), n)
     }
 
-    /// Takes the permits back out of their window's count while that window
-    /// still counts (the current or the previous one).
-    fn cancel(&self, reservation: Reservation) -> bool {
+    /// Takes a reservation's permits back out of their window's count while
+    /// that window still counts (the current or the previous one); refuses
+    /// another limiter's reservation.
+    pub fn cancel(&self, reservation: Reservation) -> bool {
         if reservation.owner != self.owner {
             return false;
         }
@@ -582,14 +599,10 @@ impl<C: Clock> Limiter for SlidingWindow<C> {
             _ => false,
         }
     }
-
-    fn now(&self) -> u64 {
-        self.clock.now()
-    }
 }
 
 /// Exact headroom from the counts the decision wrote; grants only what
-/// conforms now, as [`Limiter::reserve_n`] does. The policy is `limit` per
+/// conforms now, as [`reserve_n`](SlidingWindow::reserve_n) does. The policy is `limit` per
 /// `window`: a burst of `limit`, one permit per `window / limit`.
 impl<C: Clock> Decide for SlidingWindow<C> {
     type Key = ();
@@ -617,7 +630,7 @@ impl<C: Clock> Decide for SlidingWindow<C> {
     }
 
     fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
-        Limiter::cancel(self, ticket)
+        SlidingWindow::cancel(self, ticket)
     }
 }
 

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use limiter_core::{Headroom, ManualClock, Quota, RateLimiter, cell::GcraCell};
+use limiter_core::{Headroom, ManualClock, Quota, RateLimiter, cell::CellClock, cell::GcraCell};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -75,7 +75,8 @@ proptest! {
                         })?;
                         let _kept = r;
                     }
-                    if let Some(Ok(r)) = cell.reserve_n(quota, now, n, max_wait) {
+                    let on = CellClock { clock: &clock, origin: 0 };
+                    if let Some(Ok(r)) = cell.reserve_n_on(on, quota, n, max_wait) {
                         let left = cell.headroom_of(&r, quota, 0).unwrap();
                         check(left, burst, |dt| cell.available(quota, now + dt))?;
                     }
@@ -89,7 +90,14 @@ proptest! {
 fn another_cells_reservation_has_no_headroom_here() {
     let quota = Quota::per_second(10).unwrap();
     let (a, b) = (GcraCell::new(), GcraCell::new());
-    let r = a.reserve_n(quota, 0, 1, Duration::ZERO).unwrap().unwrap();
+    let on = CellClock {
+        clock: &ManualClock::new(),
+        origin: 0,
+    };
+    let r = a
+        .reserve_n_on(on, quota, 1, Duration::ZERO)
+        .unwrap()
+        .unwrap();
     assert_eq!(b.headroom_of(&r, quota, 0), None);
 }
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use limiter_core::{Limiter, ManualClock, Metered, Quota, RateLimiter, SlidingWindow, Stats};
+use limiter_core::{ManualClock, Metered, Quota, RateLimiter, SlidingWindow, Stats};
 
 #[test]
 fn counts_every_decision_under_threads() {

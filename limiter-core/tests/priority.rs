@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use limiter_core::{AcquireError, Limiter, ManualClock, PriorityLimiter, Quota, QuotaError};
+use limiter_core::{AcquireError, ManualClock, PriorityLimiter, Quota, QuotaError};
 
 const MS: Duration = Duration::from_millis(1);
 

@@ -2,9 +2,7 @@
 
 use std::time::Duration;
 
-use limiter_core::{
-    AcquireError, Limiter, ManualClock, QuotaError, SlidingWindow, clock::MAX_SPAN,
-};
+use limiter_core::{AcquireError, ManualClock, QuotaError, SlidingWindow, clock::MAX_SPAN};
 
 const MS: Duration = Duration::from_millis(1);
 

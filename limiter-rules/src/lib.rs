@@ -79,7 +79,7 @@ mod validate;
 
 use std::path::Path;
 
-pub use algorithm::{ALGORITHMS, AdaptivePolicySpec, Algorithm, EstimatorSpec, QueueSpec};
+pub use algorithm::{ALGORITHMS, Algorithm, ControllerSpec, EstimatorSpec, QueueSpec};
 pub use error::{ConfigError, ConfigErrors, Fixable, Problem};
 pub use limiter_calendar::{CalendarQuota, Period};
 pub use limiter_concurrency::{Bounds, QueueOrder};

@@ -7,7 +7,7 @@ use std::time::Duration;
 use http::Method;
 use limiter_core::{Quota, QuotaError};
 use limiter_rules::{
-    AdaptivePolicySpec, Algorithm, BackendSpec, Format, HeaderSpec, KeyPart, Mode, PathMatch, Pos,
+    Algorithm, BackendSpec, ControllerSpec, Format, HeaderSpec, KeyPart, Mode, PathMatch, Pos,
     Problem, Rate, RuleSpec, WhenRedisDown, check_file, check_str,
 };
 
@@ -141,7 +141,7 @@ fn every_field_beyond_the_seed() {
     assert_eq!(
         by("downstream").algorithm,
         Algorithm::Adaptive {
-            policy: AdaptivePolicySpec::Percentile {
+            controller: ControllerSpec::Percentile {
                 target: Duration::from_millis(50)
             },
             min_rate: 10.0,

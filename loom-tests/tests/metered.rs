@@ -2,7 +2,7 @@
 //! the shared stripe, the most contended case, and no count may be lost.
 #![cfg(loom)]
 
-use limiter_core::{Limiter, Metered, Quota, RateLimiter};
+use limiter_core::{Metered, Quota, RateLimiter};
 use loom::sync::Arc;
 use loom::thread;
 use loom_tests::{FixedClock, check};

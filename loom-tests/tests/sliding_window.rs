@@ -6,7 +6,7 @@
 
 use core::time::Duration;
 
-use limiter_core::{Limiter, SlidingWindow};
+use limiter_core::SlidingWindow;
 use loom::sync::Arc;
 use loom::thread;
 use loom_tests::{FixedClock, check};

@@ -16,7 +16,8 @@
 //!
 //! # The app-limited guard
 //!
-//! Every admission through the [`Limiter`] methods is counted. At the end
+//! Every admission through [`try_acquire_n`](AdaptiveLimiter::try_acquire_n),
+//! [`reserve_n`](AdaptiveLimiter::reserve_n) or [`Decide`] is counted. At the end
 //! of an interval of `elapsed` ns at rate `r`, the rate allowed
 //! `allowed = ⌊r · elapsed / 10^9⌋` permits; if fewer than half of them were
 //! admitted (`2 · admitted < allowed`), the caller is not using the rate and
@@ -52,7 +53,6 @@ use crate::clock::{Clock, DefaultClock};
 use crate::decision::{Decide, Denial, Grant};
 use crate::error::{AcquireError, QuotaError};
 use crate::limiter::RateLimiter;
-use crate::limiter_trait::Limiter;
 use crate::quota::{MAX_SPAN, Quota, saturating_nanos};
 use crate::reservation::Reservation;
 use crate::sync::{AtomicU64, Ordering};
@@ -79,7 +79,7 @@ const NANOS_PER_SECOND: f64 = 1e9;
 ///
 /// ```
 /// use core::time::Duration;
-/// use limiter_core::{AdaptiveLimiter, Limiter, ManualClock, adaptive::PercentileWindow};
+/// use limiter_core::{AdaptiveLimiter, ManualClock, adaptive::PercentileWindow};
 ///
 /// let clock = ManualClock::new();
 /// let policy = PercentileWindow::new(Duration::from_millis(100), Duration::from_secs(1));
@@ -244,7 +244,6 @@ impl<P: RateController, C: Clock> AdaptiveBuilder<P, C> {
     /// # Examples
     ///
     /// ```
-    /// use limiter_core::Limiter;
     /// use core::time::Duration;
     /// use limiter_core::{adaptive::AdaptiveBuilder, ManualClock, adaptive::PercentileWindow};
     ///
@@ -689,7 +688,6 @@ impl<P: RateController, C: Clock> AdaptiveLimiter<P, C> {
     ///     .min_rate(100.0)
     ///     .max_rate(1000.0)
     ///     .build()?;
-    /// use limiter_core::Limiter;
     /// assert_eq!(adaptive.limiter().quota().burst(), 1);
     /// adaptive.limiter().try_acquire()?; // not counted
     /// assert_eq!(adaptive.admitted_in_interval(), 0);
@@ -713,7 +711,6 @@ impl<P: RateController, C: Clock> AdaptiveLimiter<P, C> {
     ///     .min_rate(100.0)
     ///     .max_rate(1000.0)
     ///     .build()?;
-    /// use limiter_core::Limiter;
     /// adaptive.try_acquire()?;
     /// assert_eq!(adaptive.admitted_in_interval(), 1);
     /// clock.advance(Duration::from_secs(1));
@@ -733,35 +730,53 @@ impl<P: RateController, C: Clock> AdaptiveLimiter<P, C> {
     }
 }
 
-impl<P: RateController, C: Clock> Limiter for AdaptiveLimiter<P, C> {
+/// Taking permits; every admission counts toward the app-limited guard.
+impl<P: RateController, C: Clock> AdaptiveLimiter<P, C> {
+    /// Takes one permit now at the rate in force.
+    ///
+    /// # Errors
+    ///
+    /// As [`RateLimiter::try_acquire_n`].
     #[inline]
-    fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
+    pub fn try_acquire(&self) -> Result<(), AcquireError> {
+        self.try_acquire_n(1)
+    }
+
+    /// Takes `n` permits now at the rate in force, all or nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`RateLimiter::try_acquire_n`].
+    #[inline]
+    pub fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
         self.limiter.try_acquire_n(n)?;
         self.count(n);
         Ok(())
     }
 
-    /// Reservations count as admitted when made, also if later cancelled
+    /// Claims the earliest slot for `n` permits within `max_wait`. A
+    /// reservation counts as admitted when made, also if later cancelled
     /// (the demand was there).
+    ///
+    /// # Errors
+    ///
+    /// As [`RateLimiter::reserve_n`].
     #[inline]
-    fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
+    pub fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
         let reservation = self.limiter.reserve_n(n, max_wait)?;
         self.count(n);
         Ok(reservation)
     }
 
-    fn cancel(&self, reservation: Reservation) -> bool {
+    /// Gives back a reservation as [`RateLimiter::cancel`] does.
+    pub fn cancel(&self, reservation: Reservation) -> bool {
         self.limiter.cancel(reservation)
-    }
-
-    fn now(&self) -> u64 {
-        self.limiter.clock().now()
     }
 }
 
 /// Exact headroom under the rate in force, from the word the decision
 /// wrote; the policy is the quota of that rate. Grants count as admitted,
-/// as [`Limiter::reserve_n`]'s do.
+/// as [`reserve_n`](AdaptiveLimiter::reserve_n)'s do.
 impl<P: RateController, C: Clock> Decide for AdaptiveLimiter<P, C> {
     type Key = ();
     type Ticket = Reservation;
@@ -779,6 +794,11 @@ impl<P: RateController, C: Clock> Decide for AdaptiveLimiter<P, C> {
 
     fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
         self.limiter.cancel(ticket)
+    }
+
+    #[inline]
+    fn acquire_now(&self, _key: &(), cost: u32) -> Result<(), AcquireError> {
+        self.try_acquire_n(cost)
     }
 }
 

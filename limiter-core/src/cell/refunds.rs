@@ -97,7 +97,7 @@ impl GcraCell {
     /// any other cell.
     ///
     /// If the cell still holds what the reservation left, its word is
-    /// restored, as [`cancel`](GcraCell::cancel) does. Otherwise its slot
+    /// restored (a plain undo). Otherwise its slot
     /// becomes a refund in `refunds`, which the next
     /// [`reserve_n_with_refunds`](GcraCell::reserve_n_with_refunds) of this
     /// cell that would wait longer takes; once every later reservation is

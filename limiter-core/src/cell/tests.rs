@@ -4,7 +4,9 @@ use std::boxed::Box;
 use std::cell::RefCell;
 
 use super::*;
-use crate::ManualClock;
+use core::time::Duration;
+
+use crate::{AcquireError, Headroom, ManualClock, Quota};
 
 fn quota() -> Quota {
     Quota::per_second(10).unwrap().with_burst(3).unwrap()

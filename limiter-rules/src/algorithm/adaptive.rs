@@ -6,7 +6,7 @@
 use limiter_core::{AdaptiveLimiter, ManualClock, adaptive::EwmaAimd, adaptive::PercentileWindow};
 
 use super::reader::required;
-use super::{AdaptivePolicySpec, Algorithm, Definition, Reader};
+use super::{Algorithm, ControllerSpec, Definition, Reader};
 
 /// `adaptive`.
 pub(crate) const ADAPTIVE: Definition = Definition {
@@ -64,13 +64,13 @@ fn parse(r: &mut dyn Reader) -> Option<Algorithm> {
         r.core_error("min_rate", e);
         return None;
     }
-    let policy = if percentile {
-        AdaptivePolicySpec::Percentile { target }
+    let controller = if percentile {
+        ControllerSpec::Percentile { target }
     } else {
-        AdaptivePolicySpec::EwmaAimd { target }
+        ControllerSpec::EwmaAimd { target }
     };
     Some(Algorithm::Adaptive {
-        policy,
+        controller,
         min_rate,
         max_rate,
         burst,

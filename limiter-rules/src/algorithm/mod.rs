@@ -164,8 +164,8 @@ pub enum Algorithm {
     },
     /// A rate moved between bounds by observed latency.
     Adaptive {
-        /// The policy moving the rate.
-        policy: AdaptivePolicySpec,
+        /// The controller moving the rate (the file's `policy` key).
+        controller: ControllerSpec,
         /// The lowest rate, per second.
         min_rate: f64,
         /// The highest (and starting) rate, per second.
@@ -206,9 +206,10 @@ pub enum Algorithm {
     },
 }
 
-/// Which latency policy an adaptive rule follows.
+/// Which rate controller an adaptive rule follows (limiter-core's
+/// `adaptive::RateController`), written as its `policy` key.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum AdaptivePolicySpec {
+pub enum ControllerSpec {
     /// `EwmaAimd`: hold the latency average at `target`.
     EwmaAimd {
         /// The target latency.
@@ -306,14 +307,14 @@ impl fmt::Display for Algorithm {
                 )
             }
             Algorithm::Adaptive {
-                policy,
+                controller,
                 min_rate,
                 max_rate,
                 burst,
             } => {
-                let (name, target) = match policy {
-                    AdaptivePolicySpec::EwmaAimd { target } => ("ewma_aimd", target),
-                    AdaptivePolicySpec::Percentile { target } => ("percentile", target),
+                let (name, target) = match controller {
+                    ControllerSpec::EwmaAimd { target } => ("ewma_aimd", target),
+                    ControllerSpec::Percentile { target } => ("percentile", target),
                 };
                 write!(
                     f,
