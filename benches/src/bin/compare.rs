@@ -153,6 +153,12 @@ fn sync_cases(quick: bool) -> Vec<Case> {
                 n,
             ),
             single(
+                &format!("{p}/ours_changed/tsc"),
+                path,
+                subjects::ours_changed(path, TscClock::new()),
+                n,
+            ),
+            single(
                 &format!("{p}/ours/coarse"),
                 path,
                 subjects::ours(path, subjects::coarse_clock()),
