@@ -89,6 +89,17 @@ pub fn ours<C: Clock + 'static>(path: Path, clock: C) -> Arc<impl Fn() -> bool +
     prepared(path, move || limiter.try_acquire().is_ok())
 }
 
+/// Ours after one `set_quota` (to the same quota): the quota read from the
+/// change table, the path of every limiter whose quota was changed.
+pub fn ours_changed<C: Clock + 'static>(
+    path: Path,
+    clock: C,
+) -> Arc<impl Fn() -> bool + Send + Sync> {
+    let limiter = RateLimiter::with_clock(path.quota(), clock);
+    limiter.set_quota(path.quota());
+    prepared(path, move || limiter.try_acquire().is_ok())
+}
+
 /// `limiter_core::RateLimiter` on `clock`, wrapped in `Metered` (the cost of
 /// metering).
 pub fn ours_metered<C: Clock + 'static>(

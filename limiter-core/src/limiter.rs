@@ -232,31 +232,30 @@ impl<C: Clock> RateLimiter<C> {
         }
     }
 
-    /// The first round of [`decide_at`](RateLimiter::decide_at) for a plain
-    /// try (no wait, the whole burst, nothing to cancel), and nothing else:
-    /// one load, the quota its generation names, the pure decision, one CAS
-    /// and the version check. `None` when that round cannot answer alone
-    /// (its CAS was lost, or a grant was voided): [`try_contended`](RateLimiter::try_contended) then
-    /// decides afresh. Kept this small so that a caller's loop can inline
-    /// it: the same steps as `decide_at`'s first round, in the same order,
-    /// so the protocol (docs/design.md, `quota_versions`) is unchanged.
+    /// A plain try (no wait, the whole burst, nothing to cancel) on the
+    /// limiter's first quota, and nothing else: one load, the pure decision,
+    /// one CAS. `None` when it cannot answer alone (a quota change named
+    /// another generation, or its CAS was lost):
+    /// [`try_contended`](RateLimiter::try_contended) then decides afresh.
+    /// Generation 0 is never rewritten, so no version check follows the CAS
+    /// (`quota_versions`, rule 2); kept this small so that a caller's loop
+    /// can inline it.
     #[inline(always)]
     fn try_uncontended(&self, clock_now: u64, n: u32) -> Option<Result<(), AcquireError>> {
         // A reading behind the epoch or past the span: the full path answers.
         let now = self.epoch.elapsed_in_range(clock_now)?;
         let word = self.state.load();
-        let read = self.read(word);
-        let p = read.params;
+        if generation(word) != 0 {
+            return None;
+        }
+        let p = self.first;
         match gcra::reserve_within(tat(word), now, n, 0, p, p.burst, self.epoch.limit()) {
             Ok(_) if n == 0 => Some(Ok(())),
             Ok(grant) => {
                 #[cfg(all(test, not(loom)))]
                 tests::stall_before_cas();
-                // The word with its tat replaced, generation kept. Granted
-                // only if the CAS succeeds on the word decided on and the
-                // entry was not rewritten meanwhile (rule 2).
-                let after = (word ^ tat(word)) | grant.tat;
-                (self.state.replace_if(word, after) && self.unchanged_since(read)).then_some(Ok(()))
+                // Generation 0: the word is its tat.
+                self.state.replace_if(word, grant.tat).then_some(Ok(()))
             }
             // A refusal writes nothing, and was decided on a whole quota.
             Err(refusal) => Some(Err(acquire_error(refusal, n, clock_now, p.burst))),

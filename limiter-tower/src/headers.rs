@@ -42,6 +42,7 @@
 use std::any::TypeId;
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::header::HeaderName;
 use http::{HeaderMap, HeaderValue};
 use limiter_core::Policy;
@@ -80,13 +81,16 @@ pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
     ceil_secs(wait).max(1)
 }
 
-/// The `Retry-After` value of a wait ([`retry_after_secs`]).
+/// The `Retry-After` value of a wait ([`retry_after_secs`]): its digits,
+/// copied into one allocation of their size (http's `From<u64>` makes two).
 pub(crate) fn retry_after_value(wait: Duration) -> HeaderValue {
-    let secs = retry_after_secs(wait);
-    // Digits are a valid value, copied into one allocation of their size
-    // (http's `From<u64>` makes two).
-    HeaderValue::from_bytes(itoa::Buffer::new().format(secs).as_bytes())
-        .unwrap_or_else(|_| HeaderValue::from(secs))
+    let digits = Bytes::copy_from_slice(
+        itoa::Buffer::new()
+            .format(retry_after_secs(wait))
+            .as_bytes(),
+    );
+    // SAFETY: ASCII digits are visible ASCII, a valid header value.
+    unsafe { HeaderValue::from_maybe_shared_unchecked(digits) }
 }
 
 /// Writes [`RateLimitInfo`] into response headers.
@@ -130,35 +134,33 @@ pub struct Draft10;
 
 impl HeaderStyle for Draft10 {
     fn write(&self, info: &RateLimitInfo<'_>, headers: &mut HeaderMap) {
-        write_draft10(policy_value(info.name, &info.policy), info, headers);
+        // Any name: the value is checked (an invalid one writes nothing).
+        let item = HeaderValue::from_maybe_shared(item_bytes(info)).ok();
+        write_draft10(policy_value(info.name, &info.policy), item, headers);
     }
 }
 
-/// Writes `RateLimit-Policy` (`policy`, the value of `info.policy`) and
-/// `RateLimit`.
-fn write_draft10(policy: Option<HeaderValue>, info: &RateLimitInfo<'_>, headers: &mut HeaderMap) {
-    let item = item_value(info.name, info.remaining, ceil_secs(info.reset));
+/// Writes `RateLimit-Policy` (`policy`) and `RateLimit` (`item`).
+fn write_draft10(policy: Option<HeaderValue>, item: Option<HeaderValue>, headers: &mut HeaderMap) {
     if let (Some(policy), Some(item)) = (policy, item) {
         headers.insert(RATELIMIT_POLICY, policy);
         headers.insert(RATELIMIT, item);
     }
 }
 
-/// The `RateLimit` value `"name";r=remaining;t=reset`, written into one
-/// allocation of its exact size (which `Bytes` then owns as it is).
-fn item_value(name: &str, remaining: u32, reset: u64) -> Option<HeaderValue> {
+/// The `RateLimit` value `"name";r=remaining;t=reset` of `info`, written
+/// into one allocation of its exact size (which `Bytes` then owns as it is).
+fn item_bytes(info: &RateLimitInfo<'_>) -> Bytes {
     let (mut r, mut t) = (itoa::Buffer::new(), itoa::Buffer::new());
-    let (r, t) = (r.format(remaining), t.format(reset));
-    let mut out = Vec::with_capacity(name.len() + r.len() + t.len() + 8);
+    let (r, t) = (r.format(info.remaining), t.format(ceil_secs(info.reset)));
+    let mut out = Vec::with_capacity(info.name.len() + r.len() + t.len() + 8);
     out.push(b'"');
-    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(info.name.as_bytes());
     out.extend_from_slice(b"\";r=");
     out.extend_from_slice(r.as_bytes());
     out.extend_from_slice(b";t=");
     out.extend_from_slice(t.as_bytes());
-    // The name was checked to be a valid sf-string when the layer was
-    // built, so the value is visible ASCII.
-    HeaderValue::from_maybe_shared(bytes::Bytes::from(out)).ok()
+    Bytes::from(out)
 }
 
 /// The style a layer writes with: [`Draft10`] with its `RateLimit-Policy`
@@ -183,7 +185,11 @@ impl LayerStyle {
     pub(crate) fn write(&self, info: &RateLimitInfo<'_>, headers: &mut HeaderMap) {
         match self {
             LayerStyle::Draft10(policy) => {
-                write_draft10(policy.get(info.name, &info.policy), info, headers);
+                // SAFETY: the layer's name passed `RateLimitBuilder::build`'s
+                // check (visible ASCII or space, no '"' or '\\') or is
+                // "default"; the rest is ASCII digits and `";r=`, `;t=`.
+                let item = unsafe { HeaderValue::from_maybe_shared_unchecked(item_bytes(info)) };
+                write_draft10(policy.get(info.name, &info.policy), Some(item), headers);
             }
             LayerStyle::Other(style) => style.write(info, headers),
         }

@@ -18,7 +18,7 @@
 //! ratios and a `summary` line: the rows the two profiles are compared on,
 //! in a few seconds.
 //!
-//! `--only CASE --calls N`: that single-thread case alone, `N` calls, no
+//! `--only CASE --calls N`: that single-thread or async case alone, `N` calls, no
 //! timing table: for `valgrind --tool=callgrind`, where the instructions of
 //! a run of `2N` calls less those of a run of `N`, over `N`, are the
 //! instructions of one decision (setup cancels).
@@ -150,6 +150,12 @@ fn sync_cases(quick: bool) -> Vec<Case> {
                 &format!("{p}/ours/tsc"),
                 path,
                 subjects::ours(path, TscClock::new()),
+                n,
+            ),
+            single(
+                &format!("{p}/ours_changed/tsc"),
+                path,
+                subjects::ours_changed(path, TscClock::new()),
                 n,
             ),
             single(
@@ -392,16 +398,24 @@ fn arg_value(flag: &str) -> Option<String> {
     args.get(i + 1).cloned()
 }
 
-/// `--only CASE --calls N`: one single-thread case, `N` calls, untimed
-/// output (for callgrind).
+/// `--only CASE --calls N`: one single-thread or async case, `N` calls,
+/// untimed output (for callgrind).
 fn only(name: &str, calls: u64) {
-    let cases = sync_cases(true);
+    let mut cases = sync_cases(true);
+    cases.extend(async_cases(true));
     let Some(case) = cases.iter().find(|c| c.name == name) else {
         let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
         panic!("no case {name}; cases: {}", names.join(", "));
     };
-    let batch = (case.measure)(calls);
+    let batch = measured(case, calls);
     println!("{name}: {calls} calls, {} admitted", batch.admitted);
+}
+
+/// `calls` calls of `case`, in a function of its own: callgrind's inclusive
+/// count of `compare::measured` is the loop alone, setup excluded.
+#[inline(never)]
+fn measured(case: &Case, calls: u64) -> Batch {
+    (std::hint::black_box(&case.measure))(calls)
 }
 
 /// The single-thread decision rows the two profiles are compared on.
