@@ -28,12 +28,14 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::{Future, poll_fn};
-use std::pin::{Pin, pin};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
+use bytes::Buf;
 use http::{Request, Response};
+use hyper::body::{Body, Incoming};
 use hyper::client::conn::http1;
 
 use super::balance::UpstreamBody;
@@ -54,6 +56,8 @@ struct Held {
     key: u64,
     /// How long it may idle in the pool.
     idle: Duration,
+    /// Counts it each time it is kept after its client went away.
+    kept: metrics::Counter,
 }
 
 struct Idle {
@@ -75,6 +79,7 @@ pub(crate) struct LocalPool {
     key: u64,
     idle: Duration,
     opened: metrics::Counter,
+    kept: metrics::Counter,
 }
 
 impl LocalPool {
@@ -83,11 +88,14 @@ impl LocalPool {
     pub(crate) fn new(upstream: &str, idle: Duration) -> LocalPool {
         let opened = metrics::counter!("gateway_upstream_connections_opened_total", "upstream" => upstream.to_owned());
         opened.increment(0);
+        let kept = metrics::counter!("gateway_upstream_connections_kept_total", "upstream" => upstream.to_owned());
+        kept.increment(0);
         LocalPool {
             // Relaxed: a unique number; nothing is published with it.
             key: NEXT_KEY.fetch_add(1, Ordering::Relaxed),
             idle,
             opened,
+            kept,
         }
     }
 
@@ -131,6 +139,7 @@ impl LocalPool {
             conn,
             key: self.key,
             idle: self.idle,
+            kept: self.kept.clone(),
         }))
     }
 
@@ -156,20 +165,14 @@ impl LocalPool {
                 // otherwise size, and be copied with, every request's future.
                 None => Box::pin(self.open(connector)).await?,
             };
-            let mut head = pin!(held.send.try_send_request(request));
-            let mut ended = false;
-            let result = poll_fn(|cx| {
-                // The connection first: it writes the request and reads
-                // the head that the response future then takes.
-                if !ended && Pin::new(&mut held.conn).poll(cx).is_ready() {
-                    ended = true;
-                }
-                head.as_mut().poll(cx)
-            })
-            .await;
-            match result {
-                Ok(response) => {
-                    let held = (!ended).then_some(held as Box<dyn Carrier>);
+            let head: Head = Box::pin(held.send.try_send_request(request));
+            let mut exchange = Exchange {
+                held: Some(held),
+                head: Some(head),
+            };
+            match poll_fn(|cx| exchange.poll_head(cx)).await {
+                Ok((response, held)) => {
+                    let held = held.map(|h| h as Box<dyn Carrier>);
                     return Ok(response.map(|body| ResponseBody::carried(body, held)));
                 }
                 Err(mut error) => match error.take_message() {
@@ -229,6 +232,131 @@ pub(crate) fn sweep() {
     });
 }
 
+/// The response head of a request written on a [`Held`] connection.
+type Head = Pin<
+    Box<
+        dyn Future<
+                Output = Result<
+                    Response<Incoming>,
+                    hyper::client::conn::TrySendError<Request<UpstreamBody>>,
+                >,
+            > + Send,
+    >,
+>;
+
+/// A request on its way: the connection (polled beside the head, as it
+/// writes the request and reads the head) and the head to come. Dropped
+/// before the head (the client went, or the request timed out), it hands
+/// both to [`salvage`].
+struct Exchange {
+    held: Option<Box<Held>>,
+    head: Option<Head>,
+}
+
+impl Exchange {
+    /// The response head, with the connection unless it has ended.
+    fn poll_head(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<
+        Result<
+            (Response<Incoming>, Option<Box<Held>>),
+            hyper::client::conn::TrySendError<Request<UpstreamBody>>,
+        >,
+    > {
+        // The connection first: it writes the request and reads the head
+        // that the response future then takes.
+        if let Some(held) = &mut self.held
+            && Pin::new(&mut held.conn).poll(cx).is_ready()
+        {
+            self.held = None;
+        }
+        let Some(head) = &mut self.head else {
+            return Poll::Pending;
+        };
+        let result = ready!(head.as_mut().poll(cx));
+        self.head = None;
+        Poll::Ready(result.map(|response| (response, self.held.take())))
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        if let (Some(held), Some(head)) = (self.held.take(), self.head.take()) {
+            spawn_salvage(held, Remains::Head(head));
+        }
+    }
+}
+
+/// What an abandoned exchange still has to read before its connection can
+/// serve another request.
+enum Remains {
+    Head(Head),
+    Body(Incoming),
+}
+
+/// The longest an abandoned exchange may take to finish.
+const SALVAGE_WITHIN: Duration = Duration::from_secs(1);
+
+/// The most body bytes an abandoned exchange reads to keep its connection.
+const SALVAGE_BYTES: usize = 64 * 1024;
+
+fn spawn_salvage(held: Box<Held>, remains: Remains) {
+    // Outside a runtime (or while it shuts down) the connection closes.
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(salvage(held, remains));
+    }
+}
+
+/// Finishes an exchange whose client went away (its head, then at most
+/// [`SALVAGE_BYTES`] of body, within [`SALVAGE_WITHIN`]) and returns the
+/// connection to this thread's pool; otherwise the connection closes.
+/// Closing it would cost the next request a new connection (wrk and
+/// browsers leave with requests in flight).
+async fn salvage(held: Box<Held>, remains: Remains) {
+    if let Ok(Some(held)) = tokio::time::timeout(SALVAGE_WITHIN, finish(held, remains)).await {
+        held.kept.increment(1);
+        checkin(held);
+    }
+}
+
+/// The connection, once what `remains` of its exchange has been read.
+async fn finish(mut held: Box<Held>, remains: Remains) -> Option<Box<Held>> {
+    let mut body = match remains {
+        Remains::Body(body) => body,
+        Remains::Head(mut head) => poll_fn(|cx| {
+            if held.poll_conn(cx) {
+                return Poll::Ready(None);
+            }
+            head.as_mut().poll(cx).map(Result::ok)
+        })
+        .await?
+        .into_body(),
+    };
+    let mut read = 0;
+    loop {
+        let frame = poll_fn(|cx| {
+            if held.poll_conn(cx) {
+                return Poll::Ready(None);
+            }
+            match Pin::new(&mut body).poll_frame(cx) {
+                Poll::Ready(None) => Poll::Ready(Some(None)),
+                Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Some(frame))),
+                Poll::Ready(Some(Err(_))) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await?;
+        let Some(frame) = frame else {
+            return Some(held);
+        };
+        read += frame.data_ref().map_or(0, Buf::remaining);
+        if read > SALVAGE_BYTES {
+            return None;
+        }
+    }
+}
+
 impl Carrier for Held {
     fn poll_conn(&mut self, cx: &mut Context<'_>) -> bool {
         Pin::new(&mut self.conn).poll(cx).is_ready()
@@ -236,5 +364,9 @@ impl Carrier for Held {
 
     fn release(self: Box<Self>) {
         checkin(self);
+    }
+
+    fn abandon(self: Box<Self>, body: Incoming) {
+        spawn_salvage(self, Remains::Body(body));
     }
 }
