@@ -142,11 +142,7 @@ pub(crate) fn add_forwarding(
     if let Ok(v) = forwarded {
         append(headers, header::FORWARDED, v);
     }
-    append(
-        headers,
-        X_FORWARDED_PROTO,
-        HeaderValue::from_static(proto),
-    );
+    append(headers, X_FORWARDED_PROTO, HeaderValue::from_static(proto));
     append(headers, header::VIA, via(version));
     if rewrite_host
         && let Some(v) = upstream

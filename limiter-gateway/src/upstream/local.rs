@@ -18,6 +18,8 @@
 //!   ended; a body dropped before its end closes it. At most [`MAX_IDLE`]
 //!   wait per address and thread, none longer than `timeouts.idle`
 //!   (checked at checkout and by [`sweep`]);
+//! * a thread whose pool is empty takes a connection another worker has
+//!   not needed for a while (module `spare`) before it dials a new one;
 //! * every new connection is counted in
 //!   `gateway_upstream_connections_opened_total{upstream}`.
 //!
@@ -37,9 +39,11 @@ use bytes::Buf;
 use http::{Request, Response};
 use hyper::body::{Body, Incoming};
 use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
 
 use super::balance::UpstreamBody;
 use super::connect::{Connector, SendError, UpstreamStream};
+use super::spare::{self, SPARE_AFTER};
 use crate::response::{Carrier, ResponseBody};
 
 /// The most idle connections one thread keeps for one address.
@@ -127,13 +131,29 @@ impl LocalPool {
         .flatten()
     }
 
+    /// A connection another worker gave up (module `spare`), on this
+    /// thread's reactor.
+    async fn adopt(&self) -> Option<Box<Held>> {
+        let stream = spare::take(self.key)?;
+        let stream = tokio::net::TcpStream::from_std(stream).ok()?;
+        self.held(UpstreamStream::Plain(TokioIo::new(stream)))
+            .await
+            .ok()
+    }
+
     async fn open(&self, connector: &Connector) -> Result<Box<Held>, SendError> {
         let stream = connector.dial().await.map_err(SendError::Connect)?;
+        let held = self.held(stream).await?;
+        self.opened.increment(1);
+        Ok(held)
+    }
+
+    /// A new HTTP/1 state machine on `stream` (no I/O).
+    async fn held(&self, stream: UpstreamStream) -> Result<Box<Held>, SendError> {
         let (send, conn) = http1::Builder::new()
             .handshake(stream)
             .await
             .map_err(SendError::Exchange)?;
-        self.opened.increment(1);
         Ok(Box::new(Held {
             send,
             conn,
@@ -157,7 +177,10 @@ impl LocalPool {
     ) -> Result<Response<ResponseBody>, SendError> {
         origin_form(&mut request);
         loop {
-            let pooled = poll_fn(|cx| Poll::Ready(self.checkout(cx))).await;
+            let mut pooled = poll_fn(|cx| Poll::Ready(self.checkout(cx))).await;
+            if pooled.is_none() {
+                pooled = self.adopt().await;
+            }
             let fresh = pooled.is_none();
             let mut held = match pooled {
                 Some(held) => held,
@@ -215,11 +238,19 @@ fn checkin(held: Box<Held>) {
 }
 
 /// Closes this thread's idle connections that waited past their idle
-/// timeout or that their upstream closed (each worker runs it now and
-/// then, so an address no request uses any more holds no socket).
+/// timeout or that their upstream closed, and gives those idle for
+/// [`SPARE_AFTER`] to the other workers (module `spare`). Each worker runs
+/// it now and then, so an address no request uses any more holds no
+/// socket for long.
 pub(crate) fn sweep() {
+    sweep_giving(SPARE_AFTER);
+}
+
+/// [`sweep`], giving away the connections idle for `after`.
+pub(super) fn sweep_giving(after: Duration) {
     let waker = futures::task::noop_waker();
     let mut cx = Context::from_waker(&waker);
+    let mut given = Vec::new();
     let _ = POOL.try_with(|pool| {
         let mut pool = pool.borrow_mut();
         for idle in pool.values_mut() {
@@ -227,9 +258,32 @@ pub(crate) fn sweep() {
                 i.since.elapsed() < i.held.idle
                     && Pin::new(&mut i.held.conn).poll(&mut cx).is_pending()
             });
+            // Most recent on top: the long idle ones are at the bottom.
+            let long = idle.partition_point(|i| i.since.elapsed() >= after);
+            given.extend(idle.drain(..long).filter_map(bare));
         }
         pool.retain(|_, idle| !idle.is_empty());
     });
+    spare::give(given);
+}
+
+/// An idle plain-TCP connection as a socket off this thread's reactor.
+fn bare(idle: Idle) -> Option<(u64, std::net::TcpStream, Instant, Duration)> {
+    let Held {
+        conn,
+        key,
+        idle: timeout,
+        ..
+    } = *idle.held;
+    let parts = conn.into_parts();
+    let UpstreamStream::Plain(io) = parts.io else {
+        return None;
+    };
+    if !parts.read_buf.is_empty() {
+        return None;
+    }
+    let stream = io.into_inner().into_std().ok()?;
+    Some((key, stream, idle.since, timeout))
 }
 
 /// The response head of a request written on a [`Held`] connection.
