@@ -286,17 +286,11 @@ fn bare(idle: Idle) -> Option<(u64, std::net::TcpStream, Instant, Duration)> {
     Some((key, stream, idle.since, timeout))
 }
 
+/// A request a connection gave back, with why.
+type Unsent = hyper::client::conn::TrySendError<Request<UpstreamBody>>;
+
 /// The response head of a request written on a [`Held`] connection.
-type Head = Pin<
-    Box<
-        dyn Future<
-                Output = Result<
-                    Response<Incoming>,
-                    hyper::client::conn::TrySendError<Request<UpstreamBody>>,
-                >,
-            > + Send,
-    >,
->;
+type Head = Pin<Box<dyn Future<Output = Result<Response<Incoming>, Unsent>> + Send>>;
 
 /// A request on its way: the connection (polled beside the head, as it
 /// writes the request and reads the head) and the head to come. Dropped
@@ -312,12 +306,7 @@ impl Exchange {
     fn poll_head(
         &mut self,
         cx: &mut Context<'_>,
-    ) -> Poll<
-        Result<
-            (Response<Incoming>, Option<Box<Held>>),
-            hyper::client::conn::TrySendError<Request<UpstreamBody>>,
-        >,
-    > {
+    ) -> Poll<Result<(Response<Incoming>, Option<Box<Held>>), Unsent>> {
         // The connection first: it writes the request and reads the head
         // that the response future then takes.
         if let Some(held) = &mut self.held
