@@ -289,6 +289,9 @@ fn bare(idle: Idle) -> Option<(u64, std::net::TcpStream, Instant, Duration)> {
 /// A request a connection gave back, with why.
 type Unsent = hyper::client::conn::TrySendError<Request<UpstreamBody>>;
 
+/// A response head, with its connection unless that has ended.
+type Answered = (Response<Incoming>, Option<Box<Held>>);
+
 /// The response head of a request written on a [`Held`] connection.
 type Head = Pin<Box<dyn Future<Output = Result<Response<Incoming>, Unsent>> + Send>>;
 
@@ -303,10 +306,7 @@ struct Exchange {
 
 impl Exchange {
     /// The response head, with the connection unless it has ended.
-    fn poll_head(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<(Response<Incoming>, Option<Box<Held>>), Unsent>> {
+    fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<Result<Answered, Unsent>> {
         // The connection first: it writes the request and reads the head
         // that the response future then takes.
         if let Some(held) = &mut self.held
