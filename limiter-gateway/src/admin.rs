@@ -86,6 +86,10 @@ pub(crate) fn register() {
         "gateway_upstream_connections_opened_total",
         "HTTP/1.1 upstream connections opened by the workers' own pools, by upstream (0 new per request once warm, under keep-alive)."
     );
+    describe_counter!(
+        "gateway_upstream_connections_kept_total",
+        "HTTP/1.1 upstream connections whose client left mid-exchange, finished and kept in the pool, by upstream."
+    );
     describe_gauge!(
         "gateway_upstream_available_addresses",
         "Addresses of an upstream that are neither ejected nor failing their health check."

@@ -19,6 +19,7 @@
 //! authority with `rewrite_host`. An HTTP/2 request carries its authority
 //! in the URI, not a header: it becomes `Host`.
 
+use std::io::Write;
 use std::net::IpAddr;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -36,49 +37,64 @@ pub(crate) const HOP_BY_HOP: [HeaderName; 7] = [
     header::UPGRADE,
 ];
 
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+
 /// Removes the hop-by-hop headers of `headers`, those named by its
 /// `Connection` headers first.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
+    // One pass over the message's few names instead of a lookup per
+    // hop-by-hop name: most messages carry none or one (`Connection`).
+    let mut gone: Vec<HeaderName> = headers
+        .keys()
+        .filter(|k| HOP_BY_HOP.contains(k))
+        .cloned()
+        .collect();
+    if gone.is_empty() {
+        return;
+    }
+    let named = headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for name in named.iter().chain(HOP_BY_HOP.iter()) {
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok());
+    gone.extend(named.collect::<Vec<_>>());
+    for name in &gone {
         headers.remove(name);
     }
 }
 
-fn append(headers: &mut HeaderMap, name: HeaderName, value: &str) {
-    let joined = match headers
-        .get_all(&name)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .fold(String::new(), |mut acc, v| {
-            if !acc.is_empty() {
-                acc.push_str(", ");
+/// Adds `value` to the list header `name`: a new line when the message
+/// has none (the common case), else joined to what earlier hops wrote.
+fn append(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue) {
+    match headers.entry(name) {
+        header::Entry::Vacant(slot) => {
+            slot.insert(value);
+        }
+        header::Entry::Occupied(mut line) => {
+            let mut joined = Vec::new();
+            for v in line.iter() {
+                joined.extend_from_slice(v.as_bytes());
+                joined.extend_from_slice(b", ");
             }
-            acc.push_str(v);
-            acc
-        }) {
-        s if s.is_empty() => value.to_owned(),
-        s => format!("{s}, {value}"),
-    };
-    if let Ok(v) = HeaderValue::from_str(&joined) {
-        headers.insert(name, v);
+            joined.extend_from_slice(value.as_bytes());
+            if let Ok(v) = HeaderValue::from_bytes(&joined) {
+                line.insert(v);
+            }
+        }
     }
 }
 
-fn version_token(version: Version) -> &'static str {
-    match version {
-        Version::HTTP_09 => "0.9",
-        Version::HTTP_10 => "1.0",
-        Version::HTTP_2 => "2",
-        Version::HTTP_3 => "3",
-        _ => "1.1",
-    }
+/// `Via`'s value for a request that arrived over `version`.
+fn via(version: Version) -> HeaderValue {
+    HeaderValue::from_static(match version {
+        Version::HTTP_09 => "0.9 limiter-gateway",
+        Version::HTTP_10 => "1.0 limiter-gateway",
+        Version::HTTP_2 => "2 limiter-gateway",
+        Version::HTTP_3 => "3 limiter-gateway",
+        _ => "1.1 limiter-gateway",
+    })
 }
 
 /// Appends the forwarding headers for a request from `peer` that arrived
@@ -90,7 +106,7 @@ pub(crate) fn add_forwarding(
     incoming: &Uri,
     upstream: &Uri,
     rewrite_host: bool,
-    proto: &str,
+    proto: &'static str,
 ) {
     if !headers.contains_key(header::HOST)
         && let Some(v) = incoming
@@ -99,30 +115,35 @@ pub(crate) fn add_forwarding(
     {
         headers.insert(header::HOST, v);
     }
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_owned);
-    let ip = peer.to_string();
-    append(headers, HeaderName::from_static("x-forwarded-for"), &ip);
-    append(headers, HeaderName::from_static("x-forwarded-proto"), proto);
-    let node = match peer {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => format!("\"[{v6}]\""),
+    // One buffer: the address, then `Forwarded`'s element.
+    let mut buf = Vec::with_capacity(96);
+    let _ = match peer {
+        IpAddr::V4(v4) => write!(buf, "{v4}"),
+        IpAddr::V6(v6) => write!(buf, "\"[{v6}]\""),
     };
-    let mut forwarded = format!("for={node};proto={proto}");
-    if let Some(host) = host.as_deref().filter(|h| is_token(h)) {
-        forwarded.push_str(";host=");
-        forwarded.push_str(host);
-    } else if let Some(host) = host.as_deref() {
-        forwarded.push_str(&format!(";host=\"{}\"", host.replace(['"', '\\'], "")));
+    let end = buf.len();
+    buf.extend_from_slice(b"for=");
+    buf.extend_from_within(..end);
+    // `X-Forwarded-For` takes an IPv6 address without quotes and brackets.
+    let ip = if peer.is_ipv6() { 2..end - 2 } else { 0..end };
+    buf.extend_from_slice(b";proto=");
+    buf.extend_from_slice(proto.as_bytes());
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    if let Some(host) = host.filter(|h| is_token(h)) {
+        buf.extend_from_slice(b";host=");
+        buf.extend_from_slice(host.as_bytes());
+    } else if let Some(host) = host {
+        let _ = write!(buf, ";host=\"{}\"", host.replace(['"', '\\'], ""));
     }
-    append(headers, header::FORWARDED, &forwarded);
-    append(
-        headers,
-        header::VIA,
-        &format!("{} limiter-gateway", version_token(version)),
-    );
+    let forwarded = HeaderValue::from_bytes(&buf[end..]);
+    if let Ok(v) = HeaderValue::from_bytes(&buf[ip]) {
+        append(headers, X_FORWARDED_FOR, v);
+    }
+    if let Ok(v) = forwarded {
+        append(headers, header::FORWARDED, v);
+    }
+    append(headers, X_FORWARDED_PROTO, HeaderValue::from_static(proto));
+    append(headers, header::VIA, via(version));
     if rewrite_host
         && let Some(v) = upstream
             .authority()

@@ -2,7 +2,8 @@
 //! streams it to the client, with the connection it arrives on when that
 //! connection is the request task's own (module `upstream`'s per-thread
 //! path): polled with the body, released to its pool when the body ends,
-//! closed when the body is dropped before its end or fails.
+//! handed back to the pool's salvage when the body is dropped before its
+//! end (the client went), closed when it fails.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -18,12 +19,17 @@ pub(crate) trait Carrier: Send {
 
     /// The body has ended: the connection may serve another request.
     fn release(self: Box<Self>);
+
+    /// The body was dropped before its end (the client went): the rest of
+    /// `body` may still be read off the connection to keep it.
+    fn abandon(self: Box<Self>, body: Incoming);
 }
 
 /// The body of an upstream's response: hyper's stream, and on the
 /// per-thread path the connection it arrives on.
 pub struct ResponseBody {
-    body: Incoming,
+    /// Always `Some` but in `Drop`, which may hand it to the carrier.
+    body: Option<Incoming>,
     carrier: Option<Box<dyn Carrier>>,
 }
 
@@ -40,15 +46,19 @@ impl ResponseBody {
     /// A body whose connection another task drives (hyper-util's pool).
     pub(crate) fn detached(body: Incoming) -> ResponseBody {
         ResponseBody {
-            body,
+            body: Some(body),
             carrier: None,
         }
     }
 
     /// A body arriving on `carrier` (`None`: the connection has ended).
     pub(crate) fn carried(body: Incoming, carrier: Option<Box<dyn Carrier>>) -> ResponseBody {
-        let mut body = ResponseBody { body, carrier };
-        if body.body.is_end_stream() {
+        let ended = body.is_end_stream();
+        let mut body = ResponseBody {
+            body: Some(body),
+            carrier,
+        };
+        if ended {
             // No frame will be asked for (an empty or HEAD response).
             body.finish();
         }
@@ -77,10 +87,14 @@ impl Body for ResponseBody {
             // Closed or failed: what it read is in the body already.
             this.carrier = None;
         }
-        let frame = Pin::new(&mut this.body).poll_frame(cx);
+        let Some(body) = &mut this.body else {
+            return Poll::Ready(None);
+        };
+        let frame = Pin::new(&mut *body).poll_frame(cx);
+        let ended = body.is_end_stream();
         match &frame {
             Poll::Ready(None) => this.finish(),
-            Poll::Ready(Some(Ok(_))) if this.body.is_end_stream() => this.finish(),
+            Poll::Ready(Some(Ok(_))) if ended => this.finish(),
             Poll::Ready(Some(Err(_))) => this.carrier = None,
             Poll::Ready(Some(Ok(_))) | Poll::Pending => {}
         }
@@ -88,10 +102,20 @@ impl Body for ResponseBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.body.as_ref().is_none_or(Body::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        self.body
+            .as_ref()
+            .map_or_else(SizeHint::default, Body::size_hint)
+    }
+}
+
+impl Drop for ResponseBody {
+    fn drop(&mut self) {
+        if let (Some(carrier), Some(body)) = (self.carrier.take(), self.body.take()) {
+            carrier.abandon(body);
+        }
     }
 }

@@ -17,6 +17,7 @@ mod calendar;
 mod connections;
 mod explain;
 mod quiet;
+mod reuse;
 mod serving;
 mod tls;
 mod upgrade;

@@ -18,6 +18,8 @@
 //!   ended; a body dropped before its end closes it. At most [`MAX_IDLE`]
 //!   wait per address and thread, none longer than `timeouts.idle`
 //!   (checked at checkout and by [`sweep`]);
+//! * a thread whose pool is empty takes a connection another worker has
+//!   not needed for a while (module `spare`) before it dials a new one;
 //! * every new connection is counted in
 //!   `gateway_upstream_connections_opened_total{upstream}`.
 //!
@@ -28,16 +30,20 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::{Future, poll_fn};
-use std::pin::{Pin, pin};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
+use bytes::Buf;
 use http::{Request, Response};
+use hyper::body::{Body, Incoming};
 use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
 
 use super::balance::UpstreamBody;
 use super::connect::{Connector, SendError, UpstreamStream};
+use super::spare::{self, SPARE_AFTER};
 use crate::response::{Carrier, ResponseBody};
 
 /// The most idle connections one thread keeps for one address.
@@ -54,6 +60,8 @@ struct Held {
     key: u64,
     /// How long it may idle in the pool.
     idle: Duration,
+    /// Counts it each time it is kept after its client went away.
+    kept: metrics::Counter,
 }
 
 struct Idle {
@@ -75,6 +83,7 @@ pub(crate) struct LocalPool {
     key: u64,
     idle: Duration,
     opened: metrics::Counter,
+    kept: metrics::Counter,
 }
 
 impl LocalPool {
@@ -83,11 +92,14 @@ impl LocalPool {
     pub(crate) fn new(upstream: &str, idle: Duration) -> LocalPool {
         let opened = metrics::counter!("gateway_upstream_connections_opened_total", "upstream" => upstream.to_owned());
         opened.increment(0);
+        let kept = metrics::counter!("gateway_upstream_connections_kept_total", "upstream" => upstream.to_owned());
+        kept.increment(0);
         LocalPool {
             // Relaxed: a unique number; nothing is published with it.
             key: NEXT_KEY.fetch_add(1, Ordering::Relaxed),
             idle,
             opened,
+            kept,
         }
     }
 
@@ -119,18 +131,35 @@ impl LocalPool {
         .flatten()
     }
 
+    /// A connection another worker gave up (module `spare`), on this
+    /// thread's reactor.
+    async fn adopt(&self) -> Option<Box<Held>> {
+        let stream = spare::take(self.key)?;
+        let stream = tokio::net::TcpStream::from_std(stream).ok()?;
+        self.held(UpstreamStream::Plain(TokioIo::new(stream)))
+            .await
+            .ok()
+    }
+
     async fn open(&self, connector: &Connector) -> Result<Box<Held>, SendError> {
         let stream = connector.dial().await.map_err(SendError::Connect)?;
+        let held = self.held(stream).await?;
+        self.opened.increment(1);
+        Ok(held)
+    }
+
+    /// A new HTTP/1 state machine on `stream` (no I/O).
+    async fn held(&self, stream: UpstreamStream) -> Result<Box<Held>, SendError> {
         let (send, conn) = http1::Builder::new()
             .handshake(stream)
             .await
             .map_err(SendError::Exchange)?;
-        self.opened.increment(1);
         Ok(Box::new(Held {
             send,
             conn,
             key: self.key,
             idle: self.idle,
+            kept: self.kept.clone(),
         }))
     }
 
@@ -148,7 +177,10 @@ impl LocalPool {
     ) -> Result<Response<ResponseBody>, SendError> {
         origin_form(&mut request);
         loop {
-            let pooled = poll_fn(|cx| Poll::Ready(self.checkout(cx))).await;
+            let mut pooled = poll_fn(|cx| Poll::Ready(self.checkout(cx))).await;
+            if pooled.is_none() {
+                pooled = self.adopt().await;
+            }
             let fresh = pooled.is_none();
             let mut held = match pooled {
                 Some(held) => held,
@@ -156,20 +188,14 @@ impl LocalPool {
                 // otherwise size, and be copied with, every request's future.
                 None => Box::pin(self.open(connector)).await?,
             };
-            let mut head = pin!(held.send.try_send_request(request));
-            let mut ended = false;
-            let result = poll_fn(|cx| {
-                // The connection first: it writes the request and reads
-                // the head that the response future then takes.
-                if !ended && Pin::new(&mut held.conn).poll(cx).is_ready() {
-                    ended = true;
-                }
-                head.as_mut().poll(cx)
-            })
-            .await;
-            match result {
-                Ok(response) => {
-                    let held = (!ended).then_some(held as Box<dyn Carrier>);
+            let head: Head = Box::pin(held.send.try_send_request(request));
+            let mut exchange = Exchange {
+                held: Some(held),
+                head: Some(head),
+            };
+            match poll_fn(|cx| exchange.poll_head(cx)).await {
+                Ok((response, held)) => {
+                    let held = held.map(|h| h as Box<dyn Carrier>);
                     return Ok(response.map(|body| ResponseBody::carried(body, held)));
                 }
                 Err(mut error) => match error.take_message() {
@@ -212,11 +238,19 @@ fn checkin(held: Box<Held>) {
 }
 
 /// Closes this thread's idle connections that waited past their idle
-/// timeout or that their upstream closed (each worker runs it now and
-/// then, so an address no request uses any more holds no socket).
+/// timeout or that their upstream closed, and gives those idle for
+/// [`SPARE_AFTER`] to the other workers (module `spare`). Each worker runs
+/// it now and then, so an address no request uses any more holds no
+/// socket for long.
 pub(crate) fn sweep() {
+    sweep_giving(SPARE_AFTER);
+}
+
+/// [`sweep`], giving away the connections idle for `after`.
+pub(super) fn sweep_giving(after: Duration) {
     let waker = futures::task::noop_waker();
     let mut cx = Context::from_waker(&waker);
+    let mut given = Vec::new();
     let _ = POOL.try_with(|pool| {
         let mut pool = pool.borrow_mut();
         for idle in pool.values_mut() {
@@ -224,9 +258,146 @@ pub(crate) fn sweep() {
                 i.since.elapsed() < i.held.idle
                     && Pin::new(&mut i.held.conn).poll(&mut cx).is_pending()
             });
+            // Most recent on top: the long idle ones are at the bottom.
+            let long = idle.partition_point(|i| i.since.elapsed() >= after);
+            given.extend(idle.drain(..long).filter_map(bare));
         }
         pool.retain(|_, idle| !idle.is_empty());
     });
+    spare::give(given);
+}
+
+/// An idle plain-TCP connection as a socket off this thread's reactor.
+fn bare(idle: Idle) -> Option<(u64, std::net::TcpStream, Instant, Duration)> {
+    let Held {
+        conn,
+        key,
+        idle: timeout,
+        ..
+    } = *idle.held;
+    let parts = conn.into_parts();
+    let UpstreamStream::Plain(io) = parts.io else {
+        return None;
+    };
+    if !parts.read_buf.is_empty() {
+        return None;
+    }
+    let stream = io.into_inner().into_std().ok()?;
+    Some((key, stream, idle.since, timeout))
+}
+
+/// A request a connection gave back, with why.
+type Unsent = hyper::client::conn::TrySendError<Request<UpstreamBody>>;
+
+/// A response head, with its connection unless that has ended.
+type Answered = (Response<Incoming>, Option<Box<Held>>);
+
+/// The response head of a request written on a [`Held`] connection.
+type Head = Pin<Box<dyn Future<Output = Result<Response<Incoming>, Unsent>> + Send>>;
+
+/// A request on its way: the connection (polled beside the head, as it
+/// writes the request and reads the head) and the head to come. Dropped
+/// before the head (the client went, or the request timed out), it hands
+/// both to [`salvage`].
+struct Exchange {
+    held: Option<Box<Held>>,
+    head: Option<Head>,
+}
+
+impl Exchange {
+    /// The response head, with the connection unless it has ended.
+    fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<Result<Answered, Unsent>> {
+        // The connection first: it writes the request and reads the head
+        // that the response future then takes.
+        if let Some(held) = &mut self.held
+            && Pin::new(&mut held.conn).poll(cx).is_ready()
+        {
+            self.held = None;
+        }
+        let Some(head) = &mut self.head else {
+            return Poll::Pending;
+        };
+        let result = ready!(head.as_mut().poll(cx));
+        self.head = None;
+        Poll::Ready(result.map(|response| (response, self.held.take())))
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        if let (Some(held), Some(head)) = (self.held.take(), self.head.take()) {
+            spawn_salvage(held, Remains::Head(head));
+        }
+    }
+}
+
+/// What an abandoned exchange still has to read before its connection can
+/// serve another request.
+enum Remains {
+    Head(Head),
+    Body(Incoming),
+}
+
+/// The longest an abandoned exchange may take to finish.
+const SALVAGE_WITHIN: Duration = Duration::from_secs(1);
+
+/// The most body bytes an abandoned exchange reads to keep its connection.
+const SALVAGE_BYTES: usize = 64 * 1024;
+
+fn spawn_salvage(held: Box<Held>, remains: Remains) {
+    // Outside a runtime (or while it shuts down) the connection closes.
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(salvage(held, remains));
+    }
+}
+
+/// Finishes an exchange whose client went away (its head, then at most
+/// [`SALVAGE_BYTES`] of body, within [`SALVAGE_WITHIN`]) and returns the
+/// connection to this thread's pool; otherwise the connection closes.
+/// Closing it would cost the next request a new connection (wrk and
+/// browsers leave with requests in flight).
+async fn salvage(held: Box<Held>, remains: Remains) {
+    if let Ok(Some(held)) = tokio::time::timeout(SALVAGE_WITHIN, finish(held, remains)).await {
+        held.kept.increment(1);
+        checkin(held);
+    }
+}
+
+/// The connection, once what `remains` of its exchange has been read.
+async fn finish(mut held: Box<Held>, remains: Remains) -> Option<Box<Held>> {
+    let mut body = match remains {
+        Remains::Body(body) => body,
+        Remains::Head(mut head) => poll_fn(|cx| {
+            if held.poll_conn(cx) {
+                return Poll::Ready(None);
+            }
+            head.as_mut().poll(cx).map(Result::ok)
+        })
+        .await?
+        .into_body(),
+    };
+    let mut read = 0;
+    loop {
+        let frame = poll_fn(|cx| {
+            if held.poll_conn(cx) {
+                return Poll::Ready(None);
+            }
+            match Pin::new(&mut body).poll_frame(cx) {
+                Poll::Ready(None) => Poll::Ready(Some(None)),
+                Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Some(frame))),
+                Poll::Ready(Some(Err(_))) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await?;
+        let Some(frame) = frame else {
+            return Some(held);
+        };
+        read += frame.data_ref().map_or(0, Buf::remaining);
+        if read > SALVAGE_BYTES {
+            return None;
+        }
+    }
 }
 
 impl Carrier for Held {
@@ -236,5 +407,9 @@ impl Carrier for Held {
 
     fn release(self: Box<Self>) {
         checkin(self);
+    }
+
+    fn abandon(self: Box<Self>, body: Incoming) {
+        spawn_salvage(self, Remains::Body(body));
     }
 }

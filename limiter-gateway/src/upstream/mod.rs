@@ -25,6 +25,7 @@ mod balance;
 mod connect;
 pub(crate) mod health;
 mod local;
+mod spare;
 
 use std::time::Duration;
 
