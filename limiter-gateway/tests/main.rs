@@ -19,4 +19,5 @@ mod explain;
 mod quiet;
 mod serving;
 mod tls;
+mod traces;
 mod upgrade;
