@@ -5,15 +5,12 @@
 //! `traceparent` whose parent is the decision's span. Without the
 //! variables nothing is exported and the `traceparent` goes on as it came.
 
-use std::process::Stdio;
-use std::time::Duration;
-
 use http::Request;
 use limiter_gateway::echo::Echo;
 use limiter_test_support::otlp::Receiver;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+use crate::binary::{signal, spawn_with_env};
 use crate::support::{TempDir, client, empty, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_limiter-gateway");
@@ -30,39 +27,13 @@ rate_limits:
     match: { prefix: \"/\" }
 ";
 
-/// Starts the binary with `env`; returns it and its proxy address.
+/// Starts the binary with `env` (spans sent every 100 ms); returns it and
+/// its proxy address.
 async fn start(rules: &std::path::Path, upstream: &str, env: &[(&str, String)]) -> (Child, String) {
-    let mut child = Command::new(BIN)
-        .arg("--config")
-        .arg(rules)
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--upstream",
-            upstream,
-            "--drain-delay",
-            "0",
-        ])
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the binary starts");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let addr = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(a) = line.strip_prefix("limiter-gateway listening on ") {
-                return a.to_owned();
-            }
-        }
-        panic!("the binary exited before listening");
-    })
-    .await
-    .expect("the binary prints its address");
-    (child, addr)
+    let mut env = env.to_vec();
+    env.push(("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned()));
+    let p = spawn_with_env(rules, upstream, &[], &env).await;
+    (p.child, p.addr.to_string())
 }
 
 /// Two requests with the caller's `traceparent` (admitted, then refused
@@ -91,15 +62,6 @@ fn traceparent_seen(headers: &str) -> &str {
         .unwrap_or_else(|| panic!("no traceparent upstream: {headers}"))
 }
 
-fn terminate(child: &Child) {
-    let pid = child.id().expect("running").to_string();
-    let sent = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rule_decisions_are_spans_of_the_callers_trace() {
     let echo = Echo::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
@@ -113,7 +75,7 @@ async fn rule_decisions_are_spans_of_the_callers_trace() {
     let (mut child, addr) = start(&rules, &echo.url(), &env).await;
     let (upstream_saw, second) = two_requests(&addr).await;
     assert_eq!(second, 429);
-    terminate(&child);
+    signal(&child, "TERM");
     assert!(child.wait().await.unwrap().success());
     let spans = receiver.spans();
     assert_eq!(spans.len(), 2, "{spans:#?}");
@@ -156,7 +118,7 @@ async fn without_otel_variables_nothing_is_traced() {
         traceparent_seen(&upstream_saw),
         format!("00-{TRACE_ID}-{PARENT}-01")
     );
-    terminate(&child);
+    signal(&child, "TERM");
     assert!(child.wait().await.unwrap().success());
     assert_eq!(receiver.spans(), Vec::<serde_json::Value>::new());
 }
