@@ -1,7 +1,7 @@
 //! The three listeners and their lifecycle: gRPC (`ShouldRateLimit` and
 //! `grpc.health.v1.Health`), HTTP (`/healthcheck`, `POST /json`) and debug
 //! (`/rlconfig`, `/metrics`), with hot reload and graceful shutdown; TLS
-//! on the gRPC listener when asked ([`serve_with_tls`], `tls`).
+//! on the gRPC listener when asked (`GRPC_SERVER_USE_TLS`, through [`run`](crate::run)).
 //!
 //! Shutdown (SIGTERM or SIGINT): health turns NOT_SERVING and
 //! `/healthcheck` answers 500 at once, so balancers and Envoy's health
