@@ -144,7 +144,35 @@ fn main() -> ExitCode {
     runtime.block_on(run(args, config))
 }
 
+/// Traces when the `OTEL_*` variables ask for them (docs/gateway.md,
+/// Traces): the exporter, and its tracer made the default of the rules'
+/// layers, so it must run before the rules are built.
+#[cfg(feature = "otel")]
+fn start_tracing() -> Result<Option<limiter_tower::otel::SdkTracerProvider>, String> {
+    use limiter_tower::otel::{Defaults, TraceConfig};
+    let defaults = Defaults {
+        service_name: "limiter-gateway",
+        ..Defaults::default()
+    };
+    let config = TraceConfig::if_enabled(&|k| std::env::var(k).ok(), defaults)
+        .map_err(|(name, expected)| format!("{name}: use {expected}"))?;
+    let Some(config) = config else {
+        return Ok(None);
+    };
+    limiter_tower::otel::install(&config)
+        .map(Some)
+        .map_err(|e| format!("OTLP endpoint {}: {e}", config.endpoint))
+}
+
 async fn run(args: Args, config: GatewayConfig) -> ExitCode {
+    #[cfg(feature = "otel")]
+    let traces = match start_tracing() {
+        Ok(traces) => traces,
+        Err(e) => {
+            eprintln!("limiter-gateway: {e}");
+            return ExitCode::from(2);
+        }
+    };
     // Before the rules: the layer registers its metrics when they are built.
     metrics_handle();
     let rules = match RuleSet::load(&args.config) {
@@ -206,6 +234,11 @@ async fn run(args: Args, config: GatewayConfig) -> ExitCode {
         match Arc::try_unwrap(running) {
             Ok(r) => {
                 r.shutdown().await;
+                // The last spans: a blocking send that needs this runtime.
+                #[cfg(feature = "otel")]
+                if let Some(provider) = traces {
+                    let _ = tokio::task::spawn_blocking(move || provider.shutdown()).await;
+                }
                 return ExitCode::SUCCESS;
             }
             Err(shared) => {

@@ -17,13 +17,24 @@ use tokio::process::{Child, Command};
 
 const BIN: &str = env!("CARGO_BIN_EXE_limiter-gateway");
 
-struct Proc {
-    child: Child,
-    addr: SocketAddr,
+pub(crate) struct Proc {
+    pub(crate) child: Child,
+    pub(crate) addr: SocketAddr,
     admin: SocketAddr,
 }
 
 async fn spawn(rules: &std::path::Path, upstream: &str, extra: &[&str]) -> Proc {
+    spawn_with_env(rules, upstream, extra, &[]).await
+}
+
+/// The binary on loopback ports (proxy and admin) with `extra` flags and
+/// `env` variables, once it printed its addresses.
+pub(crate) async fn spawn_with_env(
+    rules: &std::path::Path,
+    upstream: &str,
+    extra: &[&str],
+    env: &[(&str, String)],
+) -> Proc {
     let mut child = Command::new(BIN)
         .arg("--config")
         .arg(rules)
@@ -42,6 +53,7 @@ async fn spawn(rules: &std::path::Path, upstream: &str, extra: &[&str]) -> Proc 
             &["--drain-delay", "0"][..]
         })
         .env("RUST_LOG", "warn")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)
@@ -70,7 +82,7 @@ async fn spawn(rules: &std::path::Path, upstream: &str, extra: &[&str]) -> Proc 
     }
 }
 
-fn signal(child: &Child, name: &str) {
+pub(crate) fn signal(child: &Child, name: &str) {
     let pid = child.id().expect("running").to_string();
     let ok = std::process::Command::new("kill")
         .args([&format!("-{name}"), &pid])

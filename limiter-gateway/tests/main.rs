@@ -20,4 +20,5 @@ mod quiet;
 mod reuse;
 mod serving;
 mod tls;
+mod traces;
 mod upgrade;

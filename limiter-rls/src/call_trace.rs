@@ -9,7 +9,9 @@
 //! their own: each is an event (`ratelimit.descriptor`) on the span, not a
 //! child span.
 //!
-//! Attributes: `ratelimit.domain`, `ratelimit.decision` (`OK` or
+//! Attributes (limiter-tower's `otel::attribute` names and
+//! `otel::Decision` values, as the HTTP layer's spans): `ratelimit.domain`,
+//! `ratelimit.decision` (`admitted` or `rejected`: Envoy's `OK` or
 //! `OVER_LIMIT`), `ratelimit.backend` (`memory` or `redis`) and
 //! `ratelimit.backend.latency_us` (every store call of the decision
 //! together) on the span; per descriptor with a limit, `ratelimit.rule`
@@ -22,6 +24,7 @@
 mod span {
     use core::time::Duration;
 
+    use limiter_tower::otel::attribute;
     use opentelemetry::KeyValue;
     use opentelemetry::trace::{Span as _, SpanKind, Status, Tracer as _};
     use opentelemetry_sdk::trace::{SdkTracer, Span};
@@ -33,7 +36,7 @@ mod span {
     impl CallTrace {
         /// A span continuing the `traceparent` of `headers`.
         pub(crate) fn start(tracer: &SdkTracer, headers: &http::HeaderMap) -> CallTrace {
-            let parent = crate::otel::parent_context(headers);
+            let parent = limiter_tower::otel::parent_context(headers);
             let span = tracer
                 .span_builder("ShouldRateLimit")
                 .with_kind(SpanKind::Server)
@@ -50,7 +53,7 @@ mod span {
             self.0
                 .set_attribute(KeyValue::new("ratelimit.backend", store));
             self.0.set_attribute(KeyValue::new(
-                "ratelimit.backend.latency_us",
+                attribute::BACKEND_LATENCY_US,
                 i64::try_from(latency.as_micros()).unwrap_or(i64::MAX),
             ));
         }
@@ -59,20 +62,29 @@ mod span {
             self.0.add_event(
                 "ratelimit.descriptor",
                 vec![
-                    KeyValue::new("ratelimit.rule", rule.to_owned()),
-                    KeyValue::new("ratelimit.decision", super::decision(over)),
-                    KeyValue::new("ratelimit.wait_ms", wait.as_secs_f64() * 1e3),
+                    KeyValue::new(attribute::RULE, rule.to_owned()),
+                    KeyValue::new(attribute::DECISION, decision(over)),
+                    KeyValue::new(attribute::WAIT_MS, wait.as_secs_f64() * 1e3),
                 ],
             );
         }
 
         pub(crate) fn decided(&mut self, over: bool) {
             self.0
-                .set_attribute(KeyValue::new("ratelimit.decision", super::decision(over)));
+                .set_attribute(KeyValue::new(attribute::DECISION, decision(over)));
         }
 
         pub(crate) fn failed(&mut self, error: &str) {
             self.0.set_status(Status::error(error.to_owned()));
+        }
+    }
+
+    fn decision(over: bool) -> &'static str {
+        use limiter_tower::otel::Decision;
+        if over {
+            Decision::Rejected.as_str()
+        } else {
+            Decision::Admitted.as_str()
         }
     }
 }
@@ -105,8 +117,3 @@ mod span {
 }
 
 pub(crate) use span::CallTrace;
-
-#[cfg_attr(not(feature = "otel"), allow(dead_code))]
-fn decision(over: bool) -> &'static str {
-    if over { "OVER_LIMIT" } else { "OK" }
-}

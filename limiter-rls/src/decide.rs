@@ -1,6 +1,6 @@
 //! The decision over all descriptors of one request: which are over the
 //! limit, the overall answer, and what is charged, against any
-//! [`Backend`].
+//! [`CounterStore`].
 //!
 //! # The rule
 //!
@@ -30,9 +30,9 @@
 //! # How
 //!
 //! 1. The common case in one backend call: charge everything
-//!    ([`Backend::try_all`]) when no descriptor is a check. Granted means
+//!    ([`CounterStore::try_all`]) when no descriptor is a check. Granted means
 //!    every part fit: done.
-//! 2. Refused (nothing charged): read every part ([`Backend::peek`]), apply
+//! 2. Refused (nothing charged): read every part ([`CounterStore::peek`]), apply
 //!    the rule, and if the request passes (a shadow or some quota-mode
 //!    descriptors refused) charge the request descriptors that fit, all
 //!    together.
@@ -40,7 +40,7 @@
 //!    read and the charge), go back to 2, at most [`ATTEMPTS`] times; then
 //!    the request is over the limit with nothing charged: stricter, never
 //!    looser.
-//! 4. Costs are charged past the limit ([`Backend::charge_over`]) once the
+//! 4. Costs are charged past the limit ([`CounterStore::charge_over`]) once the
 //!    answer is known.
 //!
 //! A limit of 0 never reports a reset of zero: its reset is the time until
@@ -49,7 +49,7 @@
 
 use core::time::Duration;
 
-use crate::backend::{Backend, BackendError, Charge, Part, PartState};
+use crate::backend::{BackendError, Charge, CounterStore, Part, PartState};
 
 /// Reads and charges tried before a contended request is refused.
 pub(crate) const ATTEMPTS: usize = 3;
@@ -160,7 +160,7 @@ fn outcome(c: &Check, now: PartState, over: bool, remaining_before: u64) -> Part
 ///
 /// The backend's error (only under the `error` failure policy).
 /// Every backend call shares `deadline` (the request's).
-pub(crate) async fn decide<B: Backend>(
+pub(crate) async fn decide<B: CounterStore>(
     backend: &B,
     checks: &[Check],
     deadline: tokio::time::Instant,

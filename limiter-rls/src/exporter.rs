@@ -12,7 +12,7 @@ use crate::statsd::Statsd;
 /// Installs the Prometheus recorder as the global `metrics` recorder (once;
 /// later calls return the same handle). `None` if another recorder was
 /// installed first.
-pub fn install() -> Option<PrometheusHandle> {
+pub(crate) fn install() -> Option<PrometheusHandle> {
     static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
@@ -28,7 +28,7 @@ pub fn install() -> Option<PrometheusHandle> {
 /// # Errors
 ///
 /// The statsd address does not resolve, or its socket cannot be bound.
-pub async fn recorder(settings: &Settings) -> std::io::Result<Recorder> {
+pub(crate) async fn recorder(settings: &Settings) -> std::io::Result<Recorder> {
     let Some((host, port)) = &settings.statsd else {
         return Ok(Recorder::new(None));
     };

@@ -20,20 +20,20 @@ use tonic::server::{Grpc, NamedService, UnaryService};
 use tonic::{Request, Response, Status};
 use tonic_prost::ProstCodec;
 
-use crate::backend::Backend;
+use crate::backend::CounterStore;
 use crate::call_trace::CallTrace;
 use crate::proto::{RateLimitRequest, RateLimitResponse};
-use crate::service::{RateLimiter, RequestError};
+use crate::service::{RateLimitService, RequestError};
 
 /// The method's path.
 pub const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-/// The tonic service around a [`RateLimiter`].
+/// The tonic service around a [`RateLimitService`].
 #[derive(Debug)]
 pub struct RateLimitServer<B> {
-    inner: Arc<RateLimiter<B>>,
+    inner: Arc<RateLimitService<B>>,
 }
 
 impl<B> Clone for RateLimitServer<B> {
@@ -46,8 +46,8 @@ impl<B> Clone for RateLimitServer<B> {
 
 impl<B> RateLimitServer<B> {
     /// Serves `limiter` (with a span per call when it has a tracer:
-    /// `RateLimiter::with_tracer`, feature `otel`).
-    pub fn new(limiter: Arc<RateLimiter<B>>) -> RateLimitServer<B> {
+    /// `RateLimitService::with_tracer`, feature `otel`).
+    pub fn new(limiter: Arc<RateLimitService<B>>) -> RateLimitServer<B> {
         RateLimitServer { inner: limiter }
     }
 }
@@ -58,17 +58,17 @@ impl<B> NamedService for RateLimitServer<B> {
 
 // Boxed: a span is hundreds of bytes, which the futures would otherwise
 // carry (and copy) on every call, traced or not.
-struct ShouldRateLimit<B>(Arc<RateLimiter<B>>, Option<Box<CallTrace>>);
+struct ShouldRateLimit<B>(Arc<RateLimitService<B>>, Option<Box<CallTrace>>);
 
 /// A [`RequestError`] as a gRPC status.
 pub fn status_of(e: &RequestError) -> Status {
     match e {
-        RequestError::Backend(_) => Status::unavailable(e.to_string()),
+        RequestError::Store(_) => Status::unavailable(e.to_string()),
         _ => Status::invalid_argument(e.to_string()),
     }
 }
 
-impl<B: Backend> UnaryService<RateLimitRequest> for ShouldRateLimit<B> {
+impl<B: CounterStore> UnaryService<RateLimitRequest> for ShouldRateLimit<B> {
     type Response = RateLimitResponse;
     type Future = BoxFuture<Result<Response<RateLimitResponse>, Status>>;
 
@@ -85,7 +85,7 @@ impl<B: Backend> UnaryService<RateLimitRequest> for ShouldRateLimit<B> {
     }
 }
 
-impl<B: Backend, Rb> Service<http::Request<Rb>> for RateLimitServer<B>
+impl<B: CounterStore, Rb> Service<http::Request<Rb>> for RateLimitServer<B>
 where
     Rb: http_body::Body + Send + 'static,
     Rb::Error: Into<tonic::codegen::StdError> + Send + 'static,

@@ -80,7 +80,7 @@ impl Number {
 ///
 /// A message naming what is wrong (malformed JSON, an unknown field, a
 /// number out of range, an unknown unit).
-pub fn parse_request(body: &[u8]) -> Result<RateLimitRequest, String> {
+pub(crate) fn parse_request(body: &[u8]) -> Result<RateLimitRequest, String> {
     let r: JsonRequest = serde_json::from_slice(body).map_err(|e| e.to_string())?;
     let hits_addend = match &r.hits_addend {
         Some(n) => u32::try_from(n.get("hitsAddend")?)
@@ -153,7 +153,7 @@ fn duration(d: &crate::proto::Duration) -> String {
 }
 
 /// The response in proto3 JSON.
-pub fn response_json(r: &RateLimitResponse) -> Value {
+pub(crate) fn response_json(r: &RateLimitResponse) -> Value {
     let mut out = Map::new();
     out.insert("overallCode".into(), json!(code_name(r.overall_code)));
     let statuses: Vec<Value> = r

@@ -8,6 +8,11 @@
 //!
 //! # Layout
 //!
+//! * [`run`]: the whole service as the binary runs it, configured by
+//!   [`Settings`](settings::Settings) (their environment variables).
+//! * [`RateLimitService`]: the decisions, served by [`grpc`] and
+//!   [`server`], on a [`CounterStore`](backend::CounterStore) of
+//!   [`backend`].
 //! * [`proto`]: the wire messages (envoy-types' generated code).
 //! * [`config`](RuleSet): their YAML, every error with file:line:column.
 //! * `matcher`: which rule a descriptor gets ([`RuleSet::find`]).
@@ -18,35 +23,39 @@
 //!   services and envoyproxy/ratelimit's `RateLimitConfig`, generated from
 //!   the official protos and committed there, so the build needs no
 //!   `protoc` and no build script.
-//! * **Reload** is limiter-reload's, in its directory mode ([`reload`]):
+//! * **Reload** is limiter-reload's, in its directory mode:
 //!   files added, removed or edited under the config directory, ConfigMap
 //!   swaps and SIGHUP, coalesced and compared by contents; or the config
-//!   is pushed over xDS ([`xds`], `CONFIG_TYPE=GRPC_XDS_SOTW`).
+//!   is pushed over xDS (`CONFIG_TYPE=GRPC_XDS_SOTW`).
+//! * **Traces** are limiter-tower's `otel` (feature `otel`, on by
+//!   default), shared with the gateway and the HTTP layer.
 //!
 //! See docs/rls.md for running it beside Envoy and migrating.
 
 pub mod backend;
-pub mod exporter;
 pub mod grpc;
-pub mod json;
-pub mod otel;
 pub mod proto;
-pub mod reload;
 pub mod server;
 pub mod settings;
 pub mod stats;
-pub mod statsd;
-pub mod tls;
-pub mod variables;
-pub mod window;
-pub mod xds;
 
 mod call_trace;
 mod config;
 mod decide;
+mod exporter;
+mod json;
 mod matcher;
+mod reload;
+mod run;
 mod service;
+mod statsd;
+mod tls;
+mod variables;
+mod window;
+mod xds;
 
 pub use config::{ConfigError, ConfigErrors, Fixable, LimitSpec, Pos, Problem, Rule, RuleSet};
 pub use matcher::{Matched, OVERRIDE_RULE};
-pub use service::{Options, RateLimiter, RequestError};
+pub use run::run;
+pub use service::{Options, RateLimitService, RequestError};
+pub use variables::{VARIABLES, Variable, help};

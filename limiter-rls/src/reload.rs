@@ -22,13 +22,13 @@ use std::time::Duration;
 
 use limiter_reload::{ReloadError, Reloader};
 
-use crate::backend::Backend;
+use crate::backend::CounterStore;
 use crate::config::RuleSet;
-use crate::service::RateLimiter;
+use crate::service::RateLimitService;
 
 /// What to watch and how.
 #[derive(Debug, Clone)]
-pub struct Watch {
+pub(crate) struct Watch {
     /// The config directory (`RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY`).
     pub config_dir: PathBuf,
     /// `RUNTIME_ROOT`, watched as well when `watch_root`.
@@ -49,8 +49,8 @@ pub struct Watch {
 ///
 /// limiter-reload's: the directory cannot be watched, or the `SIGHUP`
 /// handler cannot be installed.
-pub fn spawn<B: Backend>(
-    limiter: Arc<RateLimiter<B>>,
+pub(crate) fn spawn<B: CounterStore>(
+    limiter: Arc<RateLimitService<B>>,
     watch: &Watch,
 ) -> Result<Reloader, ReloadError> {
     let mut builder = Reloader::builder()

@@ -1,7 +1,7 @@
 //! The three listeners and their lifecycle: gRPC (`ShouldRateLimit` and
 //! `grpc.health.v1.Health`), HTTP (`/healthcheck`, `POST /json`) and debug
 //! (`/rlconfig`, `/metrics`), with hot reload and graceful shutdown; TLS
-//! on the gRPC listener when asked ([`serve_with_tls`], `tls`).
+//! on the gRPC listener when asked (`GRPC_SERVER_USE_TLS`, through [`run`](crate::run)).
 //!
 //! Shutdown (SIGTERM or SIGINT): health turns NOT_SERVING and
 //! `/healthcheck` answers 500 at once, so balancers and Envoy's health
@@ -29,17 +29,17 @@ use axum::serve::ListenerExt;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::watch;
 
-use crate::backend::Backend;
+use crate::backend::CounterStore;
 use crate::grpc::RateLimitServer;
 use crate::proto::Code;
-use crate::service::RateLimiter;
+use crate::service::RateLimitService;
 use crate::tls::TlsListener;
 
 /// Shared state of the HTTP handlers.
 #[derive(Debug)]
 pub struct Shared<B> {
     /// The service.
-    pub limiter: Arc<RateLimiter<B>>,
+    pub limiter: Arc<RateLimitService<B>>,
     /// False once shutdown began.
     pub healthy: AtomicBool,
     /// The Prometheus handle `/metrics` renders.
@@ -60,7 +60,7 @@ pub struct Addresses {
     pub debug: SocketAddr,
 }
 
-async fn healthcheck<B: Backend>(State(s): State<Arc<Shared<B>>>) -> Response {
+async fn healthcheck<B: CounterStore>(State(s): State<Arc<Shared<B>>>) -> Response {
     // Relaxed: a flag read on its own; a request racing the shutdown may
     // see either value.
     if s.healthy.load(Ordering::Relaxed) {
@@ -70,7 +70,7 @@ async fn healthcheck<B: Backend>(State(s): State<Arc<Shared<B>>>) -> Response {
     }
 }
 
-async fn json<B: Backend>(State(s): State<Arc<Shared<B>>>, body: Bytes) -> Response {
+async fn json<B: CounterStore>(State(s): State<Arc<Shared<B>>>, body: Bytes) -> Response {
     let req = match crate::json::parse_request(&body) {
         Ok(r) => r,
         Err(e) => {
@@ -87,14 +87,14 @@ async fn json<B: Backend>(State(s): State<Arc<Shared<B>>>, body: Bytes) -> Respo
             let body = crate::json::response_json(&resp).to_string();
             (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
         }
-        Err(e @ crate::RequestError::Backend(_)) => {
+        Err(e @ crate::RequestError::Store(_)) => {
             (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response()
         }
         Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
     }
 }
 
-async fn rlconfig<B: Backend>(State(s): State<Arc<Shared<B>>>) -> Response {
+async fn rlconfig<B: CounterStore>(State(s): State<Arc<Shared<B>>>) -> Response {
     let rules = s.limiter.rules();
     let mut out = rules.dump();
     for (path, text) in rules.files() {
@@ -106,7 +106,7 @@ async fn rlconfig<B: Backend>(State(s): State<Arc<Shared<B>>>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], out).into_response()
 }
 
-async fn prometheus<B: Backend>(State(s): State<Arc<Shared<B>>>) -> Response {
+async fn prometheus<B: CounterStore>(State(s): State<Arc<Shared<B>>>) -> Response {
     let body = s
         .metrics
         .as_ref()
@@ -133,7 +133,7 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
 /// # Errors
 ///
 /// A listener could not be bound, or a server failed.
-pub async fn serve<B: Backend>(
+pub async fn serve<B: CounterStore>(
     shared: Arc<Shared<B>>,
     addrs: [(String, u16); 3],
     stop: watch::Receiver<bool>,
@@ -147,7 +147,7 @@ pub async fn serve<B: Backend>(
 /// # Errors
 ///
 /// A listener could not be bound, or a server failed.
-pub async fn serve_with_tls<B: Backend>(
+pub(crate) async fn serve_with_tls<B: CounterStore>(
     shared: Arc<Shared<B>>,
     addrs: [(String, u16); 3],
     grpc_tls: Option<Arc<TlsListener>>,

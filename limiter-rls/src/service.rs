@@ -1,6 +1,6 @@
 //! `ShouldRateLimit`: from a [`RateLimitRequest`] to a
 //! [`RateLimitResponse`], transport-free (gRPC and `POST /json` both call
-//! [`RateLimiter::should_rate_limit`]).
+//! [`RateLimitService::should_rate_limit`]).
 //!
 //! Per descriptor, as envoyproxy/ratelimit does: the matched rule (or the
 //! request's `limit` override); `unlimited` answers OK with
@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use crate::backend::{Backend, Part};
+use crate::backend::{CounterStore, Part};
 use crate::call_trace::CallTrace;
 use crate::config::RuleSet;
 use crate::decide::{self, Check};
@@ -73,7 +73,7 @@ pub enum RequestError {
     /// A `limit` override without a known unit.
     OverrideWithoutUnit,
     /// The backend could not answer (the `error` failure policy).
-    Backend(String),
+    Store(String),
 }
 
 impl core::fmt::Display for RequestError {
@@ -86,7 +86,7 @@ impl core::fmt::Display for RequestError {
             RequestError::OverrideWithoutUnit => {
                 f.write_str("a descriptor's limit override has no unit")
             }
-            RequestError::Backend(e) => write!(f, "the limit store failed: {e}"),
+            RequestError::Store(e) => write!(f, "the limit store failed: {e}"),
         }
     }
 }
@@ -95,7 +95,7 @@ impl std::error::Error for RequestError {}
 
 /// The rate limit service: the rule set in force, the backend, the options.
 #[derive(Debug)]
-pub struct RateLimiter<B> {
+pub struct RateLimitService<B> {
     rules: ArcSwap<RuleSet>,
     backend: B,
     options: Options,
@@ -105,10 +105,15 @@ pub struct RateLimiter<B> {
     tracer: Option<opentelemetry_sdk::trace::SdkTracer>,
 }
 
-impl<B: Backend> RateLimiter<B> {
+impl<B: CounterStore> RateLimitService<B> {
     /// A service deciding `rules` on `backend`.
-    pub fn new(rules: RuleSet, backend: B, options: Options, recorder: Recorder) -> RateLimiter<B> {
-        RateLimiter {
+    pub fn new(
+        rules: RuleSet,
+        backend: B,
+        options: Options,
+        recorder: Recorder,
+    ) -> RateLimitService<B> {
+        RateLimitService {
             rules: ArcSwap::from_pointee(rules),
             backend,
             options,
@@ -255,7 +260,7 @@ impl<B: Backend> RateLimiter<B> {
                 t.failed(&e.0);
             }
         }
-        let decision = decision.map_err(|e| RequestError::Backend(e.0))?;
+        let decision = decision.map_err(|e| RequestError::Store(e.0))?;
         let mut statuses = Vec::with_capacity(req.descriptors.len());
         let mut closest: Option<(usize, u32, bool)> = None;
         let mut passed = Vec::new();

@@ -11,12 +11,15 @@ mod xds_env;
 
 pub use xds_env::ConfigSource;
 
+pub use crate::tls::GrpcTls;
+pub use crate::xds::{XdsSettings, XdsTls};
+
 use core::time::Duration;
 use std::path::PathBuf;
 
 use limiter_redis::WhenDown;
 
-use crate::backend::{Algorithm, AnyBackend, BackendError, memory, redis};
+use crate::backend::{Algorithm, AnyStore, BackendError, memory, redis};
 
 /// Where the limits are kept.
 #[derive(Debug, Clone)]
@@ -82,10 +85,10 @@ pub struct Settings {
     /// at once with an empty config instead of waiting for the first one.
     pub force_start: bool,
     /// `GRPC_SERVER_USE_TLS` and its files.
-    pub grpc_tls: Option<crate::tls::GrpcTls>,
+    pub grpc_tls: Option<GrpcTls>,
     /// `TRACING_ENABLED` with the `TRACING_*` and `OTEL_*` variables
     /// (`None`: no tracing).
-    pub tracing: Option<crate::otel::TraceConfig>,
+    pub tracing: Option<limiter_tower::otel::TraceConfig>,
 }
 
 /// A variable that does not parse.
@@ -150,14 +153,15 @@ impl Settings {
     /// # Errors
     ///
     /// A Redis URL that does not parse.
-    pub async fn backend(&self) -> Result<AnyBackend, BackendError> {
+    pub async fn backend(&self) -> Result<AnyStore, BackendError> {
         let settings = self;
         let clock = crate::window::UnixClock::new();
         match (&settings.store, settings.algorithm) {
-            (Store::Memory, Algorithm::Gcra) => Ok(AnyBackend::MemoryGcra(
-                memory::MemoryGcra::new(clock, settings.max_keys),
-            )),
-            (Store::Memory, Algorithm::FixedWindow) => Ok(AnyBackend::MemoryFixed(
+            (Store::Memory, Algorithm::Gcra) => Ok(AnyStore::MemoryGcra(memory::MemoryGcra::new(
+                clock,
+                settings.max_keys,
+            ))),
+            (Store::Memory, Algorithm::FixedWindow) => Ok(AnyStore::MemoryFixed(
                 memory::MemoryFixed::new(clock, settings.max_keys),
             )),
             (Store::Redis(endpoint), algorithm) => {
@@ -166,13 +170,13 @@ impl Settings {
                     .await
                     .map_err(|e| BackendError(format!("REDIS_URL: {e}")))?;
                 Ok(match algorithm {
-                    Algorithm::Gcra => AnyBackend::RedisGcra(redis::RedisGcra::new(
+                    Algorithm::Gcra => AnyStore::RedisGcra(redis::RedisGcra::new(
                         conn,
                         &settings.key_prefix,
                         settings.redis_timeout,
                         settings.failure_policy,
                     )?),
-                    Algorithm::FixedWindow => AnyBackend::RedisFixed(redis::RedisFixed::new(
+                    Algorithm::FixedWindow => AnyStore::RedisFixed(redis::RedisFixed::new(
                         conn,
                         &settings.key_prefix,
                         settings.redis_timeout,

@@ -15,7 +15,7 @@
 //!   `_`), aggregated and flushed every `STATS_FLUSH_INTERVAL` as
 //!   `name:value|c` lines (see `statsd`).
 
-use crate::statsd::Statsd;
+pub use crate::statsd::Statsd;
 
 /// The counter increments of one descriptor decision.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

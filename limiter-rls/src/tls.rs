@@ -109,7 +109,7 @@ impl GrpcTls {
 /// The TLS side of the gRPC listener: the configuration in force and the
 /// watch that replaces it. Dropping it stops the watch.
 #[derive(Debug)]
-pub struct TlsListener {
+pub(crate) struct TlsListener {
     config: Arc<ArcSwap<rustls::ServerConfig>>,
     files: GrpcTls,
     _reloader: Reloader,
@@ -122,7 +122,7 @@ impl TlsListener {
     /// # Errors
     ///
     /// The files do not load, or cannot be watched.
-    pub fn start(files: GrpcTls, quiet: Duration) -> Result<TlsListener, String> {
+    pub(crate) fn start(files: GrpcTls, quiet: Duration) -> Result<TlsListener, String> {
         let config = Arc::new(ArcSwap::from_pointee(files.server_config()?));
         let mut builder = Reloader::builder()
             .path(&files.cert)
@@ -154,7 +154,7 @@ impl TlsListener {
     /// The connections of `listener` once their handshake is done (and the
     /// client's name checked), as tonic's incoming stream. Accepting (and
     /// the watch of the files) stops when the stream is dropped.
-    pub fn incoming(
+    pub(crate) fn incoming(
         self: Arc<Self>,
         listener: TcpListener,
     ) -> impl Stream<Item = io::Result<TlsStream<TcpStream>>> + Send + 'static {

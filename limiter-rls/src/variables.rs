@@ -293,11 +293,30 @@ pub const VARIABLES: &[Variable] = &[
         "1",
         "fraction of new traces sampled (parent-based)",
     ),
-    var("TRACING_EXPORTER_PROTOCOL", "grpc", "grpc only (OTLP/gRPC)"),
+    var(
+        "TRACING_EXPORTER_PROTOCOL",
+        "http",
+        "http (OTLP/HTTP, protobuf) or grpc (OTLP/gRPC)",
+    ),
+    var(
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "-",
+        "http/protobuf or grpc, over TRACING_EXPORTER_PROTOCOL",
+    ),
+    var(
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "-",
+        "as OTEL_EXPORTER_OTLP_PROTOCOL, for traces alone",
+    ),
     var(
         "OTEL_EXPORTER_OTLP_ENDPOINT",
-        "http://localhost:4317",
-        "the OTLP/gRPC collector",
+        "http://localhost:4318",
+        "the collector (http: /v1/traces appended; grpc: :4317)",
+    ),
+    var(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "-",
+        "the traces URL as it is, over OTEL_EXPORTER_OTLP_ENDPOINT",
     ),
     var(
         "OTEL_SERVICE_NAME",
@@ -321,8 +340,9 @@ pub const VARIABLES: &[Variable] = &[
     ),
 ];
 
-/// Whether `name` is in [`VARIABLES`].
-pub fn is_listed(name: &str) -> bool {
+/// Whether `name` is in [`VARIABLES`] (checked by the unit tests' reads).
+#[cfg(test)]
+fn is_listed(name: &str) -> bool {
     VARIABLES.iter().any(|v| v.name == name)
 }
 

@@ -19,20 +19,20 @@ use limiter_core::Clock;
 const NANOS: u64 = 1_000_000_000;
 
 /// The start of the window holding `now_nanos`, in Unix seconds.
-pub fn window_start(now_nanos: u64, unit_seconds: u64) -> u64 {
+pub(crate) fn window_start(now_nanos: u64, unit_seconds: u64) -> u64 {
     let s = now_nanos / NANOS;
     s / unit_seconds * unit_seconds
 }
 
 /// The time from `now_nanos` to the end of its window.
-pub fn until_window_end(now_nanos: u64, unit_seconds: u64) -> Duration {
+pub(crate) fn until_window_end(now_nanos: u64, unit_seconds: u64) -> Duration {
     let end = (window_start(now_nanos, unit_seconds) + unit_seconds).saturating_mul(NANOS);
     Duration::from_nanos(end.saturating_sub(now_nanos))
 }
 
 /// The Redis key of a counter: `prefix + key + window_start`, where `key`
 /// is `domain_key_value_…_` (theirs, bit for bit).
-pub fn cache_key(prefix: &str, key: &str, window_start: u64) -> String {
+pub(crate) fn cache_key(prefix: &str, key: &str, window_start: u64) -> String {
     let mut s = String::with_capacity(prefix.len() + key.len() + 20);
     s.push_str(prefix);
     s.push_str(key);
@@ -41,7 +41,7 @@ pub fn cache_key(prefix: &str, key: &str, window_start: u64) -> String {
 }
 
 /// Whether `hits` more fit in a window that holds `count`.
-pub fn fits(count: u64, hits: u64, limit: u32) -> bool {
+pub(crate) fn fits(count: u64, hits: u64, limit: u32) -> bool {
     count.saturating_add(hits) <= u64::from(limit)
 }
 

@@ -12,7 +12,7 @@
 //!   are turned into their YAML form (as their `ConfigXdsProtoToYaml`
 //!   does) and checked by the same reader as files, one resource standing
 //!   for one file named `xds/<name>`. If every one is valid the rule set is
-//!   swapped in at once ([`RateLimiter::set_rules`], as a file reload does:
+//!   swapped in at once ([`RateLimitService::set_rules`], as a file reload does:
 //!   counters are keyed by descriptor and limit, so every count survives)
 //!   and the response is ACKed (its version and nonce).
 //! * **A bad response is NACKed**: a request with the last accepted
@@ -39,11 +39,11 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 
 use resource::rules_of;
 
-use crate::backend::Backend;
+use crate::backend::CounterStore;
 use crate::proto::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use crate::proto::config::TYPE_URL;
 use crate::proto::{DiscoveryRequest, DiscoveryResponse, Kind, Node, RpcStatus, Struct, Value};
-use crate::service::RateLimiter;
+use crate::service::RateLimitService;
 
 /// Where the xDS server is and how to talk to it (their `CONFIG_GRPC_XDS_*`
 /// and `XDS_CLIENT_*` variables).
@@ -87,7 +87,7 @@ pub struct XdsTls {
 
 /// Why a connection could not be set up (the files are read at start).
 #[derive(Debug)]
-pub struct XdsError(String);
+pub(crate) struct XdsError(String);
 
 impl core::fmt::Display for XdsError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -144,8 +144,8 @@ fn endpoint(settings: &XdsSettings) -> Result<Endpoint, XdsError> {
 /// # Errors
 ///
 /// A URL that does not parse or a TLS file that cannot be read.
-pub fn spawn<B: Backend>(
-    limiter: Arc<RateLimiter<B>>,
+pub(crate) fn spawn<B: CounterStore>(
+    limiter: Arc<RateLimitService<B>>,
     settings: XdsSettings,
 ) -> Result<watch::Receiver<bool>, XdsError> {
     let endpoint = endpoint(&settings)?;
@@ -163,14 +163,14 @@ pub fn spawn<B: Backend>(
 }
 
 struct Client<B> {
-    limiter: Arc<RateLimiter<B>>,
+    limiter: Arc<RateLimitService<B>>,
     settings: XdsSettings,
     /// The version of the config in force (empty before the first).
     accepted: String,
     loaded: watch::Sender<bool>,
 }
 
-impl<B: Backend> Client<B> {
+impl<B: CounterStore> Client<B> {
     async fn run(&mut self, endpoint: Endpoint) {
         let mut backoff = self.settings.backoff_initial;
         loop {

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use limiter_rls::variables::VARIABLES;
+use limiter_rls::VARIABLES;
 
 /// Runs the binary with `args` and a config root that does not exist (a
 /// start would fail on it with exit 1): (exit code, stdout, stderr).

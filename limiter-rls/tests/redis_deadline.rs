@@ -12,11 +12,11 @@ use limiter_test_support::redis as redis_support;
 use std::time::Duration;
 
 use limiter_redis::WhenDown;
-use limiter_rls::backend::AnyBackend;
+use limiter_rls::backend::AnyStore;
 use limiter_rls::backend::redis::{RedisFixed, RedisGcra};
 use limiter_rls::proto::{Code, Entry, RateLimitDescriptor, RateLimitRequest, UInt64Value};
 use limiter_rls::stats::Recorder;
-use limiter_rls::{Options, RateLimiter, RequestError, RuleSet};
+use limiter_rls::{Options, RateLimitService, RequestError, RuleSet};
 use redis_support::{blackhole, free_port as dead, lazy};
 use tokio::time::Instant;
 
@@ -33,19 +33,19 @@ fn service(
     fixed: bool,
     policy: WhenDown,
     call_timeout: Duration,
-) -> RateLimiter<AnyBackend> {
+) -> RateLimitService<AnyStore> {
     let conn = lazy(port);
     let backend = if fixed {
-        AnyBackend::RedisFixed(RedisFixed::new(conn, "", call_timeout, policy, 1_000).unwrap())
+        AnyStore::RedisFixed(RedisFixed::new(conn, "", call_timeout, policy, 1_000).unwrap())
     } else {
-        AnyBackend::RedisGcra(RedisGcra::new(conn, "rls", call_timeout, policy).unwrap())
+        AnyStore::RedisGcra(RedisGcra::new(conn, "rls", call_timeout, policy).unwrap())
     };
     let rules = RuleSet::from_files(vec![("a.yaml".into(), CONFIG.into())]).unwrap();
     let options = Options {
         store_budget: BUDGET,
         ..Options::default()
     };
-    RateLimiter::new(rules, backend, options, Recorder::default())
+    RateLimitService::new(rules, backend, options, Recorder::default())
 }
 
 fn user(v: &str, hits_addend: Option<u64>) -> RateLimitDescriptor {
@@ -62,7 +62,7 @@ fn user(v: &str, hits_addend: Option<u64>) -> RateLimitDescriptor {
 
 /// The overall code (or `None` for a service error), and the time taken.
 async fn ask(
-    s: &RateLimiter<AnyBackend>,
+    s: &RateLimitService<AnyStore>,
     descriptors: Vec<RateLimitDescriptor>,
 ) -> (Option<Code>, Duration) {
     let start = Instant::now();
@@ -76,7 +76,7 @@ async fn ask(
     let took = start.elapsed();
     match r {
         Ok(r) => (Some(Code::try_from(r.overall_code).unwrap()), took),
-        Err(RequestError::Backend(_)) => (None, took),
+        Err(RequestError::Store(_)) => (None, took),
         Err(e) => panic!("{e}"),
     }
 }

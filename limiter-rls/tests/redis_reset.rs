@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use limiter_core::ManualClock;
 use limiter_redis::WhenDown;
-use limiter_rls::backend::AnyBackend;
+use limiter_rls::backend::AnyStore;
 use limiter_rls::backend::redis::RedisGcra;
 use limiter_rls::proto::{
     Code, DescriptorStatus, Entry, RateLimitDescriptor, RateLimitRequest, RateLimitResponse,
     UInt64Value,
 };
 use limiter_rls::stats::Recorder;
-use limiter_rls::{Options, RateLimiter, RuleSet};
+use limiter_rls::{Options, RateLimitService, RuleSet};
 use redis_support::RedisServer;
 
 /// 2026-01-01T00:00:00Z in nanoseconds.
@@ -42,7 +42,7 @@ fn d(key: &str, hits: Option<u64>) -> RateLimitDescriptor {
     }
 }
 
-async fn ask(s: &RateLimiter<AnyBackend>, descriptor: RateLimitDescriptor) -> RateLimitResponse {
+async fn ask(s: &RateLimitService<AnyStore>, descriptor: RateLimitDescriptor) -> RateLimitResponse {
     s.should_rate_limit(&RateLimitRequest {
         domain: "d".into(),
         descriptors: vec![descriptor],
@@ -73,9 +73,9 @@ async fn the_reset_is_the_exact_time_until_the_bucket_is_full() {
     )
     .unwrap();
     let rules = RuleSet::from_files(vec![("a.yaml".into(), CONFIG.into())]).unwrap();
-    let s = RateLimiter::new(
+    let s = RateLimitService::new(
         rules,
-        AnyBackend::RedisGcra(backend),
+        AnyStore::RedisGcra(backend),
         Options::default(),
         Recorder::default(),
     );

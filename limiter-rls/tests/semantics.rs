@@ -13,14 +13,14 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use limiter_core::ManualClock;
-use limiter_rls::backend::Backend;
+use limiter_rls::backend::CounterStore;
 use limiter_rls::backend::memory::{MemoryFixed, MemoryGcra};
 use limiter_rls::proto::{
     Code, DescriptorStatus, Entry, RateLimitDescriptor, RateLimitRequest, RateLimitResponse,
     UInt64Value,
 };
 use limiter_rls::stats::Recorder;
-use limiter_rls::{Options, RateLimiter, RuleSet};
+use limiter_rls::{Options, RateLimitService, RuleSet};
 use proptest::prelude::*;
 
 const NANOS: u64 = 1_000_000_000;
@@ -64,14 +64,14 @@ fn rules() -> RuleSet {
     RuleSet::from_files(vec![("a.yaml".into(), CONFIG.into())]).unwrap()
 }
 
-fn gcra(clock: &ManualClock, options: Options) -> RateLimiter<MemoryGcra<ManualClock>> {
+fn gcra(clock: &ManualClock, options: Options) -> RateLimitService<MemoryGcra<ManualClock>> {
     let backend = MemoryGcra::new(clock.clone(), 1_000);
-    RateLimiter::new(rules(), backend, options, Recorder::default())
+    RateLimitService::new(rules(), backend, options, Recorder::default())
 }
 
-fn fixed(clock: &ManualClock, options: Options) -> RateLimiter<MemoryFixed<ManualClock>> {
+fn fixed(clock: &ManualClock, options: Options) -> RateLimitService<MemoryFixed<ManualClock>> {
     let backend = MemoryFixed::new(clock.clone(), 1_000);
-    RateLimiter::new(rules(), backend, options, Recorder::default())
+    RateLimitService::new(rules(), backend, options, Recorder::default())
 }
 
 fn d(key: &str, value: &str, hits: Option<u64>) -> RateLimitDescriptor {
@@ -86,8 +86,8 @@ fn d(key: &str, value: &str, hits: Option<u64>) -> RateLimitDescriptor {
     }
 }
 
-fn ask<B: Backend>(
-    s: &RateLimiter<B>,
+fn ask<B: CounterStore>(
+    s: &RateLimitService<B>,
     descriptors: Vec<RateLimitDescriptor>,
     hits_addend: u32,
 ) -> RateLimitResponse {
@@ -274,7 +274,7 @@ fn per_descriptor_hits_addend_zero_checks_and_a_set_value_overrides() {
     hits_addend_rules(&fixed(&clock, Options::default()), "fixed");
 }
 
-fn hits_addend_rules<B: Backend>(s: &RateLimiter<B>, algorithm: &str) {
+fn hits_addend_rules<B: CounterStore>(s: &RateLimitService<B>, algorithm: &str) {
     // A set value overrides the request's: 3 on b, 1 (the request's 0
     // means 1) on a.
     let r = ask(s, vec![d("b", "u", Some(3)), d("a", "u", None)], 0);
@@ -469,8 +469,8 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
     proptest::collection::vec((0u64..=12, descriptor_set(), 0u32..=3), 1..40)
 }
 
-fn check<B: Backend>(
-    s: &RateLimiter<B>,
+fn check<B: CounterStore>(
+    s: &RateLimitService<B>,
     clock: &ManualClock,
     mut model: Model,
     steps: Vec<Step>,

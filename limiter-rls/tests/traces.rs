@@ -1,21 +1,19 @@
-//! Traces against a real OTLP receiver (tests/support/otlp_receiver.py,
-//! from PyPI's opentelemetry-proto and grpcio, found through
-//! `LIMITER_RLS_OTLP_PYTHON`: a python with both installed; scripts/test-all
-//! makes one). The binary runs with `TRACING_ENABLED` and
-//! `OTEL_EXPORTER_OTLP_ENDPOINT` pointing at the receiver; a tonic client
-//! sends `ShouldRateLimit` with a `traceparent`.
+//! Traces against a real OTLP receiver (test-support's `otlp`, from PyPI's
+//! opentelemetry-proto and grpcio), over both of envoyproxy/ratelimit's
+//! `TRACING_EXPORTER_PROTOCOL`s: the binary runs with `TRACING_ENABLED`
+//! and `OTEL_EXPORTER_OTLP_ENDPOINT` pointing at the receiver; a tonic
+//! client sends `ShouldRateLimit` with a `traceparent`.
 #![cfg(feature = "otel")]
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::Duration;
 
 use limiter_rls::grpc::RateLimitClient;
 use limiter_rls::proto::{Code, Entry, RateLimitDescriptor, RateLimitRequest};
-use support::{Rls, eventually, temp_dir};
+use limiter_test_support::otlp::Receiver;
+use support::{Rls, temp_dir};
 
 const CONFIG: &str = "domain: traced
 descriptors:
@@ -26,78 +24,17 @@ const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT: &str = "00f067aa0ba902b7";
 const CLIENT: &str = "secret-client-7f3a";
 
-fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("LIMITER_RLS_OTLP_PYTHON") {
-        return p.into();
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/otlp-venv/bin/python");
-    assert!(
-        venv.is_file(),
-        "no OTLP receiver python: run `python3 -m venv target/otlp-venv && \
-         target/otlp-venv/bin/pip install opentelemetry-proto grpcio` and set \
-         LIMITER_RLS_OTLP_PYTHON=$PWD/target/otlp-venv/bin/python"
-    );
-    venv
-}
-
-struct Receiver {
-    child: Child,
-    port: u16,
-    out: PathBuf,
-}
-
-impl Receiver {
-    fn start(dir: &Path) -> Receiver {
-        let out = dir.join("spans.jsonl");
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/otlp_receiver.py");
-        let mut child = Command::new(python())
-            .arg(&script)
-            .arg(&out)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the OTLP receiver");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line.trim().parse().expect("the receiver prints its port");
-        Receiver { child, port, out }
-    }
-
-    fn spans(&self) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(&self.out)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Two calls with the same `traceparent`: the first admitted, the second
 /// over the limit of 1 a minute. Returns the binary (still running).
-fn run(receiver: &Receiver, dir: &Path, tracing: bool) -> Rls {
+fn run(dir: &Path, env: &[(&str, &str)]) -> Rls {
     std::fs::create_dir_all(dir.join("config")).unwrap();
     std::fs::write(dir.join("config/traced.yaml"), CONFIG).unwrap();
-    // Without a scheme, as Envoy Gateway passes it.
-    let endpoint = format!("127.0.0.1:{}", receiver.port);
-    let enabled = if tracing { "true" } else { "false" };
-    let rls = Rls::start(
-        dir,
-        0,
-        &[
-            ("TRACING_ENABLED", enabled),
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
-            ("TRACING_SERVICE_NAMESPACE", "edge"),
-            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-        ],
-    );
+    let mut env = env.to_vec();
+    env.extend([
+        ("TRACING_SERVICE_NAMESPACE", "edge"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ]);
+    let rls = Rls::start(dir, 0, &env);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -131,14 +68,13 @@ fn run(receiver: &Receiver, dir: &Path, tracing: bool) -> Rls {
     rls
 }
 
-#[test]
-fn each_call_is_a_span_of_the_callers_trace() {
-    let dir = temp_dir("traces-on");
-    let receiver = Receiver::start(&dir);
-    let rls = run(&receiver, &dir, true);
-    eventually(Duration::from_secs(30), "two spans received", || {
-        receiver.spans().len() >= 2
-    });
+/// Both calls arrive as spans of the caller's trace, by `protocol`.
+fn each_call_is_a_span(protocol: &str, env: &[(&str, &str)], receiver: &Receiver) {
+    let dir = temp_dir(&format!("traces-{protocol}"));
+    let mut env = env.to_vec();
+    env.push(("TRACING_ENABLED", "true"));
+    let rls = run(&dir, &env);
+    receiver.wait_for(2, Duration::from_secs(30));
     assert!(rls.terminate().success());
     let spans = receiver.spans();
     assert_eq!(spans.len(), 2, "{spans:#?}");
@@ -147,7 +83,8 @@ fn each_call_is_a_span_of_the_callers_trace() {
         !text.contains(CLIENT),
         "the client's key was exported: {text}"
     );
-    for (span, decision) in spans.iter().zip(["OK", "OVER_LIMIT"]) {
+    for (span, decision) in spans.iter().zip(["admitted", "rejected"]) {
+        assert_eq!(span["protocol"], protocol);
         assert_eq!(span["name"], "ShouldRateLimit");
         assert_eq!(span["trace_id"], TRACE_ID);
         assert_eq!(span["parent_span_id"], PARENT);
@@ -176,10 +113,39 @@ fn each_call_is_a_span_of_the_callers_trace() {
 }
 
 #[test]
+fn each_call_is_a_span_over_otlp_grpc() {
+    let receiver = Receiver::start();
+    let endpoint = receiver.grpc_endpoint();
+    let env = [
+        ("TRACING_EXPORTER_PROTOCOL", "grpc"),
+        // Without a scheme, as Envoy Gateway passes it.
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+    ];
+    each_call_is_a_span("grpc", &env, &receiver);
+}
+
+#[test]
+fn each_call_is_a_span_over_otlp_http_their_default() {
+    let receiver = Receiver::start();
+    let endpoint = receiver.http_endpoint();
+    // No TRACING_EXPORTER_PROTOCOL: theirs defaults to http.
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())];
+    each_call_is_a_span("http", &env, &receiver);
+}
+
+#[test]
 fn tracing_off_sends_nothing() {
     let dir = temp_dir("traces-off");
-    let receiver = Receiver::start(&dir);
-    let rls = run(&receiver, &dir, false);
+    let receiver = Receiver::start();
+    let endpoint = receiver.grpc_endpoint();
+    let rls = run(
+        &dir,
+        &[
+            ("TRACING_ENABLED", "false"),
+            ("TRACING_EXPORTER_PROTOCOL", "grpc"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+        ],
+    );
     // Shutdown would flush any queued span: after it, nothing may arrive.
     assert!(rls.terminate().success());
     assert_eq!(receiver.spans(), Vec::<serde_json::Value>::new());

@@ -38,6 +38,7 @@ use crate::body::AnswerBody;
 use crate::charge::{Charging, Settle};
 use crate::key::KeyExtractor;
 use crate::metrics::Metrics;
+use crate::otel::span::DecisionTrace;
 use crate::response_cost::ResponseHead;
 use crate::shared::{HeaderNumbers, HeaderWriter, Shared};
 
@@ -235,6 +236,8 @@ pub(crate) struct Decided<K, T> {
     /// The decision and the instant it was made at; `None`: still to be
     /// asked of the backend.
     pub(crate) decision: Option<(Result<Grant<T>, Denial>, Instant)>,
+    /// The decision's span, when the layer traces.
+    pub(crate) trace: Option<DecisionTrace>,
 }
 
 /// The waiting path: a decision still to be made (`decision` is `None`),
@@ -242,7 +245,7 @@ pub(crate) struct Decided<K, T> {
 pub(crate) async fn decide_and_wait<S, B, E, ReqBody, ResBody>(
     shared: Arc<Shared<B, E>>,
     mut inner: S,
-    request: Request<ReqBody>,
+    mut request: Request<ReqBody>,
     decided: Decided<B::Key, B::Ticket>,
 ) -> Result<Response<ResBody>, S::Error>
 where
@@ -257,12 +260,19 @@ where
         max_wait,
         route,
         decision,
+        mut trace,
     } = decided;
     let metrics = route.as_ref().unwrap_or(&shared.metrics);
     let (decision, decided_at) = match decision {
         Some(decided) => decided,
         None => {
+            if let Some(trace) = &mut trace {
+                trace.asking();
+            }
             let decision = shared.backend.decide_async(&key, cost, max_wait).await;
+            if let Some(trace) = &mut trace {
+                trace.answered();
+            }
             // The remote decision was made before its reply: its slot
             // counted from now is never early.
             (decision, Instant::now())
@@ -270,15 +280,24 @@ where
     };
     let grant = match decision {
         Ok(grant) => grant,
-        Err(denial) => match shared.denied(denial, metrics, &request) {
-            Some(response) => return Ok(response.map(ResBody::from_answer)),
-            // Failed open: through, uncounted by the limiter.
-            None => return inner.call(request).await,
-        },
+        Err(denial) => {
+            if let Some(trace) = trace {
+                trace.denied(&denial);
+            }
+            match shared.denied(denial, metrics, &request) {
+                Some(response) => return Ok(response.map(ResBody::from_answer)),
+                // Failed open: through, uncounted by the limiter.
+                None => return inner.call(request).await,
+            }
+        }
     };
     let numbers = shared.numbers(&grant);
-    if !grant.wait.is_zero() {
+    let wait = grant.wait;
+    if !wait.is_zero() {
         delay(&shared, &key, grant, decided_at, metrics).await;
+    }
+    if let Some(trace) = trace {
+        trace.admitted(wait, request.headers_mut());
     }
     metrics.allowed.increment(1);
     let mut response = inner.call(request).await?;

@@ -95,6 +95,8 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitLayer<B, E> {
             label_routes: false,
             response_cost: None,
             max_debt: DEFAULT_MAX_DEBT,
+            #[cfg(feature = "otel")]
+            tracer: None,
         }
     }
 
@@ -235,6 +237,8 @@ pub struct RateLimitBuilder<B: Backend, E> {
     label_routes: bool,
     response_cost: Option<Box<ResponseCostFn>>,
     max_debt: Duration,
+    #[cfg(feature = "otel")]
+    tracer: Option<opentelemetry_sdk::trace::SdkTracer>,
 }
 
 impl<B: Backend, E> fmt::Debug for RateLimitBuilder<B, E> {
@@ -410,6 +414,18 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitBuilder<B, E> {
         self
     }
 
+    /// A span per decision through `tracer` (feature `otel`; see
+    /// [`otel`](crate::otel) for the span): continuing the request's
+    /// `traceparent`, and handing the inner service the decision span as
+    /// its parent. Without this, the tracer of
+    /// [`set_default_tracer`](crate::otel::set_default_tracer) at
+    /// [`build`](RateLimitBuilder::build), if any.
+    #[cfg(feature = "otel")]
+    pub fn tracer(mut self, tracer: opentelemetry_sdk::trace::SdkTracer) -> Self {
+        self.tracer = Some(tracer);
+        self
+    }
+
     /// The layer. Metrics handles are registered now, with the `metrics`
     /// recorder installed at this point.
     ///
@@ -463,6 +479,10 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitBuilder<B, E> {
                     read,
                     max_debt: self.max_debt,
                 }),
+                #[cfg(feature = "otel")]
+                tracer: self
+                    .tracer
+                    .or_else(|| crate::otel::default_tracer().cloned()),
             }),
         }
     }

@@ -143,6 +143,7 @@ mod key;
 pub mod key_encoding;
 mod layer;
 mod metrics;
+pub mod otel;
 pub mod problem;
 #[cfg(feature = "redis")]
 mod redis_backend;

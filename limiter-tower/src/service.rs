@@ -112,7 +112,7 @@ where
 pub(crate) fn limit<S, B, E, ReqBody, ResBody>(
     shared_arc: &Arc<Shared<B, E>>,
     inner: &mut S,
-    request: Request<ReqBody>,
+    mut request: Request<ReqBody>,
 ) -> ResponseFuture<S::Future, ResBody, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
@@ -138,10 +138,20 @@ where
             max_wait,
         } => (key, cost, max_wait),
     };
+    let mut trace = shared.trace(&request);
+    let decision = shared.backend.decide_ready(&key, cost, max_wait);
+    if let Some(trace) = &mut trace
+        && decision.is_some()
+    {
+        trace.answered();
+    }
     // Fast path: a decision made at once, and a request that needs no
     // wait, is answered or passed to the inner service right here.
-    let decision = match shared.backend.decide_ready(&key, cost, max_wait) {
+    let decision = match decision {
         Some(Ok(grant)) if grant.wait.is_zero() => {
+            if let Some(trace) = trace {
+                trace.admitted(grant.wait, request.headers_mut());
+            }
             let numbers = shared.numbers(&grant);
             metrics.allowed.increment(1);
             let future = inner.call(request);
@@ -159,6 +169,9 @@ where
             return ResponseFuture::charging(future, shared.headers.as_ref(), numbers, owed);
         }
         Some(Err(denial)) => {
+            if let Some(trace) = trace {
+                trace.denied(&denial);
+            }
             return match shared.denied(denial, metrics, &request) {
                 Some(response) => ResponseFuture::answered(response),
                 None => ResponseFuture::pass(inner.call(request)),
@@ -180,6 +193,7 @@ where
         max_wait,
         route,
         decision,
+        trace,
     };
     ResponseFuture::waiting(Box::pin(decide_and_wait(
         Arc::clone(shared_arc),

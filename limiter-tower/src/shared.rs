@@ -25,6 +25,7 @@ use crate::headers::{LayerStyle, RateLimitInfo, retry_after_value};
 use crate::ip::{canonical, peer_addr};
 use crate::key::{KeyError, KeyExtractor, RequestHead};
 use crate::metrics::Metrics;
+use crate::otel::span::DecisionTrace;
 use crate::response::Rejection;
 
 /// What the layer does with a request that does not conform now.
@@ -88,6 +89,9 @@ pub(crate) struct Shared<B: Backend, E> {
     pub(crate) warned_missing_peer: AtomicBool,
     /// The cost after the response, when the layer charges one.
     pub(crate) response_cost: Option<crate::response_cost::ResponseCost>,
+    /// The tracer of the decision spans; `None`: no span.
+    #[cfg(feature = "otel")]
+    pub(crate) tracer: Option<opentelemetry_sdk::trace::SdkTracer>,
 }
 
 /// The rate-limit header syntax and the policy name it writes: what a
@@ -165,6 +169,23 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
             key,
             cost,
             max_wait,
+        }
+    }
+
+    /// The span of this request's decision: `None` without a tracer (and
+    /// always without the feature `otel`, where the type is empty).
+    // Inlined: without a tracer it is one test of a field.
+    #[inline]
+    pub(crate) fn trace<R>(&self, request: &http::Request<R>) -> Option<DecisionTrace> {
+        #[cfg(feature = "otel")]
+        {
+            let tracer = self.tracer.as_ref()?;
+            Some(DecisionTrace::start(tracer, &self.name, request.headers()))
+        }
+        #[cfg(not(feature = "otel"))]
+        {
+            let _ = request;
+            None
         }
     }
 

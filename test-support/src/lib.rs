@@ -14,7 +14,8 @@
 //!   headless Chromium over a page;
 //! * `redis`: `redis`, a private redis-server, cluster or Sentinel
 //!   deployment;
-//! * `tls`: `tls`, a test CA with server and client certificates.
+//! * `tls`: `tls`, a test CA with server and client certificates;
+//! * `otlp`: `otlp`, a real OTLP trace receiver (gRPC and HTTP).
 
 pub mod counting_alloc;
 pub mod envoy;
@@ -24,6 +25,8 @@ pub mod quiet;
 
 #[cfg(feature = "tokio")]
 pub mod chromium;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 #[cfg(feature = "tokio")]
 pub mod patience;
 #[cfg(feature = "redis")]

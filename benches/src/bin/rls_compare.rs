@@ -40,13 +40,13 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use limiter_rls::backend::UnixClock;
 use limiter_rls::backend::{
-    AnyBackend, memory::MemoryFixed, memory::MemoryGcra, redis::RedisFixed, redis::RedisGcra,
+    AnyStore, memory::MemoryFixed, memory::MemoryGcra, redis::RedisFixed, redis::RedisGcra,
 };
 use limiter_rls::grpc::RateLimitClient;
 use limiter_rls::proto::{Entry, RateLimitDescriptor, RateLimitRequest};
-use limiter_rls::window::UnixClock;
-use limiter_rls::{Options, RateLimiter, RuleSet, server, stats::Recorder};
+use limiter_rls::{Options, RateLimitService, RuleSet, server, stats::Recorder};
 
 use limiter_test_support::envoy::Envoy;
 use limiter_test_support::free_port;
@@ -60,7 +60,7 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 100}
 ";
 
-/// Backend calls that failed (timed out) in the backend-only rows.
+/// CounterStore calls that failed (timed out) in the backend-only rows.
 static FAILED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The Redis budget of every request and call here.
@@ -110,7 +110,7 @@ fn pct(sorted: &[u64], p: f64) -> u64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
-async fn start_rls(backend: AnyBackend) -> (u16, tokio::sync::watch::Sender<bool>) {
+async fn start_rls(backend: AnyStore) -> (u16, tokio::sync::watch::Sender<bool>) {
     let rules = RuleSet::from_files(vec![("bench.yaml".into(), CONFIG.into())]).unwrap();
     // A generous Redis budget: on a loaded 2-core machine a call can
     // exceed the 10 ms default, and this measures throughput, not failures.
@@ -118,7 +118,7 @@ async fn start_rls(backend: AnyBackend) -> (u16, tokio::sync::watch::Sender<bool
         store_budget: STORE_BUDGET,
         ..Options::default()
     };
-    let limiter = Arc::new(RateLimiter::new(
+    let limiter = Arc::new(RateLimitService::new(
         rules,
         backend,
         options,
@@ -383,8 +383,8 @@ fn offered(e: &Envoy, rate: f64, secs: f64, key: &str) -> u64 {
 
 /// µs per `try_all` of one fresh-ish descriptor on `backend`, with
 /// `parallel` calls in flight (µs per call = wall / calls).
-async fn backend_call(backend: Arc<AnyBackend>, parallel: usize, secs: f64) -> f64 {
-    use limiter_rls::backend::{Backend, Part};
+async fn backend_call(backend: Arc<AnyStore>, parallel: usize, secs: f64) -> f64 {
+    use limiter_rls::backend::{CounterStore, Part};
     use limiter_rls::proto::Unit;
     let deadline = Instant::now() + Duration::from_secs_f64(secs);
     let t0 = Instant::now();
@@ -446,7 +446,7 @@ fn main() {
         .unwrap();
     println!("load average at start: {}", load_average());
     let redis = redis_server::RedisServer::start();
-    let (mem_port, _stop_mem) = server_rt.block_on(start_rls(AnyBackend::MemoryGcra(
+    let (mem_port, _stop_mem) = server_rt.block_on(start_rls(AnyStore::MemoryGcra(
         MemoryGcra::new(UnixClock::new(), 1_000_000),
     )));
     let conn: limiter_redis::RedisConnection = server_rt.block_on(redis.manager()).into();
@@ -458,8 +458,8 @@ fn main() {
     )
     .unwrap();
     let (redis_port, _stop_redis) =
-        server_rt.block_on(start_rls(AnyBackend::RedisGcra(redis_backend)));
-    let (fixed_port, _stop_fixed) = server_rt.block_on(start_rls(AnyBackend::MemoryFixed(
+        server_rt.block_on(start_rls(AnyStore::RedisGcra(redis_backend)));
+    let (fixed_port, _stop_fixed) = server_rt.block_on(start_rls(AnyStore::MemoryFixed(
         MemoryFixed::new(UnixClock::new(), 1_000_000),
     )));
 
@@ -501,7 +501,7 @@ fn main() {
     let backends = [
         (
             "gcra",
-            AnyBackend::RedisGcra(
+            AnyStore::RedisGcra(
                 RedisGcra::new(
                     conn.clone(),
                     "bench-call",
@@ -513,7 +513,7 @@ fn main() {
         ),
         (
             "fixed_window",
-            AnyBackend::RedisFixed(
+            AnyStore::RedisFixed(
                 RedisFixed::new(
                     conn,
                     "bench-call_",

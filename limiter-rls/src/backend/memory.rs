@@ -15,7 +15,7 @@
 //! count) under one mutex: checking every part and then incrementing them
 //! happens under the lock, so all or nothing is exact.
 //!
-//! Charges past the limit ([`Backend::charge_over`]) go through
+//! Charges past the limit ([`CounterStore::charge_over`]) go through
 //! limiter-keyed's [`ChargeKeyAfter`] (the workspace's one debt mechanism,
 //! capped at one unit past the limit: [`debt_cap`]) for GCRA, and count past the limit in the fixed
 //! window.
@@ -33,7 +33,7 @@ use limiter_core::{Clock, Quota, composite::Limit, composite::try_acquire_all};
 use limiter_keyed::{ChargeKeyAfter, KeyedError, KeyedLimiter};
 use tokio::time::Instant;
 
-use super::{Backend, BackendError, Charge, Part, PartState};
+use super::{BackendError, Charge, CounterStore, Part, PartState};
 use crate::config::LimitSpec;
 use crate::window;
 
@@ -150,7 +150,7 @@ impl<C: Clock + Clone + 'static> MemoryGcra<C> {
     }
 }
 
-impl<C: Clock + Clone + 'static> Backend for MemoryGcra<C> {
+impl<C: Clock + Clone + 'static> CounterStore for MemoryGcra<C> {
     fn store(&self) -> &'static str {
         "memory"
     }
@@ -292,7 +292,7 @@ impl<C: Clock + 'static> MemoryFixed<C> {
     }
 }
 
-impl<C: Clock + 'static> Backend for MemoryFixed<C> {
+impl<C: Clock + 'static> CounterStore for MemoryFixed<C> {
     fn store(&self) -> &'static str {
         "memory"
     }

@@ -1,19 +1,19 @@
-//! Where the counters live: the [`Backend`] interface the decision policy
+//! Where the counters live: the [`CounterStore`] interface the decision policy
 //! (`decide`) runs against, and its four implementations: GCRA and fixed
-//! windows, each in memory or on Redis ([`AnyBackend`] picks one at run
+//! windows, each in memory or on Redis ([`AnyStore`] picks one at run
 //! time without boxing).
 //!
 //! A backend offers two operations over a list of [`Part`]s (one per
 //! request descriptor that has a limit):
 //!
-//! * [`Backend::try_all`]: charge every part `hits`, **all or nothing**. In
+//! * [`CounterStore::try_all`]: charge every part `hits`, **all or nothing**. In
 //!   memory the GCRA parts go through `limiter_core::composite::try_acquire_all` on
 //!   limiter-keyed's per-key limits, the fixed windows under one lock; on
 //!   Redis through limiter-redis's one-script `try_acquire_all`, the fixed
 //!   windows through one script that checks every key before it increments
 //!   any.
-//! * [`Backend::peek`]: each part's state without charging anything.
-//! * [`Backend::charge_over`]: charge every part `hits` **even past the
+//! * [`CounterStore::peek`]: each part's state without charging anything.
+//! * [`CounterStore::charge_over`]: charge every part `hits` **even past the
 //!   limit**, for a cost already incurred (Envoy's per-descriptor
 //!   `hits_addend`, typically reported on the response path). GCRA records
 //!   the excess as debt (`tat` pushed past `now + tau + t`), at most one
@@ -28,6 +28,8 @@
 
 pub mod memory;
 pub mod redis;
+
+pub use crate::window::UnixClock;
 
 use core::time::Duration;
 
@@ -91,7 +93,7 @@ pub struct PartState {
     pub exceeded: bool,
 }
 
-/// The outcome of [`Backend::try_all`].
+/// The outcome of [`CounterStore::try_all`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Charge {
     /// Every part was charged; their states, in order.
@@ -120,7 +122,7 @@ impl std::error::Error for BackendError {}
 /// however many calls its decision takes; a backend past it answers by its
 /// failure policy without calling out. The in-memory backends never wait
 /// and ignore it.
-pub trait Backend: Send + Sync + 'static {
+pub trait CounterStore: Send + Sync + 'static {
     /// Where the counters live, for traces: `memory` or `redis`.
     fn store(&self) -> &'static str;
 
@@ -149,7 +151,7 @@ pub trait Backend: Send + Sync + 'static {
 
 /// One of the four backends, chosen at start-up.
 #[derive(Debug)]
-pub enum AnyBackend {
+pub enum AnyStore {
     /// GCRA in memory.
     MemoryGcra(memory::MemoryGcra),
     /// Fixed windows in memory.
@@ -160,20 +162,20 @@ pub enum AnyBackend {
     RedisFixed(redis::RedisFixed),
 }
 
-impl Backend for AnyBackend {
+impl CounterStore for AnyStore {
     fn store(&self) -> &'static str {
         match self {
-            AnyBackend::MemoryGcra(_) | AnyBackend::MemoryFixed(_) => "memory",
-            AnyBackend::RedisGcra(_) | AnyBackend::RedisFixed(_) => "redis",
+            AnyStore::MemoryGcra(_) | AnyStore::MemoryFixed(_) => "memory",
+            AnyStore::RedisGcra(_) | AnyStore::RedisFixed(_) => "redis",
         }
     }
 
     async fn try_all(&self, parts: &[Part], deadline: Instant) -> Result<Charge, BackendError> {
         match self {
-            AnyBackend::MemoryGcra(b) => b.try_all(parts, deadline).await,
-            AnyBackend::MemoryFixed(b) => b.try_all(parts, deadline).await,
-            AnyBackend::RedisGcra(b) => b.try_all(parts, deadline).await,
-            AnyBackend::RedisFixed(b) => b.try_all(parts, deadline).await,
+            AnyStore::MemoryGcra(b) => b.try_all(parts, deadline).await,
+            AnyStore::MemoryFixed(b) => b.try_all(parts, deadline).await,
+            AnyStore::RedisGcra(b) => b.try_all(parts, deadline).await,
+            AnyStore::RedisFixed(b) => b.try_all(parts, deadline).await,
         }
     }
 
@@ -183,10 +185,10 @@ impl Backend for AnyBackend {
         deadline: Instant,
     ) -> Result<Vec<PartState>, BackendError> {
         match self {
-            AnyBackend::MemoryGcra(b) => b.peek(parts, deadline).await,
-            AnyBackend::MemoryFixed(b) => b.peek(parts, deadline).await,
-            AnyBackend::RedisGcra(b) => b.peek(parts, deadline).await,
-            AnyBackend::RedisFixed(b) => b.peek(parts, deadline).await,
+            AnyStore::MemoryGcra(b) => b.peek(parts, deadline).await,
+            AnyStore::MemoryFixed(b) => b.peek(parts, deadline).await,
+            AnyStore::RedisGcra(b) => b.peek(parts, deadline).await,
+            AnyStore::RedisFixed(b) => b.peek(parts, deadline).await,
         }
     }
 
@@ -196,10 +198,10 @@ impl Backend for AnyBackend {
         deadline: Instant,
     ) -> Result<Vec<PartState>, BackendError> {
         match self {
-            AnyBackend::MemoryGcra(b) => b.charge_over(parts, deadline).await,
-            AnyBackend::MemoryFixed(b) => b.charge_over(parts, deadline).await,
-            AnyBackend::RedisGcra(b) => b.charge_over(parts, deadline).await,
-            AnyBackend::RedisFixed(b) => b.charge_over(parts, deadline).await,
+            AnyStore::MemoryGcra(b) => b.charge_over(parts, deadline).await,
+            AnyStore::MemoryFixed(b) => b.charge_over(parts, deadline).await,
+            AnyStore::RedisGcra(b) => b.charge_over(parts, deadline).await,
+            AnyStore::RedisFixed(b) => b.charge_over(parts, deadline).await,
         }
     }
 }

@@ -45,7 +45,7 @@ use redis::Script;
 use tokio::time::Instant;
 
 use super::memory::{MemoryFixed, MemoryGcra, debt_cap};
-use super::{Backend, BackendError, Charge, Part, PartState};
+use super::{BackendError, Charge, CounterStore, Part, PartState};
 use crate::window::{self, UnixClock};
 use limiter_core::Clock;
 
@@ -244,7 +244,7 @@ impl RedisGcra {
     }
 }
 
-impl Backend for RedisGcra {
+impl CounterStore for RedisGcra {
     fn store(&self) -> &'static str {
         "redis"
     }
@@ -564,7 +564,7 @@ enum Mode {
     Over = 2,
 }
 
-impl Backend for RedisFixed {
+impl CounterStore for RedisFixed {
     fn store(&self) -> &'static str {
         "redis"
     }

@@ -6,12 +6,16 @@
 //!   attributes when set; theirs makes up a random instance id, ours omits it).
 //! * `TRACING_SAMPLING_RATE` (1): theirs, a parent-based trace-id ratio;
 //!   `OTEL_TRACES_SAMPLER` with `OTEL_TRACES_SAMPLER_ARG`, when set, wins.
-//! * `TRACING_EXPORTER_PROTOCOL`: `grpc` only (OTLP/gRPC; theirs defaults
-//!   to `http`, which is refused here with the fix rather than ignored).
-//! * `OTEL_EXPORTER_OTLP_ENDPOINT` (`http://localhost:4317`).
+//! * `TRACING_EXPORTER_PROTOCOL` (`http`, as theirs): `http` (OTLP/HTTP
+//!   with protobuf bodies, usually port 4318) or `grpc` (OTLP/gRPC, 4317);
+//!   `OTEL_EXPORTER_OTLP_PROTOCOL` (`http/protobuf` or `grpc`), when set, wins.
+//! * `OTEL_EXPORTER_OTLP_ENDPOINT` (the base URL: OTLP/HTTP appends
+//!   `/v1/traces`; default `http://localhost:4318`, or `:4317` over gRPC),
+//!   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (the full URL).
+
+use limiter_tower::otel::{Defaults, Protocol, Sampling, TraceConfig, ratio};
 
 use super::SettingError;
-use crate::otel::{Sampling, TraceConfig, ratio};
 
 type Get<'a> = &'a dyn Fn(&str) -> Option<String>;
 type BoolOf<'a> = &'a dyn Fn(&'static str, bool) -> Result<bool, SettingError>;
@@ -24,15 +28,18 @@ pub(super) fn tracing(
     if !bool_of("TRACING_ENABLED", false)? {
         return Ok(None);
     }
-    if let Some(p) = get("TRACING_EXPORTER_PROTOCOL")
-        && !p.eq_ignore_ascii_case("grpc")
-    {
-        return Err(SettingError {
-            name: "TRACING_EXPORTER_PROTOCOL",
-            value: p,
-            expected: "grpc (OTLP over gRPC, usually port 4317; http is not supported)",
-        });
-    }
+    let protocol = match get("TRACING_EXPORTER_PROTOCOL") {
+        None => Protocol::HttpProtobuf,
+        Some(p) if p.eq_ignore_ascii_case("http") => Protocol::HttpProtobuf,
+        Some(p) if p.eq_ignore_ascii_case("grpc") => Protocol::Grpc,
+        Some(p) => {
+            return Err(SettingError {
+                name: "TRACING_EXPORTER_PROTOCOL",
+                value: p,
+                expected: "http (OTLP/HTTP, usually port 4318) or grpc (OTLP/gRPC, 4317)",
+            });
+        }
+    };
     let rate = match get("TRACING_SAMPLING_RATE") {
         None => 1.0,
         Some(v) => ratio(&v).ok_or(SettingError {
@@ -42,32 +49,33 @@ pub(super) fn tracing(
         })?,
     };
     let name = get("TRACING_SERVICE_NAME").unwrap_or_else(|| "RateLimit".to_owned());
-    let mut config = TraceConfig::from_otel_env(get, &name, Sampling::ParentBasedRatio(rate))
-        .map_err(|e| {
-            let name = if e.starts_with("OTEL_TRACES_SAMPLER_ARG") {
-                "OTEL_TRACES_SAMPLER_ARG"
-            } else {
-                "OTEL_TRACES_SAMPLER"
-            };
-            SettingError {
-                name,
-                value: get(name).unwrap_or_default(),
-                expected: e,
-            }
-        })?;
-    config.service_namespace = get("TRACING_SERVICE_NAMESPACE").filter(|s| !s.is_empty());
-    config.service_instance_id = get("TRACING_SERVICE_INSTANCE_ID").filter(|s| !s.is_empty());
-    Ok(Some(config))
+    let namespace = get("TRACING_SERVICE_NAMESPACE").filter(|s| !s.is_empty());
+    let instance = get("TRACING_SERVICE_INSTANCE_ID").filter(|s| !s.is_empty());
+    let defaults = Defaults {
+        service_name: &name,
+        service_namespace: namespace.as_deref(),
+        service_instance_id: instance.as_deref(),
+        sampling: Sampling::ParentBasedRatio(rate),
+        protocol,
+    };
+    TraceConfig::from_otel_env(get, defaults)
+        .map(Some)
+        .map_err(|(name, expected)| SettingError {
+            name,
+            value: get(name).unwrap_or_default(),
+            expected,
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
 
-    use crate::otel::Sampling;
+    use limiter_tower::otel::{Protocol, Sampling, TraceConfig};
+
     use crate::settings::Settings;
 
-    fn tracing(vars: &[(&str, &str)]) -> Result<Option<crate::otel::TraceConfig>, String> {
+    fn tracing(vars: &[(&str, &str)]) -> Result<Option<TraceConfig>, String> {
         let m: HashMap<String, String> = vars
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -91,6 +99,20 @@ mod tests {
         assert_eq!(c.sampling, Sampling::ParentBasedRatio(0.5));
         assert_eq!(c.service_namespace.as_deref(), Some("edge"));
         assert_eq!(c.service_instance_id, None);
+        // Theirs by default: OTLP/HTTP to the local collector.
+        assert_eq!(c.protocol, Protocol::HttpProtobuf);
+        assert_eq!(c.endpoint, "http://localhost:4318/v1/traces");
+        let grpc = tracing(&[
+            ("TRACING_ENABLED", "true"),
+            ("TRACING_EXPORTER_PROTOCOL", "grpc"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "otel:4317"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (grpc.protocol, grpc.endpoint.as_str()),
+            (Protocol::Grpc, "http://otel:4317")
+        );
     }
 
     #[test]
@@ -109,7 +131,7 @@ mod tests {
         );
         let on = ("TRACING_ENABLED", "true");
         assert_eq!(
-            tracing(&[on, ("TRACING_EXPORTER_PROTOCOL", "http")]),
+            tracing(&[on, ("TRACING_EXPORTER_PROTOCOL", "udp")]),
             Err("TRACING_EXPORTER_PROTOCOL".to_owned())
         );
         assert_eq!(
