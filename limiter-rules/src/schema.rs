@@ -283,8 +283,50 @@ impl RedisSpec {
     /// assert_eq!(spec("redis://app:s3cret@db:6379/0").redacted_url(), "redis://app:***@db:6379/0");
     /// ```
     pub fn redacted_url(&self) -> String {
-        crate::validate::redis::redacted(&self.url)
+        redacted(&self.url)
     }
+}
+
+/// `url` with its secrets replaced by `***`: the password of the userinfo
+/// and the value of a `sentinel_password` parameter. For messages and
+/// listings, which must not leak credentials.
+pub(crate) fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (before_query, query) = match rest.split_once('?') {
+        Some((r, q)) => (r, Some(q)),
+        None => (rest, None),
+    };
+    let (authority, path) = match before_query.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (before_query, None),
+    };
+    let mut out = format!("{scheme}://");
+    match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => {
+            match userinfo.split_once(':') {
+                Some((user, _)) => out += &format!("{user}:***"),
+                None => out += "***", // a lone userinfo is a password (redis://PASSWORD@host)
+            }
+            out += &format!("@{hosts}");
+        }
+        None => out += authority,
+    }
+    if let Some(p) = path {
+        out += &format!("/{p}");
+    }
+    if let Some(q) = query {
+        let params: Vec<String> = q
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("sentinel_password") => format!("{k}=***"),
+                _ => kv.to_owned(),
+            })
+            .collect();
+        out += &format!("?{}", params.join("&"));
+    }
+    out
 }
 
 /// The `tls` table of a Redis backend: PEM files, read when the rule set

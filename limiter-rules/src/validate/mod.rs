@@ -33,7 +33,7 @@ mod cost;
 mod fields;
 mod overrides;
 mod quota;
-pub(crate) mod redis;
+mod redis;
 mod request;
 
 use fields::Fields;

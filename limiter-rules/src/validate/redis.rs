@@ -279,52 +279,10 @@ fn is_tls_url(url: &str) -> bool {
     )
 }
 
-/// `url` with its secrets replaced by `***`: the password of the userinfo
-/// and the value of a `sentinel_password` parameter. For messages and
-/// listings, which must not leak credentials.
-pub(crate) fn redacted(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (before_query, query) = match rest.split_once('?') {
-        Some((r, q)) => (r, Some(q)),
-        None => (rest, None),
-    };
-    let (authority, path) = match before_query.split_once('/') {
-        Some((a, p)) => (a, Some(p)),
-        None => (before_query, None),
-    };
-    let mut out = format!("{scheme}://");
-    match authority.rsplit_once('@') {
-        Some((userinfo, hosts)) => {
-            match userinfo.split_once(':') {
-                Some((user, _)) => out += &format!("{user}:***"),
-                None => out += "***", // a lone userinfo is a password (redis://PASSWORD@host)
-            }
-            out += &format!("@{hosts}");
-        }
-        None => out += authority,
-    }
-    if let Some(p) = path {
-        out += &format!("/{p}");
-    }
-    if let Some(q) = query {
-        let params: Vec<String> = q
-            .split('&')
-            .map(|kv| match kv.split_once('=') {
-                Some((k, _)) if k.eq_ignore_ascii_case("sentinel_password") => format!("{k}=***"),
-                _ => kv.to_owned(),
-            })
-            .collect();
-        out += &format!("?{}", params.join("&"));
-    }
-    out
-}
-
 /// Whether `url` has the form of a Redis URL; why not otherwise. The
 /// messages show the URL redacted.
 pub(crate) fn redis_url(url: &str) -> Result<(), String> {
-    let shown = redacted(url);
+    let shown = crate::schema::redacted(url);
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(format!(
             "`{shown}` has no scheme (write redis://HOST:PORT/)"
@@ -399,7 +357,7 @@ fn sentinel_url(url: &str, rest: &str) -> Result<(), String> {
     if parts.next().is_none() {
         return Err(format!(
             "`{}` names no master (write redis+sentinel://HOST:26379/MASTER)",
-            redacted(url)
+            crate::schema::redacted(url)
         ));
     }
     if let Some(db) = parts.next()
@@ -423,7 +381,8 @@ fn sentinel_url(url: &str, rest: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{redacted, redis_url};
+    use super::redis_url;
+    use crate::schema::redacted;
 
     #[test]
     fn secrets_are_redacted_and_the_rest_kept() {
