@@ -1,6 +1,7 @@
 //! [`AdaptiveBuilder`]: the rates, burst and clock of an
 //! [`AdaptiveLimiter`], validated once by [`build`](AdaptiveBuilder::build).
 
+use super::adjustment::AdjustmentLog;
 use super::controller::check;
 use super::{AdaptiveLimiter, RateController};
 use crate::clock::{Clock, DefaultClock};
@@ -8,7 +9,6 @@ use crate::error::QuotaError;
 use crate::limiter::RateLimiter;
 use crate::quota::{MAX_SPAN, Quota, saturating_nanos};
 use crate::sync::AtomicU64;
-use super::adjustment::AdjustmentLog;
 
 /// Builds an [`AdaptiveLimiter`]; see [`AdaptiveLimiter::builder`].
 #[derive(Debug)]

@@ -165,5 +165,4 @@ impl<P: RateController, C: Clock> AdaptiveLimiter<P, C> {
         self.decisions.write(&decision);
         decision
     }
-
 }

@@ -156,7 +156,6 @@ mod tests {
     use super::*;
     use crate::sync::{AtomicU64, Ordering};
 
-
     #[test]
     fn load_marks_pick_half_double_or_base() {
         let load = AtomicU64::new(0.9f64.to_bits());

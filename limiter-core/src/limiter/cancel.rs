@@ -103,12 +103,7 @@ impl<C: Clock> RateLimiter<C> {
     /// `cancel` under the change lock, which excludes quota changes, so the
     /// count checked here holds until the undo is done.
     #[cfg_attr(not(feature = "std"), allow(unused_variables))]
-    fn give_back(
-        &self,
-        guard: &mut ChangeGuard<'_>,
-        reservation: Reservation,
-        now: u64,
-    ) -> bool {
+    fn give_back(&self, guard: &mut ChangeGuard<'_>, reservation: Reservation, now: u64) -> bool {
         let changes = self.changes_made();
         match reservation.undo {
             Undo::Word {
@@ -178,5 +173,4 @@ impl<C: Clock> RateLimiter<C> {
             |after, before| self.state.replace_if(after, before),
         );
     }
-
 }

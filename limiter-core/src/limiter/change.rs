@@ -141,7 +141,6 @@ impl<C: Clock> RateLimiter<C> {
             })
         })
     }
-
 }
 
 /// The `tat` a quota change installs: the fill level kept in permits

@@ -303,7 +303,6 @@ impl<C: Clock> RateLimiter<C> {
         gcra::available_within(tat(word), now, params, usable(params), self.epoch.limit())
     }
 
-
     /// The clock this limiter reads.
     ///
     /// # Examples

@@ -274,7 +274,6 @@ impl<C: Clock> RateLimiter<C> {
             undo,
         }
     }
-
 }
 
 /// Exact headroom, from the word the decision's CAS wrote; the policy is

@@ -10,7 +10,6 @@ use crate::gcra::Params;
 use crate::quota::saturating_nanos;
 use crate::reservation::Reservation;
 
-
 /// Keyed by the class: exact headroom within the class's share of the
 /// burst, from the word the decision wrote; the policy of a class is its
 /// share of the burst at the quota's interval. A class past the last is

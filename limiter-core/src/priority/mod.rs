@@ -57,7 +57,6 @@ mod share;
 
 pub use class::PriorityClass;
 
-
 /// A rate limiter whose burst is shared by priority classes, class 0 the
 /// highest (see the module docs).
 ///
