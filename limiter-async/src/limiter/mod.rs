@@ -6,17 +6,16 @@
 //! first poll, and the future then sleeps until the slot's absolute instant.
 //! Deadlines are checked against the slot before anything is consumed.
 //! Units are those of the core: nanoseconds since the clock's origin, shown
-//! to callers as [`Duration`]s and tokio [`Instant`]s.
+//! to callers as [`Duration`](core::time::Duration)s and tokio
+//! [`Instant`](tokio::time::Instant)s.
 //!
 //! Files: this one (the type, its construction and the calls that do not
 //! wait), `take` (the waiting methods).
 
-use core::time::Duration;
 use std::sync::Arc;
 
 use futures::Stream;
 use limiter_core::{AcquireError, Decide, Quota, RateLimiter};
-use tokio::time::Instant;
 
 use crate::clock::TokioClock;
 use crate::throttle::Throttled;

@@ -17,7 +17,7 @@
 //! # The app-limited guard
 //!
 //! Every admission through [`try_acquire_n`](AdaptiveLimiter::try_acquire_n),
-//! [`reserve_n`](AdaptiveLimiter::reserve_n) or [`Decide`] is counted. At the end
+//! [`reserve_n`](AdaptiveLimiter::reserve_n) or [`Decide`](crate::Decide) is counted. At the end
 //! of an interval of `elapsed` ns at rate `r`, the rate allowed
 //! `allowed = ⌊r · elapsed / 10^9⌋` permits; if fewer than half of them were
 //! admitted (`2 · admitted < allowed`), the caller is not using the rate and

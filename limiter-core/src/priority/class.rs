@@ -44,7 +44,7 @@ impl<C: Clock> PriorityLimiter<C> {
     }
 }
 
-/// One class's view of a shared [`PriorityLimiter`], a [`Decide`] with
+/// One class's view of a shared [`PriorityLimiter`], a [`Decide`](crate::Decide) with
 /// `Key = ()` usable wherever one limit is expected (the async waiting
 /// layer, [`Metered`](crate::Metered)).
 #[derive(Debug, Clone)]
