@@ -105,7 +105,7 @@ impl<C: Clock> SlidingWindow<C> {
     }
 
     /// Takes `n` permits out of the count of `window`, if it still counts.
-    fn cancel_in(&self, window: u64, n: u32) -> bool {
+    pub(super) fn cancel_in(&self, window: u64, n: u32) -> bool {
         // Past the range nothing is decided, so nothing needs giving back.
         let Some(now) = self.time(self.clock.now()) else {
             return false;
