@@ -15,7 +15,7 @@ impl<P: RateController, C: Clock> AdaptiveLimiter<P, C> {
     ///
     /// # Errors
     ///
-    /// As [`RateLimiter::try_acquire_n`].
+    /// As [`RateLimiter::try_acquire_n`](crate::RateLimiter::try_acquire_n).
     #[inline]
     pub fn try_acquire(&self) -> Result<(), AcquireError> {
         self.try_acquire_n(1)
@@ -25,7 +25,7 @@ impl<P: RateController, C: Clock> AdaptiveLimiter<P, C> {
     ///
     /// # Errors
     ///
-    /// As [`RateLimiter::try_acquire_n`].
+    /// As [`RateLimiter::try_acquire_n`](crate::RateLimiter::try_acquire_n).
     #[inline]
     pub fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
         self.limiter.try_acquire_n(n)?;
@@ -39,7 +39,7 @@ impl<P: RateController, C: Clock> AdaptiveLimiter<P, C> {
     ///
     /// # Errors
     ///
-    /// As [`RateLimiter::reserve_n`].
+    /// As [`RateLimiter::reserve_n`](crate::RateLimiter::reserve_n).
     #[inline]
     pub fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
         let reservation = self.limiter.reserve_n(n, max_wait)?;
@@ -47,7 +47,7 @@ impl<P: RateController, C: Clock> AdaptiveLimiter<P, C> {
         Ok(reservation)
     }
 
-    /// Gives back a reservation as [`RateLimiter::cancel`] does.
+    /// Gives back a reservation as [`RateLimiter::cancel`](crate::RateLimiter::cancel) does.
     pub fn cancel(&self, reservation: Reservation) -> bool {
         self.limiter.cancel(reservation)
     }

@@ -83,7 +83,7 @@ impl<P: RateController, C: Clock> AdaptiveLimiter<P, C> {
     /// Adjusts the rate if the interval is over and no other call has
     /// claimed the adjustment; returns the decision if this call made it.
     /// `record*` does this for you; a policy without samples
-    /// ([`LoadBased`]) may be driven by `tick` alone.
+    /// ([`LoadBased`](super::LoadBased)) may be driven by `tick` alone.
     ///
     /// # Examples
     ///
