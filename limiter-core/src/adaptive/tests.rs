@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::clock::ManualClock;
+use crate::error::{AcquireError, QuotaError};
 
 const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);

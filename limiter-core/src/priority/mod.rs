@@ -34,13 +34,14 @@
 //! class's `reserve_n` grants only what conforms now and otherwise returns
 //! `RateLimited { wait }` with the exact wait (if nothing else is admitted);
 //! waiting layers sleep that long and try again.
+//!
+//! Files: this one (the limiter), `share` (the exact shares), `class`
+//! ([`PriorityClass`]), `decide` (`Decide` for both).
 
-use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::time::Duration;
 
 use crate::clock::Clock;
-use crate::decision::{Decide, Denial, Grant};
 use crate::error::{AcquireError, QuotaError};
 use crate::gcra::Params;
 use crate::limiter::{Ask, RateLimiter};
@@ -48,73 +49,13 @@ use crate::quota::{Quota, saturating_nanos};
 use crate::reservation::Reservation;
 
 use crate::clock::DefaultClock;
+use share::Share;
 
-/// 1.0 in parts per billion.
-const ONE: u64 = 1_000_000_000;
+mod class;
+mod decide;
+mod share;
 
-/// A class's share of the burst, held exactly.
-///
-/// A share that is a decimal of at most nine places (0.3, 0.999999999) is
-/// that decimal, in parts per billion; any other share is its exact binary
-/// value `mantissa · 2^-shift`. Either way `usable` is `⌊share · burst⌋`
-/// exactly, so `headroom = burst − usable = ⌈(1 − share) · burst⌉` exactly.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Share {
-    /// `ppb / 10^9`, with `ppb ≤ 10^9`.
-    Decimal(u64),
-    /// `mantissa · 2^-shift`, with `mantissa < 2^53` and `shift ≥ 53`.
-    Binary { mantissa: u64, shift: u32 },
-}
-
-impl Share {
-    /// The share of `share` ∈ (0, 1] (checked by the caller).
-    fn of(share: f64) -> Share {
-        // share ≤ 1.0, so share·10^9 ≤ 10^9. Rounded half away from zero,
-        // as `f64::round` (std only) does: `as` truncates, and the fraction
-        // `x − trunc(x)` is exact for x < 2^52.
-        let x = share * ONE as f64;
-        let whole = x as u64;
-        let ppb = if x - whole as f64 >= 0.5 {
-            whole + 1
-        } else {
-            whole
-        };
-        // Division is correctly rounded: equality holds exactly when `share`
-        // is the double nearest to the decimal ppb / 10^9, i.e. when it was
-        // written as that decimal.
-        if ppb as f64 / ONE as f64 == share {
-            return Share::Decimal(ppb);
-        }
-        let bits = share.to_bits();
-        let exponent = ((bits >> 52) & 0x7ff) as u32;
-        let fraction = bits & ((1 << 52) - 1);
-        // A double is fraction·2^-1074 when subnormal, else
-        // (2^52 + fraction)·2^(exponent − 1075); share < 1.0 here, so
-        // exponent ≤ 1022 and shift ≥ 53.
-        let (mantissa, shift) = if exponent == 0 {
-            (fraction, 1074)
-        } else {
-            (fraction | 1 << 52, 1075 - exponent)
-        };
-        Share::Binary { mantissa, shift }
-    }
-
-    /// Permits of `burst` that a class with this share may use:
-    /// `⌊share · burst⌋`.
-    #[inline]
-    fn usable(self, burst: u32) -> u32 {
-        match self {
-            // ppb · burst ≤ 10^9 · 2^32 < 2^62: no overflow; the quotient is
-            // at most burst.
-            Share::Decimal(ppb) => (ppb * u64::from(burst) / ONE) as u32,
-            // mantissa · burst < 2^85 fits u128; shifting by 128 or more
-            // would be an overflow, and any shift past 85 gives 0 anyway.
-            Share::Binary { mantissa, shift } => {
-                ((u128::from(mantissa) * u128::from(burst)) >> shift.min(127)) as u32
-            }
-        }
-    }
-}
+pub use class::PriorityClass;
 
 /// A rate limiter whose burst is shared by priority classes, class 0 the
 /// highest (see the module docs).
@@ -449,213 +390,5 @@ impl<C: Clock> PriorityLimiter<C> {
     /// ```
     pub fn clock(&self) -> &C {
         self.limiter.clock()
-    }
-
-    /// A limiter acting for one class, sharing this limiter.
-    ///
-    /// # Errors
-    ///
-    /// [`AcquireError::UnknownClass`] for a class past the last.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use limiter_core::{ManualClock, PriorityLimiter, Quota};
-    ///
-    /// let clock = ManualClock::new();
-    /// let quota = Quota::per_second(10)?.with_burst(10)?;
-    /// // Class 0 may use the whole burst, class 1 half of it.
-    /// let limiter = PriorityLimiter::with_clock(quota, &[1.0, 0.5], clock.clone())?;
-    /// use std::sync::Arc;
-    /// let limiter = Arc::new(limiter);
-    /// let background = limiter.class(1)?;
-    /// assert_eq!(background.class(), 1);
-    /// assert!(background.try_acquire_n(5).is_ok());
-    /// assert!(background.try_acquire().is_err());
-    /// assert!(limiter.class(2).is_err());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn class(self: &Arc<Self>, class: usize) -> Result<PriorityClass<C>, AcquireError> {
-        self.share(class, 0)?;
-        Ok(PriorityClass {
-            limiter: Arc::clone(self),
-            class,
-        })
-    }
-}
-
-/// One class's view of a shared [`PriorityLimiter`], a [`Decide`] with
-/// `Key = ()` usable wherever one limit is expected (the async waiting
-/// layer, [`Metered`](crate::Metered)).
-#[derive(Debug, Clone)]
-pub struct PriorityClass<C: Clock = DefaultClock> {
-    limiter: Arc<PriorityLimiter<C>>,
-    class: usize,
-}
-
-impl<C: Clock> PriorityClass<C> {
-    /// The class this view acts for.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use limiter_core::{ManualClock, PriorityLimiter, Quota};
-    ///
-    /// let quota = Quota::per_second(10)?.with_burst(10)?;
-    /// let limiter = Arc::new(PriorityLimiter::with_clock(quota, &[1.0, 0.5], ManualClock::new())?);
-    /// assert_eq!(limiter.class(0)?.class(), 0);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn class(&self) -> usize {
-        self.class
-    }
-}
-
-/// The class's side of [`PriorityLimiter`]'s methods.
-impl<C: Clock> PriorityClass<C> {
-    /// Takes one permit of this class now.
-    ///
-    /// # Errors
-    ///
-    /// As [`PriorityLimiter::try_acquire_n`].
-    pub fn try_acquire(&self) -> Result<(), AcquireError> {
-        self.try_acquire_n(1)
-    }
-
-    /// Takes `n` permits of this class now, all or nothing.
-    ///
-    /// # Errors
-    ///
-    /// As [`PriorityLimiter::try_acquire_n`].
-    pub fn try_acquire_n(&self, n: u32) -> Result<(), AcquireError> {
-        self.limiter.try_acquire_n(self.class, n)
-    }
-
-    /// Claims a slot for `n` permits of this class (a future one only for
-    /// class 0).
-    ///
-    /// # Errors
-    ///
-    /// As [`PriorityLimiter::reserve_n`].
-    pub fn reserve_n(&self, n: u32, max_wait: Duration) -> Result<Reservation, AcquireError> {
-        self.limiter.reserve_n(self.class, n, max_wait)
-    }
-
-    /// Gives back a reservation as [`PriorityLimiter::cancel`] does.
-    pub fn cancel(&self, reservation: Reservation) -> bool {
-        PriorityLimiter::cancel(&self.limiter, reservation)
-    }
-}
-
-/// Keyed by the class: exact headroom within the class's share of the
-/// burst, from the word the decision wrote; the policy of a class is its
-/// share of the burst at the quota's interval. A class past the last is
-/// refused as [`Denial::Unavailable`].
-impl<C: Clock> Decide for PriorityLimiter<C> {
-    type Key = usize;
-    type Ticket = Reservation;
-
-    fn decide(
-        &self,
-        class: &usize,
-        cost: u32,
-        max_wait: Duration,
-    ) -> Result<Grant<Reservation>, Denial> {
-        let class = *class;
-        let share = match self.share(class, cost) {
-            Ok(share) => share,
-            Err(error) => return Err(Denial::Unavailable(alloc::boxed::Box::new(error))),
-        };
-        let max_wait = if class == 0 {
-            saturating_nanos(max_wait)
-        } else {
-            0
-        };
-        let now = self.limiter.clock().now();
-        let usable = |p: Params| share.usable(p.burst);
-        let class_policy = |p: Params| {
-            Params {
-                t: p.t,
-                burst: usable(p),
-            }
-            .policy()
-        };
-        match self
-            .limiter
-            .reserve_with_headroom_at(now, cost, max_wait, usable)
-        {
-            Ok((ticket, headroom, params)) => Ok(Grant {
-                wait: ticket.wait(),
-                ticket,
-                headroom,
-                policy: class_policy(params),
-            }),
-            Err((error, params)) => Err(Denial::refused(error, class_policy(params))),
-        }
-    }
-
-    fn cancel(&self, _class: &usize, ticket: Reservation) -> bool {
-        PriorityLimiter::cancel(self, ticket)
-    }
-}
-
-/// As [`PriorityLimiter`]'s `Decide` for this view's class.
-impl<C: Clock> Decide for PriorityClass<C> {
-    type Key = ();
-    type Ticket = Reservation;
-
-    fn decide(
-        &self,
-        _key: &(),
-        cost: u32,
-        max_wait: Duration,
-    ) -> Result<Grant<Reservation>, Denial> {
-        self.limiter.decide(&self.class, cost, max_wait)
-    }
-
-    fn cancel(&self, _key: &(), ticket: Reservation) -> bool {
-        PriorityLimiter::cancel(&self.limiter, ticket)
-    }
-}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn decimal_shares_are_held_as_written() {
-        assert_eq!(Share::of(1.0), Share::Decimal(ONE));
-        assert_eq!(Share::of(0.3), Share::Decimal(300_000_000));
-        assert_eq!(Share::of(0.999999999), Share::Decimal(999_999_999));
-        assert_eq!(Share::of(0.000000001), Share::Decimal(1));
-        assert_eq!(Share::Decimal(ONE / 2).usable(3), 1);
-        assert_eq!(Share::Decimal(700_000_000).usable(10), 7);
-        assert_eq!(Share::Decimal(100_000_000).usable(10), 1);
-        assert_eq!(Share::Decimal(1).usable(10), 0);
-    }
-
-    #[test]
-    fn other_shares_are_their_exact_binary_value() {
-        assert_eq!(
-            Share::of(0.75 + 1.0 / (1u64 << 40) as f64),
-            Share::Binary {
-                mantissa: (3 << 51) + (1 << 13),
-                shift: 53
-            }
-        );
-        assert_eq!(
-            Share::of(f64::MIN_POSITIVE / 4.0),
-            Share::Binary {
-                mantissa: 1 << 50,
-                shift: 1074
-            }
-        );
-        let below_one = Share::of(1.0 - f64::EPSILON / 2.0);
-        assert_eq!(below_one.usable(u32::MAX), u32::MAX - 1);
-        assert_eq!(below_one.usable(1), 0);
-        assert_eq!(Share::of(1.0 / (1u64 << 30) as f64).usable(u32::MAX), 3);
-        assert_eq!(Share::of(f64::MIN_POSITIVE).usable(u32::MAX), 0);
     }
 }
