@@ -47,9 +47,24 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     if settings.tracing.is_some() {
         return Err("TRACING_ENABLED: this build has no tracing (cargo feature `otel`)".into());
     }
-    let limiter = Arc::new(limiter);
+    // Every way out, an error included, sends the queued spans.
+    let result = serve(&settings, Arc::new(limiter), metrics).await;
+    #[cfg(feature = "otel")]
+    if let Some(provider) = traces {
+        // Blocks while the last batch is sent: off the runtime's workers.
+        let _ = tokio::task::spawn_blocking(move || provider.shutdown()).await;
+    }
+    result
+}
+
+/// The listeners, reload and xDS, until a signal or a listener's failure.
+async fn serve(
+    settings: &Settings,
+    limiter: Arc<crate::RateLimitService<AnyStore>>,
+    metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+) -> Result<(), Box<dyn std::error::Error>> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let _reloader = if file_config {
+    let _reloader = if settings.config_source == ConfigSource::File {
         limiter.recorder().service("config_load_success");
         Some(crate::reload::spawn(
             Arc::clone(&limiter),
@@ -115,10 +130,5 @@ pub async fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     serving.await??;
-    #[cfg(feature = "otel")]
-    if let Some(provider) = traces {
-        // Blocks while the last batch is sent: off the runtime's workers.
-        let _ = tokio::task::spawn_blocking(move || provider.shutdown()).await;
-    }
     Ok(())
 }

@@ -23,7 +23,9 @@
 //!    beside it), so one burst of load on a shared machine moves one round,
 //!    not the result. The difference is printed signed; a negative one
 //!    (noise larger than the filter's cost) is reported as unresolvable,
-//!    not as zero.
+//!    not as zero. Two rates: back to back (the high rate), and a quiet
+//!    client sending a pair every 10 ms (the low rate, where a listener
+//!    without `TCP_NODELAY` would wait for delayed ACKs).
 //! 4. Accuracy: one key limited to 100/s, offered 200/s open loop through
 //!    Envoy for 10 s (also with `--quick`); admitted counts against the
 //!    exact GCRA bound `burst + rate · seconds` for limiter-rls (GCRA), for
@@ -32,7 +34,7 @@
 //!
 //! Envoy comes from `LIMITER_RLS_ENVOY` or target/envoy-venv (see
 //! scripts/test-all). The last line is the summary:
-//! `rls summary grpc_mem_dps=… grpc_redis_dps=… envoy_added_p99_us=… accuracy_err_pct=… local_filter_err_pct=…`
+//! `rls summary grpc_mem_dps=… grpc_redis_dps=… envoy_added_p99_us=… envoy_added_p99_low_us=… accuracy_err_pct=… local_filter_err_pct=…`
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -314,7 +316,15 @@ fn upstream() -> u16 {
 /// in each of `rounds` rounds of `per_round` requests each; within a round
 /// the two alternate, and which of a pair goes first alternates too, so a
 /// slow moment of the machine falls on both alike.
-fn p99_rounds(with: &Envoy, without: &Envoy, rounds: usize, per_round: usize) -> Vec<(u64, u64)> {
+/// Each round's p99 through Envoy with the filter and without, `per_round`
+/// alternating pairs of GETs, `pace` apart (`None`: back to back).
+fn p99_rounds(
+    with: &Envoy,
+    without: &Envoy,
+    rounds: usize,
+    per_round: usize,
+    pace: Option<Duration>,
+) -> Vec<(u64, u64)> {
     let (mut ca, mut cb) = (None, None);
     let get = |conn: &mut Option<BufReader<TcpStream>>, port: u16, user: &str| {
         let t = Instant::now();
@@ -325,6 +335,9 @@ fn p99_rounds(with: &Envoy, without: &Envoy, rounds: usize, per_round: usize) ->
         .map(|round| {
             let (mut a, mut b) = (Vec::new(), Vec::new());
             for i in 0..per_round {
+                if let Some(pace) = pace {
+                    std::thread::sleep(pace);
+                }
                 let user = format!("u{}", (round * per_round + i) % 1000);
                 if i % 2 == 0 {
                     a.push(get(&mut ca, with.port, &user));
@@ -352,6 +365,51 @@ fn median_i64(mut xs: Vec<i64>) -> i64 {
     }
 }
 
+/// Envoy's added p99 at one pace, printed per round and overall: the
+/// median of the rounds' differences, signed; a negative one (noise larger
+/// than the filter's cost) is marked unresolvable, never clamped.
+fn added_p99(
+    with: &Envoy,
+    without: &Envoy,
+    rounds: usize,
+    per_round: usize,
+    pace: Option<Duration>,
+) -> String {
+    let label = match pace {
+        None => "back to back".to_owned(),
+        Some(p) => format!("one pair every {} ms", p.as_millis()),
+    };
+    let per = p99_rounds(with, without, rounds, per_round, pace);
+    let diffs: Vec<i64> = per
+        .iter()
+        .map(|&(w, wo)| i64::try_from(w).unwrap_or(i64::MAX) - i64::try_from(wo).unwrap_or(0))
+        .collect();
+    for (r, ((w, wo), d)) in per.iter().zip(&diffs).enumerate() {
+        println!(
+            "round {r} ({label}): Envoy GET p99 with the filter {w} µs, without {wo} µs: {d:+} µs"
+        );
+    }
+    let p_with = median_i64(per.iter().map(|&(w, _)| w as i64).collect());
+    let p_without = median_i64(per.iter().map(|&(_, wo)| wo as i64).collect());
+    let added = median_i64(diffs.clone());
+    let (lo, hi) = (
+        diffs.iter().min().copied().unwrap_or(0),
+        diffs.iter().max().copied().unwrap_or(0),
+    );
+    println!(
+        "\nEnvoy GET p99 ({label}), medians of {rounds} rounds of {per_round} alternating requests: with the ratelimit filter {p_with} µs, without {p_without} µs; added (median of the rounds' differences) {added} µs, range {lo:+} to {hi:+} µs{}",
+        if added < 0 {
+            " (unresolvable: the noise exceeds the filter's cost)"
+        } else {
+            ""
+        }
+    );
+    if added < 0 {
+        format!("n/a({added})")
+    } else {
+        added.to_string()
+    }
+}
 /// Admitted of `rate`/s offered open loop for `secs` on one key.
 fn offered(e: &Envoy, rate: f64, secs: f64, key: &str) -> u64 {
     let start = Instant::now();
@@ -539,36 +597,22 @@ fn main() {
     let up = upstream();
     let with = envoy(up, Some(mem_port), false);
     let without = envoy(up, None, false);
-    let (rounds, per_round) = if quick { (3, 1_000) } else { (7, 3_000) };
-    let per = p99_rounds(&with, &without, rounds, per_round);
-    let diffs: Vec<i64> = per
-        .iter()
-        .map(|&(w, wo)| i64::try_from(w).unwrap_or(i64::MAX) - i64::try_from(wo).unwrap_or(0))
-        .collect();
-    for (r, ((w, wo), d)) in per.iter().zip(&diffs).enumerate() {
-        println!("round {r}: Envoy GET p99 with the filter {w} µs, without {wo} µs: {d:+} µs");
-    }
-    let p_with = median_i64(per.iter().map(|&(w, _)| w as i64).collect());
-    let p_without = median_i64(per.iter().map(|&(_, wo)| wo as i64).collect());
-    let added = median_i64(diffs.clone());
-    let (lo, hi) = (
-        diffs.iter().min().copied().unwrap_or(0),
-        diffs.iter().max().copied().unwrap_or(0),
+    // Back to back (as fast as one connection goes), then a quiet client
+    // at 100 requests per second: the pace where delayed ACKs would show.
+    let rounds = if quick { 3 } else { 7 };
+    let added_high = added_p99(
+        &with,
+        &without,
+        rounds,
+        if quick { 1_000 } else { 3_000 },
+        None,
     );
-    // A negative difference says the noise exceeds the filter's cost: not
-    // resolvable in this run, reported signed and marked, never clamped.
-    let added_text = if added < 0 {
-        format!("n/a({added})")
-    } else {
-        added.to_string()
-    };
-    println!(
-        "\nEnvoy GET p99, medians of {rounds} rounds of {per_round} alternating requests: with the ratelimit filter {p_with} µs, without {p_without} µs; added (median of the rounds' differences) {added} µs, range {lo:+} to {hi:+} µs{}",
-        if added < 0 {
-            " (unresolvable: the noise exceeds the filter's cost)"
-        } else {
-            ""
-        }
+    let added_low = added_p99(
+        &with,
+        &without,
+        rounds,
+        if quick { 200 } else { 500 },
+        Some(Duration::from_millis(10)),
     );
 
     let bound = 100.0 + 100.0 * acc_secs;
@@ -587,7 +631,7 @@ fn main() {
     drop((with, without, fixed_envoy, local_envoy));
     println!("load average at end: {}", load_average());
     println!(
-        "rls summary grpc_mem_dps={:.0} grpc_redis_dps={:.0} mem_dps_per_server_core={:.0} redis_dps_per_server_core={:.0} redis_call_us={:.1} envoy_added_p99_us={added_text} accuracy_err_pct={:.3} local_filter_err_pct={:.3}",
+        "rls summary grpc_mem_dps={:.0} grpc_redis_dps={:.0} mem_dps_per_server_core={:.0} redis_dps_per_server_core={:.0} redis_call_us={:.1} envoy_added_p99_us={added_high} envoy_added_p99_low_us={added_low} accuracy_err_pct={:.3} local_filter_err_pct={:.3}",
         best[0],
         best[1],
         per_core[0],
