@@ -62,10 +62,13 @@ impl Workers {
                 .spawn(move || {
                     runtime.block_on(async move {
                         let mut sweep = tokio::time::interval(SWEEP_EVERY);
+                        // The other workers' asks for idle upstream connections.
+                        let mut asks = std::pin::pin!(crate::upstream::serve_asks());
                         loop {
                             tokio::select! {
                                 _ = exit.wait_for(|e| *e) => break,
                                 _ = sweep.tick() => crate::upstream::sweep(),
+                                () = &mut asks => {}
                             }
                         }
                     });

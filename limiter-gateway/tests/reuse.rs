@@ -124,15 +124,16 @@ async fn until(what: &str, n: f64, read: impl Fn() -> f64) {
     }
 }
 
-/// Four requests held at the upstream at once, one per client connection:
-/// four upstream connections busy together.
-async fn four_at_once(clients: &mut [Client], holding: &AtomicU64, phase: &Phase, n: u32) {
+/// One request per client connection held at the upstream at once: as
+/// many upstream connections busy together.
+async fn all_at_once(clients: &mut [Client], holding: &AtomicU64, phase: &Phase, n: u32) {
     let before = holding.load(Ordering::Relaxed) as f64;
+    let count = clients.len() as f64;
     let path = format!("/hold/{n}");
     let requests = clients.iter_mut().map(|c| get(c, &path));
     let all = futures::future::join_all(requests);
     let opened = async {
-        until("requests held at the upstream", before + 4.0, || {
+        until("requests held at the upstream", before + count, || {
             holding.load(Ordering::Relaxed) as f64
         })
         .await;
@@ -185,7 +186,7 @@ async fn clients_that_come_and_go_open_no_upstream_connection_after_warm_up() {
         clients.push(connection(addr).await);
     }
     // Warm-up: four exchanges at once need four upstream connections.
-    four_at_once(&mut clients, &holding, &phase, 1).await;
+    all_at_once(&mut clients, &holding, &phase, 1).await;
     let opened = "gateway_upstream_connections_opened_total";
     assert_eq!(counter(opened), 4.0, "warm-up");
 
@@ -210,11 +211,39 @@ async fn clients_that_come_and_go_open_no_upstream_connection_after_warm_up() {
     .await;
 
     // Four at once again, and new clients: still the same four.
-    four_at_once(&mut clients, &holding, &phase, 3).await;
+    all_at_once(&mut clients, &holding, &phase, 3).await;
     let mut fresh = connection(addr).await;
     assert_eq!(&get(&mut fresh, "/").await[..], b"ok");
     assert_eq!(counter(opened), 4.0, "opened after the warm-up");
     // Relaxed: read after every exchange has completed.
     assert_eq!(accepted.load(Ordering::Relaxed), 4, "the upstream's count");
+    gw.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_clients_split_differently_over_the_workers_open_no_upstream_connection() {
+    let (upstream, accepted, holding, phase) = phased_upstream().await;
+    let dir = TempDir::new();
+    let file = format!(
+        "listen = [\"127.0.0.1:0\"]\nworkers = 2\n[[upstream]]\nname = \"split\"\nurl = \"http://{upstream}\"\n"
+    );
+    let gw = gateway(dir.path(), NO_RULES, &file).await;
+    let addr = gw.addrs()[0];
+    // Each round a new set of eight clients (new ports: the kernel splits
+    // them over the two workers' sockets anew), back to back, eight
+    // requests at once: a worker given more clients than last round needs
+    // the other's idle connections, within far less than a second.
+    for round in 1..=8 {
+        let mut clients = Vec::new();
+        for _ in 0..8 {
+            clients.push(connection(addr).await);
+        }
+        all_at_once(&mut clients, &holding, &phase, round).await;
+        // Relaxed: read after the round's exchanges have completed.
+        assert_eq!(accepted.load(Ordering::Relaxed), 8, "after round {round}");
+    }
+    let text = limiter_gateway::metrics_handle().render();
+    let opened = "gateway_upstream_connections_opened_total{upstream=\"split\"}";
+    assert_eq!(sample(&text, opened), 8.0);
     gw.shutdown().await;
 }

@@ -40,7 +40,8 @@
 //! `/acc` over 64 keep-alive connections opened beforehand;
 //! `accuracy_err = (admitted - allowed) / allowed` with `allowed` the exact
 //! GCRA bound (1000/s, burst 50) over the instants the requests were
-//! written (see `accuracy`). `--accuracy` runs only that part.
+//! written (see `accuracy`). `--accuracy` runs only that part;
+//! `--upstream-only` starts the echo upstream, prints its URL and waits.
 //!
 //! The gateway's new upstream connections are read from its admin
 //! listener (`gateway_upstream_connections_opened_total`) after the first
@@ -734,6 +735,17 @@ fn throughput_table(
 }
 
 fn main() {
+    if std::env::args().any(|a| a == "--upstream-only") {
+        // The echo upstream alone, for a profile of one proxy under load.
+        let upstream_rt = runtime(1);
+        let echo = upstream_rt
+            .block_on(Echo::start("127.0.0.1:0".parse().expect("addr")))
+            .expect("echo upstream");
+        println!("{}", echo.url());
+        loop {
+            std::thread::park();
+        }
+    }
     stop_peers_on_signals();
     let quick = std::env::args().any(|a| a == "--quick");
     let accuracy_only = std::env::args().any(|a| a == "--accuracy");

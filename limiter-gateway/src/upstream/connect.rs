@@ -165,6 +165,11 @@ impl Connector {
         self.learned.get_or_try_init(|| learn).await.copied()
     }
 
+    /// Plain TCP: its connections may move between workers (module `spare`).
+    pub(crate) fn plain(&self) -> bool {
+        self.tls.is_none()
+    }
+
     /// A new connection, within the connect timeout.
     pub(crate) async fn dial(&self) -> io::Result<UpstreamStream> {
         within(self.timeout, self.clone().connect()).await

@@ -19,7 +19,8 @@
 //!   wait per address and thread, none longer than `timeouts.idle`
 //!   (checked at checkout and by [`sweep`]);
 //! * a thread whose pool is empty takes a connection another worker has
-//!   not needed for a while (module `spare`) before it dials a new one;
+//!   not needed for a while (module `spare`), or else asks the other
+//!   workers for their idle ones ([`serve_asks`]), before it dials;
 //! * every new connection is counted in
 //!   `gateway_upstream_connections_opened_total{upstream}`.
 //!
@@ -35,14 +36,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
-use bytes::Buf;
 use http::{Request, Response};
-use hyper::body::{Body, Incoming};
+use hyper::body::Incoming;
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 
 use super::balance::UpstreamBody;
 use super::connect::{Connector, SendError, UpstreamStream};
+use super::salvage::{Remains, spawn_salvage};
 use super::spare::{self, SPARE_AFTER};
 use crate::response::{Carrier, ResponseBody};
 
@@ -53,7 +54,7 @@ type Conn = http1::Connection<UpstreamStream, UpstreamBody>;
 
 /// One upstream connection: its request handle and its state machine,
 /// which whoever holds it polls.
-struct Held {
+pub(super) struct Held {
     send: http1::SendRequest<UpstreamBody>,
     conn: Conn,
     /// The address's pool key.
@@ -61,7 +62,9 @@ struct Held {
     /// How long it may idle in the pool.
     idle: Duration,
     /// Counts it each time it is kept after its client went away.
-    kept: metrics::Counter,
+    pub(super) kept: metrics::Counter,
+    /// Plain TCP (it may move to another worker, module `spare`).
+    plain: bool,
 }
 
 struct Idle {
@@ -141,6 +144,21 @@ impl LocalPool {
             .ok()
     }
 
+    /// A connection for a thread whose pool is empty: a spare, else one
+    /// the other workers give when asked, else a new one (`true`).
+    async fn dry(&self, connector: &Connector) -> Result<(Box<Held>, bool), SendError> {
+        if let Some(held) = self.adopt().await {
+            return Ok((held, false));
+        }
+        if connector.plain() {
+            spare::ask(self.key).await;
+            if let Some(held) = self.adopt().await {
+                return Ok((held, false));
+            }
+        }
+        Ok((self.open(connector).await?, true))
+    }
+
     async fn open(&self, connector: &Connector) -> Result<Box<Held>, SendError> {
         let stream = connector.dial().await.map_err(SendError::Connect)?;
         let held = self.held(stream).await?;
@@ -150,6 +168,7 @@ impl LocalPool {
 
     /// A new HTTP/1 state machine on `stream` (no I/O).
     async fn held(&self, stream: UpstreamStream) -> Result<Box<Held>, SendError> {
+        let plain = matches!(stream, UpstreamStream::Plain(_));
         let (send, conn) = http1::Builder::new()
             .handshake(stream)
             .await
@@ -160,6 +179,7 @@ impl LocalPool {
             key: self.key,
             idle: self.idle,
             kept: self.kept.clone(),
+            plain,
         }))
     }
 
@@ -177,16 +197,12 @@ impl LocalPool {
     ) -> Result<Response<ResponseBody>, SendError> {
         origin_form(&mut request);
         loop {
-            let mut pooled = poll_fn(|cx| Poll::Ready(self.checkout(cx))).await;
-            if pooled.is_none() {
-                pooled = self.adopt().await;
-            }
-            let fresh = pooled.is_none();
-            let mut held = match pooled {
-                Some(held) => held,
+            let pooled = poll_fn(|cx| Poll::Ready(self.checkout(cx))).await;
+            let (mut held, fresh) = match pooled {
+                Some(held) => (held, false),
                 // Boxed: the dial (a TLS handshake's state included) would
                 // otherwise size, and be copied with, every request's future.
-                None => Box::pin(self.open(connector)).await?,
+                None => Box::pin(self.dry(connector)).await?,
             };
             let head: Head = Box::pin(held.send.try_send_request(request));
             let mut exchange = Exchange {
@@ -223,7 +239,7 @@ fn origin_form(request: &mut Request<UpstreamBody>) {
     }
 }
 
-fn checkin(held: Box<Held>) {
+pub(super) fn checkin(held: Box<Held>) {
     // A thread being torn down keeps nothing: the connection closes.
     let _ = POOL.try_with(|pool| {
         let mut pool = pool.borrow_mut();
@@ -260,11 +276,39 @@ pub(super) fn sweep_giving(after: Duration) {
             });
             // Most recent on top: the long idle ones are at the bottom.
             let long = idle.partition_point(|i| i.since.elapsed() >= after);
-            given.extend(idle.drain(..long).filter_map(bare));
+            let (plain, tls): (Vec<_>, Vec<_>) = idle.drain(..long).partition(|i| i.held.plain);
+            given.extend(plain.into_iter().filter_map(bare));
+            // TLS connections stay with their worker, still the longest idle.
+            idle.splice(0..0, tls);
         }
         pool.retain(|_, idle| !idle.is_empty());
     });
     spare::give(given);
+}
+
+/// Answers the other workers' asks (module `spare`) for as long as it is
+/// polled: gives every idle plain-TCP connection of each address asked
+/// for. Each worker polls it in its loop.
+pub(crate) async fn serve_asks() {
+    let mailbox = spare::Mailbox::open();
+    loop {
+        let asks = mailbox.asked().await;
+        let mut given = Vec::new();
+        let _ = POOL.try_with(|pool| {
+            let mut pool = pool.borrow_mut();
+            for (key, _) in &asks {
+                if let Some(idle) = pool.get_mut(key) {
+                    let (plain, tls): (Vec<_>, Vec<_>) = idle.drain(..).partition(|i| i.held.plain);
+                    given.extend(plain.into_iter().filter_map(bare));
+                    *idle = tls;
+                }
+            }
+            pool.retain(|_, idle| !idle.is_empty());
+        });
+        spare::give(given);
+        // Given: the answers go as `asks` drops.
+        drop(asks);
+    }
 }
 
 /// An idle plain-TCP connection as a socket off this thread's reactor.
@@ -293,7 +337,7 @@ type Unsent = hyper::client::conn::TrySendError<Request<UpstreamBody>>;
 type Answered = (Response<Incoming>, Option<Box<Held>>);
 
 /// The response head of a request written on a [`Held`] connection.
-type Head = Pin<Box<dyn Future<Output = Result<Response<Incoming>, Unsent>> + Send>>;
+pub(super) type Head = Pin<Box<dyn Future<Output = Result<Response<Incoming>, Unsent>> + Send>>;
 
 /// A request on its way: the connection (polled beside the head, as it
 /// writes the request and reads the head) and the head to come. Dropped
@@ -327,75 +371,6 @@ impl Drop for Exchange {
     fn drop(&mut self) {
         if let (Some(held), Some(head)) = (self.held.take(), self.head.take()) {
             spawn_salvage(held, Remains::Head(head));
-        }
-    }
-}
-
-/// What an abandoned exchange still has to read before its connection can
-/// serve another request.
-enum Remains {
-    Head(Head),
-    Body(Incoming),
-}
-
-/// The longest an abandoned exchange may take to finish.
-const SALVAGE_WITHIN: Duration = Duration::from_secs(1);
-
-/// The most body bytes an abandoned exchange reads to keep its connection.
-const SALVAGE_BYTES: usize = 64 * 1024;
-
-fn spawn_salvage(held: Box<Held>, remains: Remains) {
-    // Outside a runtime (or while it shuts down) the connection closes.
-    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        runtime.spawn(salvage(held, remains));
-    }
-}
-
-/// Finishes an exchange whose client went away (its head, then at most
-/// [`SALVAGE_BYTES`] of body, within [`SALVAGE_WITHIN`]) and returns the
-/// connection to this thread's pool; otherwise the connection closes.
-/// Closing it would cost the next request a new connection (wrk and
-/// browsers leave with requests in flight).
-async fn salvage(held: Box<Held>, remains: Remains) {
-    if let Ok(Some(held)) = tokio::time::timeout(SALVAGE_WITHIN, finish(held, remains)).await {
-        held.kept.increment(1);
-        checkin(held);
-    }
-}
-
-/// The connection, once what `remains` of its exchange has been read.
-async fn finish(mut held: Box<Held>, remains: Remains) -> Option<Box<Held>> {
-    let mut body = match remains {
-        Remains::Body(body) => body,
-        Remains::Head(mut head) => poll_fn(|cx| {
-            if held.poll_conn(cx) {
-                return Poll::Ready(None);
-            }
-            head.as_mut().poll(cx).map(Result::ok)
-        })
-        .await?
-        .into_body(),
-    };
-    let mut read = 0;
-    loop {
-        let frame = poll_fn(|cx| {
-            if held.poll_conn(cx) {
-                return Poll::Ready(None);
-            }
-            match Pin::new(&mut body).poll_frame(cx) {
-                Poll::Ready(None) => Poll::Ready(Some(None)),
-                Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Some(frame))),
-                Poll::Ready(Some(Err(_))) => Poll::Ready(None),
-                Poll::Pending => Poll::Pending,
-            }
-        })
-        .await?;
-        let Some(frame) = frame else {
-            return Some(held);
-        };
-        read += frame.data_ref().map_or(0, Buf::remaining);
-        if read > SALVAGE_BYTES {
-            return None;
         }
     }
 }

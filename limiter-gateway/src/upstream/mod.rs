@@ -25,6 +25,7 @@ mod balance;
 mod connect;
 pub(crate) mod health;
 mod local;
+mod salvage;
 mod spare;
 
 use std::time::Duration;
@@ -32,7 +33,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 pub(crate) use balance::Balancer;
-pub(crate) use local::sweep;
+pub(crate) use local::{serve_asks, sweep};
 
 use crate::settings::GatewayConfigError;
 

@@ -9,8 +9,12 @@
 //!
 //! Guarantees:
 //! * nothing here is touched per request: a worker gives connections in
-//!   its periodic sweep and takes one only when its own pool is empty,
-//!   instead of dialling;
+//!   its periodic sweep and takes one only when its own pool is empty;
+//! * a worker whose pool is empty and finds no spare asks every other
+//!   worker ([`ask`]) before it dials: each gives all its idle plain-TCP
+//!   connections of that address here and answers (a worker that stops
+//!   answers what it was asked), so no worker dials while another holds
+//!   an idle connection to the same address;
 //! * a connection is given only with nothing unread and no request in
 //!   flight, as a bare socket taken off the giver's reactor; the taker
 //!   registers it with its own, checks that the upstream has not closed
@@ -20,8 +24,12 @@
 //!   state stays with the worker that owns it).
 
 use std::net::TcpStream;
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
 
 /// How long an idle connection stays in its worker's own pool before the
 /// sweep gives it away.
@@ -78,6 +86,131 @@ pub(crate) fn take(key: u64) -> Option<TcpStream> {
     None
 }
 
+/// The longest a dry worker waits for the others' answers before it dials
+/// anyway (a worker answers at its next turn of its loop, microseconds
+/// unless its thread is descheduled).
+const ASK_WITHIN: Duration = Duration::from_millis(100);
+
+/// Where the other workers post their asks to one worker.
+struct Inbox {
+    thread: ThreadId,
+    asks: Mutex<Vec<(u64, Answer)>>,
+    posted: Notify,
+}
+
+/// The workers that answer asks.
+static INBOXES: Mutex<Vec<Arc<Inbox>>> = Mutex::new(Vec::new());
+
+/// One ask: how many workers have yet to answer it, and its asker's wake-up.
+struct Ask {
+    left: AtomicUsize,
+    answered: Notify,
+}
+
+/// One worker's answer to an ask, given when dropped (after the worker has
+/// given its idle connections of the address, or when it stops).
+pub(crate) struct Answer(Arc<Ask>);
+
+impl Drop for Answer {
+    fn drop(&mut self) {
+        // AcqRel: the last answer sees every earlier one's gift, and the
+        // asker's Acquire load sees this one's (the gifts are under SPARES'
+        // lock as well).
+        if self.0.left.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // A stored permit if the asker is not waiting yet.
+            self.0.answered.notify_one();
+        }
+    }
+}
+
+/// The current thread's inbox: while it lives, other workers' [`ask`]s
+/// wait for this thread's answers.
+pub(crate) struct Mailbox(Arc<Inbox>);
+
+impl std::fmt::Debug for Mailbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Mailbox").field(&self.0.thread).finish()
+    }
+}
+
+impl Mailbox {
+    /// Opens the current thread's inbox.
+    pub(crate) fn open() -> Mailbox {
+        let inbox = Arc::new(Inbox {
+            thread: std::thread::current().id(),
+            asks: Mutex::new(Vec::new()),
+            posted: Notify::new(),
+        });
+        let mut inboxes = INBOXES.lock().unwrap_or_else(PoisonError::into_inner);
+        inboxes.push(Arc::clone(&inbox));
+        Mailbox(inbox)
+    }
+
+    /// The asks posted since the last call, each an address key and the
+    /// answer to drop once its idle connections are given (waits for one).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: asks are taken only when returned.
+    pub(crate) async fn asked(&self) -> Vec<(u64, Answer)> {
+        loop {
+            let asks =
+                std::mem::take(&mut *self.0.asks.lock().unwrap_or_else(PoisonError::into_inner));
+            if !asks.is_empty() {
+                return asks;
+            }
+            self.0.posted.notified().await;
+        }
+    }
+}
+
+impl Drop for Mailbox {
+    fn drop(&mut self) {
+        let mut inboxes = INBOXES.lock().unwrap_or_else(PoisonError::into_inner);
+        inboxes.retain(|i| !Arc::ptr_eq(i, &self.0));
+        drop(inboxes);
+        // No more asks come; the pending ones are answered as they drop.
+        self.0
+            .asks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+}
+
+/// Asks every other worker to give its idle connections of address `key`
+/// here and waits (at most [`ASK_WITHIN`]) for all the answers.
+pub(crate) async fn ask(key: u64) {
+    let me = std::thread::current().id();
+    let ask = Arc::new(Ask {
+        left: AtomicUsize::new(0),
+        answered: Notify::new(),
+    });
+    {
+        let inboxes = INBOXES.lock().unwrap_or_else(PoisonError::into_inner);
+        let others = inboxes.iter().filter(|i| i.thread != me);
+        // Relaxed: set before any answer can exist (they are posted below).
+        ask.left.store(others.clone().count(), Ordering::Relaxed);
+        for inbox in others {
+            let answer = Answer(Arc::clone(&ask));
+            inbox
+                .asks
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((key, answer));
+            // A stored permit if the worker is busy: it answers at its next turn.
+            inbox.posted.notify_one();
+        }
+    }
+    let answered = async {
+        // Acquire: pairs with the answers' AcqRel decrements.
+        while ask.left.load(Ordering::Acquire) != 0 {
+            ask.answered.notified().await;
+        }
+    };
+    let _ = tokio::time::timeout(ASK_WITHIN, answered).await;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,9 +249,12 @@ mod tests {
         assert!(take(902).is_none(), "{d_port} expired");
     }
 
-    /// An HTTP/1.1 upstream on its own thread that answers `ok` and counts
-    /// the connections it accepts.
-    fn upstream() -> (
+    /// An HTTP/1.1 upstream on its own thread that answers `ok` once `hold`
+    /// requests wait for their answer together, and counts the connections
+    /// it accepts.
+    fn upstream(
+        hold: usize,
+    ) -> (
         std::net::SocketAddr,
         std::sync::Arc<std::sync::atomic::AtomicU64>,
     ) {
@@ -129,6 +265,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let accepted = Arc::new(AtomicU64::new(0));
         let count = Arc::clone(&accepted);
+        let barrier = Arc::new(tokio::sync::Barrier::new(hold));
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -139,10 +276,15 @@ mod tests {
                 while let Ok((stream, _)) = listener.accept().await {
                     // Relaxed: read after the exchanges that follow it.
                     count.fetch_add(1, Ordering::Relaxed);
-                    let svc = hyper::service::service_fn(|_| async {
-                        Ok::<_, std::convert::Infallible>(http::Response::new(
-                            http_body_util::Full::new(bytes::Bytes::from_static(b"ok")),
-                        ))
+                    let barrier = Arc::clone(&barrier);
+                    let svc = hyper::service::service_fn(move |_| {
+                        let barrier = Arc::clone(&barrier);
+                        async move {
+                            barrier.wait().await;
+                            Ok::<_, std::convert::Infallible>(http::Response::new(
+                                http_body_util::Full::new(bytes::Bytes::from_static(b"ok")),
+                            ))
+                        }
                     });
                     tokio::spawn(
                         hyper::server::conn::http1::Builder::new()
@@ -159,7 +301,7 @@ mod tests {
         use super::super::connect::AddressClient;
         use http_body_util::BodyExt;
         use std::sync::Arc;
-        let (addr, accepted) = upstream();
+        let (addr, accepted) = upstream(1);
         let client = Arc::new(AddressClient::new(
             "spare-test",
             addr.to_string().into(),
@@ -196,6 +338,70 @@ mod tests {
             accepted.load(std::sync::atomic::Ordering::Relaxed),
             1,
             "upstream connections"
+        );
+    }
+
+    /// A GET of `/` through `client`, on the current runtime.
+    async fn ok(client: &super::super::connect::AddressClient, addr: std::net::SocketAddr) {
+        use http_body_util::BodyExt;
+        let request = http::Request::get(format!("http://{addr}/"))
+            .body(http_body_util::Either::Right(http_body_util::Empty::new()))
+            .unwrap();
+        let response = client.send(request).await.unwrap();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"ok");
+    }
+
+    #[test]
+    fn a_dry_worker_takes_the_idle_connections_of_another_before_dialling() {
+        use super::super::connect::AddressClient;
+        use std::sync::Arc;
+        use std::sync::atomic::Ordering::Relaxed;
+        // Four requests at a time, each answered only once all four wait.
+        let (addr, accepted) = upstream(4);
+        let client = Arc::new(AddressClient::new(
+            "ask-test",
+            addr.to_string().into(),
+            &crate::settings::Timeouts::default(),
+            None,
+            crate::upstream::Protocol::Http1,
+        ));
+        let workers = crate::workers::Workers::start(2).unwrap();
+        let [a, b] = workers.handles() else {
+            unreachable!("two workers")
+        };
+        let driver = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // `n` requests at once on each worker of `on`, all completed.
+        let round = |on: &[(&tokio::runtime::Handle, usize)]| {
+            let mut tasks = Vec::new();
+            for (worker, n) in on {
+                for _ in 0..*n {
+                    let client = Arc::clone(&client);
+                    tasks.push(worker.spawn(async move { ok(&client, addr).await }));
+                }
+            }
+            driver.block_on(async {
+                for task in tasks {
+                    task.await.unwrap();
+                }
+            });
+        };
+        round(&[(a, 4)]);
+        // Relaxed: read after the exchanges have completed.
+        assert_eq!(accepted.load(Relaxed), 4, "warm-up on worker a");
+        // At once, well within SPARE_AFTER: b's pool is dry, a holds four idle.
+        round(&[(b, 4)]);
+        assert_eq!(accepted.load(Relaxed), 4, "b took a's idle connections");
+        round(&[(a, 1), (b, 3)]);
+        round(&[(a, 3), (b, 1)]);
+        round(&[(a, 4)]);
+        assert_eq!(
+            accepted.load(Relaxed),
+            4,
+            "every split served by the same four"
         );
     }
 }
