@@ -48,8 +48,10 @@ use http::{HeaderMap, HeaderValue};
 use limiter_core::Policy;
 
 mod policy;
+mod refusal;
 
 use policy::{PolicyValue, policy_value};
+use refusal::refusal_values;
 
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -178,6 +180,29 @@ impl LayerStyle {
             LayerStyle::Draft10(PolicyValue::default())
         } else {
             LayerStyle::Other(Box::new(style))
+        }
+    }
+
+    /// Writes a refusal's `Retry-After` (the wait `info.reset`) and the
+    /// headers of `info` (`remaining` 0). Draft-10's `RateLimit` value and
+    /// `Retry-After` state the same seconds: one allocation holds both.
+    pub(crate) fn write_refusal(&self, info: &RateLimitInfo<'_>, headers: &mut HeaderMap) {
+        if let LayerStyle::Draft10(policy) = self
+            && let Some((item, retry_after)) = refusal_values(info)
+        {
+            // SAFETY: as in `write`: the checked name, ASCII digits and
+            // punctuation; `retry_after` is the item's digits.
+            let (item, retry_after) = unsafe {
+                (
+                    HeaderValue::from_maybe_shared_unchecked(item),
+                    HeaderValue::from_maybe_shared_unchecked(retry_after),
+                )
+            };
+            headers.insert(http::header::RETRY_AFTER, retry_after);
+            write_draft10(policy.get(info.name, &info.policy), Some(item), headers);
+        } else {
+            headers.insert(http::header::RETRY_AFTER, retry_after_value(info.reset));
+            self.write(info, headers);
         }
     }
 

@@ -482,7 +482,8 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> RateLimitBuilder<B, E> {
                 #[cfg(feature = "otel")]
                 tracer: self
                     .tracer
-                    .or_else(|| crate::otel::default_tracer().cloned()),
+                    .or_else(|| crate::otel::default_tracer().cloned())
+                    .map(Box::new),
             }),
         }
     }

@@ -164,7 +164,12 @@ impl Problem {
 /// long is not early: the unit of every `retry_after_ms` the workspace
 /// writes (the `429` document's, the gateway's `/explain`).
 pub fn millis_up(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
+    // In u64: whole seconds are whole milliseconds (no 128-bit division).
+    let ms = u64::from(d.subsec_nanos().div_ceil(1_000_000));
+    d.as_secs()
+        .checked_mul(1_000)
+        .and_then(|s| s.checked_add(ms))
+        .unwrap_or(u64::MAX)
 }
 
 /// The response of a finished document: `status`, its `Content-Type` and

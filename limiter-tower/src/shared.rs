@@ -89,9 +89,10 @@ pub(crate) struct Shared<B: Backend, E> {
     pub(crate) warned_missing_peer: AtomicBool,
     /// The cost after the response, when the layer charges one.
     pub(crate) response_cost: Option<crate::response_cost::ResponseCost>,
-    /// The tracer of the decision spans; `None`: no span.
+    /// The tracer of the decision spans; `None`: no span. Boxed: one
+    /// pointer, whose test is all a request pays without a tracer.
     #[cfg(feature = "otel")]
-    pub(crate) tracer: Option<opentelemetry_sdk::trace::SdkTracer>,
+    pub(crate) tracer: Option<Box<opentelemetry_sdk::trace::SdkTracer>>,
 }
 
 /// The rate-limit header syntax and the policy name it writes: what a
@@ -111,6 +112,18 @@ impl HeaderWriter {
             reset: numbers.reset,
         };
         self.style.write(&info, headers);
+    }
+
+    /// Writes a refusal's `Retry-After` and rate-limit headers: nothing
+    /// left, more after `retry_after`.
+    pub(crate) fn refusal(&self, retry_after: Duration, policy: Policy, headers: &mut HeaderMap) {
+        let info = RateLimitInfo {
+            name: &self.name,
+            policy,
+            remaining: 0,
+            reset: retry_after,
+        };
+        self.style.write_refusal(&info, headers);
     }
 }
 
@@ -174,12 +187,13 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
 
     /// The span of this request's decision: `None` without a tracer (and
     /// always without the feature `otel`, where the type is empty).
-    // Inlined: without a tracer it is one test of a field.
+    // Inlined: without a tracer it is one test of a field; the span is
+    // started out of line (`DecisionTrace::start` is cold).
     #[inline]
     pub(crate) fn trace<R>(&self, request: &http::Request<R>) -> Option<DecisionTrace> {
         #[cfg(feature = "otel")]
         {
-            let tracer = self.tracer.as_ref()?;
+            let tracer = self.tracer.as_deref()?;
             Some(DecisionTrace::start(tracer, &self.name, request.headers()))
         }
         #[cfg(not(feature = "otel"))]
@@ -279,14 +293,11 @@ impl<B: Backend, E: KeyExtractor<Key = B::Key>> Shared<B, E> {
     fn limited(&self, retry_after: Duration, policy: Policy, grpc: bool) -> Response<Full<Bytes>> {
         let mut response = self.respond(&Rejection::RateLimited { retry_after }, grpc);
         let headers = response.headers_mut();
-        headers.insert(header::RETRY_AFTER, retry_after_value(retry_after));
-        if let Some(writer) = &self.headers {
-            let numbers = HeaderNumbers {
-                policy,
-                remaining: 0,
-                reset: retry_after,
-            };
-            writer.write(numbers, headers);
+        match &self.headers {
+            Some(writer) => writer.refusal(retry_after, policy, headers),
+            None => {
+                headers.insert(header::RETRY_AFTER, retry_after_value(retry_after));
+            }
         }
         response
     }

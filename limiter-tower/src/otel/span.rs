@@ -59,8 +59,12 @@ struct Traced {
     asked: Instant,
 }
 
+// Every step is cold and out of line: a layer without a tracer never runs
+// them, and the request path it does run carries none of their code.
 impl DecisionTrace {
     /// A span for the rule `name`, child of the request's `traceparent`.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn start(tracer: &SdkTracer, name: &str, headers: &http::HeaderMap) -> Self {
         let parent = super::parent_context(headers);
         let mut span = tracer
@@ -75,11 +79,15 @@ impl DecisionTrace {
     }
 
     /// The backend is asked now (the asynchronous path, after the box).
+    #[cold]
+    #[inline(never)]
     pub(crate) fn asking(&mut self) {
         self.0.asked = Instant::now();
     }
 
     /// The backend answered: its latency.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn answered(&mut self) {
         let micros = self.0.asked.elapsed().as_micros();
         self.0.span.set_attribute(KeyValue::new(
@@ -90,6 +98,8 @@ impl DecisionTrace {
 
     /// Let through after `wait`: ends the span, and `headers`' trace
     /// context becomes the span's, so what follows is its child.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn admitted(mut self, wait: Duration, headers: &mut http::HeaderMap) {
         let decision = if wait.is_zero() {
             Decision::Admitted
@@ -106,6 +116,8 @@ impl DecisionTrace {
     }
 
     /// Refused or failed: ends the span.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn denied(mut self, denial: &Denial) {
         match denial {
             Denial::RateLimited { retry_after, .. } => {
