@@ -254,7 +254,11 @@ impl KeyOut for Compact {
         if byte == b':' {
             return self.push(&[COLON]);
         }
-        self.push(&[b'%', HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]]);
+        self.push(&[
+            b'%',
+            HEX[usize::from(byte >> 4)],
+            HEX[usize::from(byte & 0xf)],
+        ]);
     }
 }
 

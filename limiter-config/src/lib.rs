@@ -97,11 +97,10 @@ mod snapshot;
 mod store;
 mod watch;
 
-
+pub use error::RuleError;
 pub use explain::{ExplainRequest, Explanation, QuotaReading, Verdict};
 pub use http::{RulesLayer, RulesService};
 pub use key::RuleKeyText;
-pub use error::RuleError;
 pub use limiter::{PENALIZED, RuleLimiter, SHADOW_DELAYED, SHADOW_REJECTED};
 pub use limiter_rules::{
     ALGORITHMS, Algorithm, BackendSpec, CalendarQuota, ConfigError, ConfigErrors, ControllerSpec,

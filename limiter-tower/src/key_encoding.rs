@@ -66,7 +66,11 @@ pub trait KeyOut {
     /// Appends the escape of `byte`: `%` and two upper-case hex digits.
     fn push_escaped(&mut self, byte: u8) {
         const HEX: &[u8; 16] = b"0123456789ABCDEF";
-        let escape = [b'%', HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]];
+        let escape = [
+            b'%',
+            HEX[usize::from(byte >> 4)],
+            HEX[usize::from(byte & 0xf)],
+        ];
         // `%` and hex digits are ASCII.
         self.push_plain(std::str::from_utf8(&escape).unwrap_or_default());
     }

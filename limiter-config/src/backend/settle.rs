@@ -176,11 +176,8 @@ impl<C: RuleClock> RuleBackend<C> {
             (Some(calendar), Ok(mut grant)) => {
                 match calendar.decide_remote(key, cost).await {
                     Some(Ok(quota)) => {
-                        (grant.headroom, grant.policy) = composite_headroom(
-                            calendar,
-                            (grant.headroom, grant.policy),
-                            &quota,
-                        );
+                        (grant.headroom, grant.policy) =
+                            composite_headroom(calendar, (grant.headroom, grant.policy), &quota);
                         Ok(grant)
                     }
                     // Only a race for the period's last permits with
