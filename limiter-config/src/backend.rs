@@ -8,31 +8,23 @@
 //! made from it, come from the decision itself: no quota is built and no
 //! second reading of the limiter is taken per request. Redis rules ask
 //! their `RedisLimiter` about the encoded key as it is (it is encoded
-//! once, here as in the library path).
-//!
-//! Around every decision the rule adds its own steps (`RuleLimiter::settle`):
-//! a key in the rule's penalty box is refused before the limiter is asked
-//! (its wait the rest of the block, counted in `rate_limit_penalized_total`);
-//! a refusal is recorded in the rule's top keys and struck in the penalty
-//! box; and a rule in shadow mode turns a refusal into a grant that charged
-//! nothing (`rate_limit_shadow_rejected_total`) and a held grant into one
-//! that goes at once with its permits charged
-//! (`rate_limit_shadow_delayed_total`), so its limiter's state is what
-//! enforcement would have left.
+//! once, here as in the library path). What the rule adds around each
+//! decision (penalty box, calendar quota, strikes, top keys, shadow mode)
+//! is `settle`.
 
 use crate::RuleClock;
 use std::sync::Arc;
 use std::time::Duration;
 
 use limiter_async::AsyncDecide;
-use limiter_core::{Decide, Denial, Grant, Headroom, Policy, Reservation, Unavailable, debt::Debt};
-use limiter_keyed::Strike;
+use limiter_core::{Decide, Denial, Grant, Policy, Reservation, Unavailable, debt::Debt};
 
-use crate::calendar::composite_headroom;
 use crate::key::{RuleKeyText, encodes};
 use crate::limiter::RuleLimiter;
 use crate::live::Core;
 use limiter_rules::Algorithm;
+
+mod settle;
 
 /// A rule's limiter as a `limiter-tower` backend (an [`AsyncDecide`]).
 pub(crate) struct RuleBackend<C: RuleClock>(pub(crate) Arc<RuleLimiter<C>>);
@@ -60,82 +52,6 @@ fn ruled(decision: Result<Grant<Reservation>, Denial>) -> Result<Grant<RuleTicke
     })
 }
 
-impl<C: RuleClock> RuleLimiter<C> {
-    /// How long a key in the penalty box stays in it, if it is in it now.
-    fn penalized(&self, key: &RuleKeyText) -> Option<Duration> {
-        self.penalty.as_ref()?.blocked(key)
-    }
-
-    /// What the rule makes of its limiter's decision (or of the penalty
-    /// box's refusal, `boxed`): refusals are recorded in the top keys and
-    /// struck in the penalty box (a strike that blocks makes the refusal's
-    /// wait the whole block); in shadow mode a refusal becomes a grant that
-    /// charged nothing (counted), and a held grant goes at once, its
-    /// permits charged (counted).
-    fn settle(
-        &self,
-        key: &RuleKeyText,
-        decision: Result<Grant<RuleTicket>, Denial>,
-        boxed: bool,
-    ) -> Result<Grant<RuleTicket>, Denial> {
-        let denial = match decision {
-            Ok(mut grant) => {
-                if self.spec.shadow && !grant.wait.is_zero() {
-                    self.counters.shadow_delayed.increment(1);
-                    grant.wait = Duration::ZERO;
-                }
-                return Ok(grant);
-            }
-            Err(d @ (Denial::RateLimited { .. } | Denial::OverBurst { .. })) => d,
-            Err(other) => return Err(other),
-        };
-        if let Some(top) = self.live.top.get() {
-            top.record(key, 1);
-        }
-        let denial = match (&self.penalty, denial) {
-            (_, denial) if boxed => {
-                self.counters.penalized.increment(1);
-                denial
-            }
-            (
-                Some(jail),
-                Denial::RateLimited {
-                    retry_after,
-                    policy,
-                },
-            ) => match jail.strike(key) {
-                Strike::Penalized { retry_after: block } => Denial::RateLimited {
-                    retry_after: retry_after.max(block),
-                    policy,
-                },
-                _ => Denial::RateLimited {
-                    retry_after,
-                    policy,
-                },
-            },
-            (_, denial) => denial,
-        };
-        if !self.spec.shadow {
-            return Err(denial);
-        }
-        self.counters.shadow_rejected.increment(1);
-        // Only refusals by the limit get here, and each carries its policy.
-        let policy = denial.policy().unwrap_or(Policy {
-            burst: 0,
-            interval: Duration::ZERO,
-        });
-        Ok(Grant {
-            ticket: RuleTicket { reservation: None },
-            wait: Duration::ZERO,
-            headroom: Headroom {
-                remaining: 0,
-                refill_in: denial.retry_after().unwrap_or(Duration::ZERO),
-            },
-            policy,
-        })
-    }
-}
-
 impl<C: RuleClock> RuleBackend<C> {
     /// The rule's decision when it can be made at once: the penalty box,
     /// then the limiter's, settled by the rule (shadow, strikes, top
@@ -156,38 +72,6 @@ impl<C: RuleClock> RuleBackend<C> {
         let decision = self.decide_sync(key, cost, max_wait)?;
         let decision = self.with_calendar(key, cost, decision);
         Some(self.0.settle(key, decision, false))
-    }
-
-    /// The composite with the rule's local calendar `quota` (see
-    /// `calendar`): asked only after the rate admitted, and a calendar
-    /// refusal gives the rate's reservation back, so a refusal by either
-    /// charges nothing on the other.
-    fn with_calendar(
-        &self,
-        key: &RuleKeyText,
-        cost: u32,
-        decision: Result<Grant<RuleTicket>, Denial>,
-    ) -> Result<Grant<RuleTicket>, Denial> {
-        let Some(calendar) = &self.0.calendar else {
-            return decision;
-        };
-        // The rate refused: the calendar was not asked; the denial states
-        // the rate.
-        let mut grant = decision?;
-        match calendar.decide(key, cost) {
-            Some(Ok(quota)) => {
-                (grant.headroom, grant.policy) =
-                    composite_headroom(calendar, (grant.headroom, grant.policy), &quota);
-                Ok(grant)
-            }
-            Some(Err(denial)) => {
-                // All or nothing: give the rate's permits back.
-                self.cancel_ticket(key, grant.ticket);
-                Err(denial)
-            }
-            // A Redis count beside a local rate cannot be built.
-            None => Ok(grant),
-        }
     }
 
     /// Every local rule decides through its limiter's own [`Decide`], so
@@ -295,55 +179,8 @@ impl<C: RuleClock> AsyncDecide for RuleBackend<C> {
             return decision;
         }
         #[cfg(feature = "redis")]
-        if let Core::Redis { limiter, keyed } = &self.0.live.core {
-            // The key is written once, by the one key encoding
-            // (`crate::key`), as the library path writes it: injective, and
-            // free of hash tags.
-            let redis_key = if *keyed {
-                key.text()
-            } else {
-                std::borrow::Cow::Borrowed("global")
-            };
-            let calendar = self.0.calendar.as_deref();
-            // A spent period is refused before the rate is asked (a Redis
-            // rate refunds nothing): a read of the count, cost 0.
-            if let Some(calendar) = calendar {
-                match calendar.decide_remote(key, 0).await {
-                    Some(Ok(q)) if q.headroom.remaining < cost => {
-                        let denial = Denial::RateLimited {
-                            retry_after: q.headroom.refill_in,
-                            policy: calendar.policy(),
-                        };
-                        return self.0.settle(key, Err(denial), false);
-                    }
-                    Some(Err(denial)) => return self.0.settle(key, Err(denial), false),
-                    _ => {}
-                }
-            }
-            let decision = limiter
-                .decide_async(&redis_key, cost, max_wait)
-                .await
-                .map(|g| g.map_ticket(|()| RuleTicket { reservation: None }));
-            let decision = match (calendar, decision) {
-                (Some(calendar), Ok(mut grant)) => {
-                    match calendar.decide_remote(key, cost).await {
-                        Some(Ok(quota)) => {
-                            (grant.headroom, grant.policy) = composite_headroom(
-                                calendar,
-                                (grant.headroom, grant.policy),
-                                &quota,
-                            );
-                            Ok(grant)
-                        }
-                        // Only a race for the period's last permits with
-                        // another instance gets here.
-                        Some(Err(denial)) => Err(denial),
-                        None => Ok(grant),
-                    }
-                }
-                (_, decision) => decision,
-            };
-            return self.0.settle(key, decision, false);
+        if let Some(decision) = self.decide_remote(key, cost, max_wait).await {
+            return decision;
         }
         // A concurrency rule is routed to its own layer (`layer`), never to
         // a RateLimitLayer over this backend.

@@ -3,18 +3,15 @@
 //!
 //! Keys are written with limiter-tower's one key encoding
 //! (`key_encoding::KeyWriter`: injective, parts joined by `:`, every byte
-//! that could confuse a reader percent-encoded) into a thread-local buffer
-//! that is reused from request to request, then copied once into a
-//! [`RuleKeyText`]: no allocation for an IPv4 or IPv6 `/64` key, or any
-//! key of up to 23 bytes; one of the key's exact length for a longer one;
-//! none per part. A library caller's key (`try_acquire_key("10.0.0.7")`) is
-//! written as one part the same way, so it names the same key as the
-//! HTTP layer's `key: ip` for that address.
-
-use std::cell::RefCell;
+//! that could confuse a reader percent-encoded) straight into the key's
+//! compact form, on the stack: no allocation for an IPv4 or IPv6 `/64`
+//! key, or any key of up to 23 bytes; one for a longer one; none per part,
+//! and no buffer kept between requests. A library caller's key
+//! (`try_acquire_key("10.0.0.7")`) is written as one part the same way, so
+//! it names the same key as the HTTP layer's `key: ip` for that address.
 
 use http::header::HeaderName;
-use limiter_tower::key_encoding::KeyWriter;
+use limiter_tower::key_encoding::{KeyOut, KeyWriter};
 use limiter_tower::{ClientIp, KeyError, KeyExtractor, PeerIp, RequestHead};
 
 use limiter_rules::{KeyPart, MatchSpec, PathMatch};
@@ -99,18 +96,6 @@ impl RuleKeyText {
         std::borrow::Cow::Owned(text)
     }
 
-    /// Whether the encoded text is `text`, without writing it out.
-    pub(crate) fn is_text(&self, text: &str) -> bool {
-        let mut rest = text;
-        for chunk in self.chunks() {
-            match rest.strip_prefix(chunk) {
-                Some(after) => rest = after,
-                None => return false,
-            }
-        }
-        rest.is_empty()
-    }
-
     /// The encoded text in pieces: runs of the compact form and `%3A`.
     fn chunks(&self) -> impl Iterator<Item = &str> {
         let compact = self.compact();
@@ -185,7 +170,9 @@ impl Eq for RuleKeyText {}
 
 impl std::hash::Hash for RuleKeyText {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.compact().hash(state);
+        // The key is hashed alone, never beside another value, so its bytes
+        // need no length before them.
+        state.write(self.compact());
     }
 }
 
@@ -201,50 +188,100 @@ impl std::fmt::Display for RuleKeyText {
     }
 }
 
-thread_local! {
-    /// The buffer keys are written into, reused by every request of the
-    /// thread.
-    static BUFFER: RefCell<String> = const { RefCell::new(String::new()) };
+/// A key being written: its compact form, inline until it outgrows
+/// [`INLINE`] bytes, then on the heap.
+struct Compact {
+    inline: [u8; INLINE],
+    len: usize,
+    /// Empty until the key outgrows `inline`; then all of it.
+    heap: Vec<u8>,
 }
 
-/// Writes a key with `write` into the thread's buffer and returns a copy of
-/// exactly its length.
-fn with_buffer<E>(
-    write: impl FnOnce(&mut KeyWriter<'_>) -> Result<(), E>,
+impl Compact {
+    fn new() -> Compact {
+        Compact {
+            inline: [0; INLINE],
+            len: 0,
+            heap: Vec::new(),
+        }
+    }
+
+    // Inlined, with a byte loop: the pieces are short (an octet, a dot,
+    // an escape), where a call and `memcpy` would cost more than the copy.
+    #[inline]
+    fn push(&mut self, bytes: &[u8]) {
+        let end = self.len + bytes.len();
+        if end <= INLINE && self.heap.is_empty() {
+            for (slot, &b) in self.inline[self.len..end].iter_mut().zip(bytes) {
+                *slot = b;
+            }
+            self.len = end;
+            return;
+        }
+        self.spill(bytes);
+    }
+
+    /// Appends `bytes` on the heap, moving the inline bytes there first.
+    #[cold]
+    fn spill(&mut self, bytes: &[u8]) {
+        if self.heap.is_empty() {
+            self.heap.reserve(2 * INLINE);
+            self.heap.extend_from_slice(&self.inline[..self.len]);
+        }
+        self.heap.extend_from_slice(bytes);
+    }
+
+    fn finish(self) -> RuleKeyText {
+        if self.heap.is_empty() {
+            return RuleKeyText(Repr::Inline {
+                bytes: self.inline,
+                len: LENS[self.len],
+            });
+        }
+        RuleKeyText(Repr::Heap(Box::new(self.heap.into_boxed_slice())))
+    }
+}
+
+impl KeyOut for Compact {
+    #[inline]
+    fn push_plain(&mut self, plain: &str) {
+        self.push(plain.as_bytes());
+    }
+
+    /// An escaped `:` as [`COLON`], any other escape as its text.
+    fn push_escaped(&mut self, byte: u8) {
+        const HEX: &[u8; 16] = b"0123456789ABCDEF";
+        if byte == b':' {
+            return self.push(&[COLON]);
+        }
+        self.push(&[
+            b'%',
+            HEX[usize::from(byte >> 4)],
+            HEX[usize::from(byte & 0xf)],
+        ]);
+    }
+}
+
+/// Writes a key with `write` into its compact form.
+fn compact<E>(
+    write: impl FnOnce(&mut KeyWriter<'_, Compact>) -> Result<(), E>,
 ) -> Result<RuleKeyText, E> {
-    BUFFER.with(|buffer| {
-        // A key written while another is being written (never: writing
-        // calls no user code) would get a fresh buffer instead of panicking.
-        let mut fresh = String::new();
-        let mut guard = buffer.try_borrow_mut();
-        let out = match guard.as_mut() {
-            Ok(b) => &mut **b,
-            Err(_) => &mut fresh,
-        };
-        out.clear();
-        write(&mut KeyWriter::new(out))?;
-        Ok(RuleKeyText::from_encoded(out))
-    })
+    let mut out = Compact::new();
+    write(&mut KeyWriter::new(&mut out))?;
+    Ok(out.finish())
 }
 
 /// A library caller's key, written as one part (see the module docs).
 pub(crate) fn library_key(key: &str) -> RuleKeyText {
-    let written: Result<_, std::convert::Infallible> = with_buffer(|w| {
-        w.part_str(key);
-        Ok(())
-    });
-    match written {
-        Ok(k) => k,
-        Err(never) => match never {},
-    }
+    let mut out = Compact::new();
+    KeyWriter::new(&mut out).part_str(key);
+    out.finish()
 }
 
 /// Whether `encoded` is the one-part encoding of `raw` (a priority class's
 /// name against the class header's encoded value).
 pub(crate) fn encodes(encoded: &RuleKeyText, raw: &str) -> bool {
-    let mut written = String::with_capacity(raw.len() + 8);
-    KeyWriter::new(&mut written).part_str(raw);
-    encoded.is_text(&written)
+    *encoded == library_key(raw)
 }
 
 /// The key extractor of a rule.
@@ -298,7 +335,7 @@ impl KeyExtractor for RuleKey {
             // A global rule: the empty key, no allocation.
             return Ok(RuleKeyText::default());
         }
-        with_buffer(|key| {
+        compact(|key| {
             for part in &self.parts {
                 match part {
                     Part::Peer(p) => key.part_ip(p.extract(request)?),
@@ -406,11 +443,6 @@ mod tests {
             let k = RuleKeyText::from_encoded(t);
             assert_eq!(k.text(), t.as_str());
             assert_eq!(k.to_string(), *t);
-            assert!(k.is_text(t));
-            assert!(!k.is_text(&format!("{t}x")));
-            if let Some(shorter) = t.get(..t.len().saturating_sub(1)).filter(|_| !t.is_empty()) {
-                assert!(!k.is_text(shorter));
-            }
             assert!(keys.contains(&k));
         }
         assert_eq!(RuleKeyText::default().text(), "");

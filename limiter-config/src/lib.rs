@@ -69,16 +69,19 @@
 //!
 //! Modules, each using only those before it: `key` (a rule's key, encoded),
 //! `calendar` (a rule's calendar `quota` on the wall clock), `live` (a rule's
-//! limiter state), `limiter` ([`RuleLimiter`]), `backend` (the rule as a
+//! limiter state), `error` ([`RuleError`]), `limiter` ([`RuleLimiter`]),
+//! `acquire` (its library methods), `backend` (the rule as a
 //! `limiter-tower` backend and key), `latency`, `layer` (a rule's
 //! `limiter-tower` layer), `snapshot` ([`Snapshot`], [`ReloadReport`]),
 //! `overrides` (per-key quotas from the file and the admin API),
 //! `build` (a reload, rule by rule), `ruleset` ([`RuleSet`]), `http`
 //! ([`RulesLayer`]), `watch`.
 
+mod acquire;
 mod backend;
 mod build;
 mod calendar;
+mod error;
 mod explain;
 mod http;
 mod key;
@@ -94,15 +97,11 @@ mod snapshot;
 mod store;
 mod watch;
 
-/// The error types under the path the watcher names them by.
-mod error {
-    pub(crate) use limiter_rules::ConfigErrors;
-}
-
+pub use error::RuleError;
 pub use explain::{ExplainRequest, Explanation, QuotaReading, Verdict};
 pub use http::{RulesLayer, RulesService};
 pub use key::RuleKeyText;
-pub use limiter::{PENALIZED, RuleError, RuleLimiter, SHADOW_DELAYED, SHADOW_REJECTED};
+pub use limiter::{PENALIZED, RuleLimiter, SHADOW_DELAYED, SHADOW_REJECTED};
 pub use limiter_rules::{
     ALGORITHMS, Algorithm, BackendSpec, CalendarQuota, ConfigError, ConfigErrors, ControllerSpec,
     CostSpec, DEFAULT_MAX_DELAY, DEFAULT_MAX_KEYS, Format, HeaderSpec, KeyOverride, KeyPart,

@@ -51,14 +51,40 @@ use http::HeaderValue;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
-pub struct KeyWriter<'a> {
-    out: &'a mut String,
+pub struct KeyWriter<'a, O: KeyOut + ?Sized = String> {
+    out: &'a mut O,
     parts: usize,
 }
 
-impl<'a> KeyWriter<'a> {
+/// Where a [`KeyWriter`] writes: a `String`, or a caller's own buffer (a
+/// fixed-size key, say) that may store an escape in a form of its own.
+pub trait KeyOut {
+    /// Appends bytes written as they are (plain bytes, the `:` between
+    /// parts, the digits and dots of an address).
+    fn push_plain(&mut self, plain: &str);
+
+    /// Appends the escape of `byte`: `%` and two upper-case hex digits.
+    fn push_escaped(&mut self, byte: u8) {
+        const HEX: &[u8; 16] = b"0123456789ABCDEF";
+        let escape = [
+            b'%',
+            HEX[usize::from(byte >> 4)],
+            HEX[usize::from(byte & 0xf)],
+        ];
+        // `%` and hex digits are ASCII.
+        self.push_plain(std::str::from_utf8(&escape).unwrap_or_default());
+    }
+}
+
+impl KeyOut for String {
+    fn push_plain(&mut self, plain: &str) {
+        self.push_str(plain);
+    }
+}
+
+impl<'a, O: KeyOut + ?Sized> KeyWriter<'a, O> {
     /// A writer appending to `out` (clear a reused buffer first).
-    pub fn new(out: &'a mut String) -> KeyWriter<'a> {
+    pub fn new(out: &'a mut O) -> KeyWriter<'a, O> {
         KeyWriter { out, parts: 0 }
     }
 
@@ -69,7 +95,7 @@ impl<'a> KeyWriter<'a> {
 
     fn separate(&mut self) {
         if self.parts > 0 {
-            self.out.push(':');
+            self.out.push_plain(":");
         }
         self.parts += 1;
     }
@@ -94,9 +120,9 @@ impl<'a> KeyWriter<'a> {
                 self.separate();
                 for (i, octet) in v4.octets().into_iter().enumerate() {
                     if i > 0 {
-                        self.out.push('.');
+                        self.out.push_plain(".");
                     }
-                    self.out.push_str(itoa::Buffer::new().format(octet));
+                    self.out.push_plain(itoa::Buffer::new().format(octet));
                 }
             }
             IpAddr::V6(_) => self.part_fmt(format_args!("{ip}")),
@@ -107,14 +133,14 @@ impl<'a> KeyWriter<'a> {
     pub fn part_u64(&mut self, n: u64) {
         // Digits are plain: written as they are.
         self.separate();
-        self.out.push_str(itoa::Buffer::new().format(n));
+        self.out.push_plain(itoa::Buffer::new().format(n));
     }
 
     /// Writes a part by formatting `args`, encoded as it is written.
     pub fn part_fmt(&mut self, args: fmt::Arguments<'_>) {
         self.separate();
-        // Writing into a String cannot fail.
-        let _ = fmt::write(&mut Encoded(self.out), args);
+        // Writing into a `KeyOut` cannot fail.
+        let _ = fmt::write(&mut Encoded(&mut *self.out), args);
     }
 }
 
@@ -124,8 +150,7 @@ fn is_plain(b: u8) -> bool {
 }
 
 /// Appends `bytes` percent-encoded, copying runs of plain bytes whole.
-fn encode_into(out: &mut String, bytes: &[u8]) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+fn encode_into<O: KeyOut + ?Sized>(out: &mut O, bytes: &[u8]) {
     let mut rest = bytes;
     while !rest.is_empty() {
         let plain = rest
@@ -134,11 +159,11 @@ fn encode_into(out: &mut String, bytes: &[u8]) {
             .unwrap_or(rest.len());
         let (run, tail) = rest.split_at(plain);
         // Plain bytes are ASCII, so the run is valid UTF-8.
-        out.push_str(std::str::from_utf8(run).unwrap_or_default());
+        if !run.is_empty() {
+            out.push_plain(std::str::from_utf8(run).unwrap_or_default());
+        }
         if let Some((&b, after)) = tail.split_first() {
-            out.push('%');
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0xf)]));
+            out.push_escaped(b);
             rest = after;
         } else {
             rest = tail;
@@ -147,9 +172,9 @@ fn encode_into(out: &mut String, bytes: &[u8]) {
 }
 
 /// A `fmt::Write` that percent-encodes what it is given.
-struct Encoded<'a>(&'a mut String);
+struct Encoded<'a, O: KeyOut + ?Sized>(&'a mut O);
 
-impl fmt::Write for Encoded<'_> {
+impl<O: KeyOut + ?Sized> fmt::Write for Encoded<'_, O> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         encode_into(self.0, s.as_bytes());
         Ok(())
