@@ -43,7 +43,7 @@ pub enum RuleError {
     },
     /// A `concurrency` or `adaptive_concurrency` rule was asked for a
     /// permit that nothing gives back: take one from
-    /// [`RuleLimiter::concurrency`] (a permit released when dropped).
+    /// [`RuleLimiter::concurrency`](crate::RuleLimiter::concurrency) (a permit released when dropped).
     Concurrency {
         /// The rule.
         rule: String,
