@@ -112,6 +112,7 @@ pub use units::{Rate, parse_duration};
 /// assert_eq!(errors.errors().len(), 2); // both, not just the first
 /// assert_eq!((errors.errors()[0].pos.line, errors.errors()[0].pos.column), (4, 11));
 /// assert!(matches!(errors.errors()[1].problem, Problem::ZeroBurst));
+/// # std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn check_file(path: &Path) -> Result<Vec<RuleSpec>, ConfigErrors> {
