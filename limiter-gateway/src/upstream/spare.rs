@@ -299,7 +299,6 @@ mod tests {
     #[test]
     fn a_connection_one_worker_gave_serves_another_without_a_new_one() {
         use super::super::connect::AddressClient;
-        use http_body_util::BodyExt;
         use std::sync::Arc;
         let (addr, accepted) = upstream(1);
         let client = Arc::new(AddressClient::new(
@@ -317,12 +316,7 @@ mod tests {
                     .build()
                     .unwrap();
                 rt.block_on(async {
-                    let request = http::Request::get(format!("http://{addr}/"))
-                        .body(http_body_util::Either::Right(http_body_util::Empty::new()))
-                        .unwrap();
-                    let response = client.send(request).await.unwrap();
-                    let body = response.into_body().collect().await.unwrap().to_bytes();
-                    assert_eq!(&body[..], b"ok");
+                    ok(&client, addr).await;
                     if give {
                         super::super::local::sweep_giving(Duration::ZERO);
                     }
