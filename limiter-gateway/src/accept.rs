@@ -142,6 +142,9 @@ pub(crate) async fn accept_loop(
     }
 }
 
+/// hyper's header count limit when none is set (`http1::Builder::max_headers`).
+const HYPER_MAX_HEADERS: usize = 100;
+
 /// Serves one client connection (its deadlines, its head checks, the
 /// rules and the proxy) on its own task, under `watcher`'s shutdown; the
 /// `hold`s (cap permits) are released when it ends.
@@ -220,14 +223,19 @@ fn serve<S>(
         }
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
+    let mut http1 = builder.http1();
+    http1
         .timer(TokioTimer::new())
         .keep_alive(true)
         // The head and idle deadlines are the stream's (module conn).
         .header_read_timeout(None)
-        .max_headers(limits.max_headers)
         .max_buf_size(limits.max_head_bytes);
+    // hyper's own limit keeps its parse arrays constant; a limit set, even
+    // the same one, fills two arrays of 100 on every request head (about
+    // 1,500 instructions a request).
+    if limits.max_headers != HYPER_MAX_HEADERS {
+        http1.max_headers(limits.max_headers);
+    }
     builder
         .http2()
         .timer(TokioTimer::new())

@@ -20,6 +20,7 @@
 //! check passes). The gauge of available addresses follows every change:
 //! ejection, its end (a timer per ejection) and the health verdict.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -29,12 +30,13 @@ use super::{Balance, MAX_ATTEMPTS, PoolConfig};
 use crate::response::ResponseBody;
 use crate::settings::Timeouts;
 use bytes::Bytes;
+use futures::future::Either;
 use http::{Request, Response, Uri};
-use http_body_util::{Either, Empty};
+use http_body_util::Empty;
 
 /// The body sent upstream: the client's, or none (a request whose body is
 /// empty is sent with `Empty`, which makes it replayable).
-pub(crate) type UpstreamBody = Either<crate::body::ClientBody, Empty<Bytes>>;
+pub(crate) type UpstreamBody = http_body_util::Either<crate::body::ClientBody, Empty<Bytes>>;
 
 /// What [`pick`] knows of one address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -244,19 +246,31 @@ impl Balancer {
 
     /// Sends `request` (its URI already the upstream's) to an address,
     /// retrying as the module `upstream` says.
-    pub(crate) async fn send(
+    pub(crate) fn send(
+        &self,
+        request: Request<UpstreamBody>,
+    ) -> impl Future<Output = Result<Response<ResponseBody>, SendError>> + Send + '_ {
+        if self.endpoints.len() == 1 {
+            // Nothing to choose or fail over to: the fast path, whose
+            // future is the address's own.
+            Either::Left(self.endpoints[0].client.send(request))
+        } else {
+            // Boxed: the retry loop's state (the request and its copies)
+            // would size, and be copied with, every request's future.
+            Either::Right(Box::pin(self.send_any(request)))
+        }
+    }
+
+    /// [`send`](Balancer::send) over several addresses.
+    async fn send_any(
         &self,
         request: Request<UpstreamBody>,
     ) -> Result<Response<ResponseBody>, SendError> {
         let n = self.endpoints.len();
-        if n == 1 {
-            // Nothing to choose or fail over to: the fast path.
-            return self.endpoints[0].client.send(request).await;
-        }
         // A copy to replay, kept only when there is another address to try.
         let replay = match request.body() {
-            Either::Right(_) => Some(clone_request(&request)),
-            Either::Left(_) => None,
+            http_body_util::Either::Right(_) => Some(clone_request(&request)),
+            http_body_util::Either::Left(_) => None,
         };
         let retry_after_send = idempotent(request.method());
         let mut request = Some(request);
@@ -349,7 +363,7 @@ async fn end_of_ejection(balancer: Weak<Balancer>, i: usize) {
 }
 
 fn clone_request(copy: &Request<UpstreamBody>) -> Request<UpstreamBody> {
-    let mut r = Request::new(Either::Right(Empty::new()));
+    let mut r = Request::new(http_body_util::Either::Right(Empty::new()));
     *r.method_mut() = copy.method().clone();
     *r.uri_mut() = copy.uri().clone();
     *r.version_mut() = copy.version();

@@ -310,18 +310,20 @@ impl AddressClient {
     /// # Errors
     ///
     /// [`SendError`]: no connection, or none that gave a response head.
-    pub(crate) async fn send(
+    pub(crate) fn send(
         &self,
         request: Request<UpstreamBody>,
-    ) -> Result<Response<ResponseBody>, SendError> {
+    ) -> impl Future<Output = Result<Response<ResponseBody>, SendError>> + Send + '_ {
+        // Not an `async fn`: its future is the pool's own, without a
+        // second copy of the request beside it.
         match &self.local {
             Some(local) if !request.headers().contains_key(http::header::UPGRADE) => {
-                local.send(&self.connector, request).await
+                futures::future::Either::Left(local.send(&self.connector, request))
             }
             // Boxed: hyper-util's future would size every request's.
-            _ => Ok(Box::pin(self.request(request))
-                .await?
-                .map(ResponseBody::detached)),
+            _ => futures::future::Either::Right(Box::pin(async move {
+                Ok(self.request(request).await?.map(ResponseBody::detached))
+            })),
         }
     }
 

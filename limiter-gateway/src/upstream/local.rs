@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
 use std::time::{Duration, Instant};
 
 use http::{Request, Response};
@@ -108,7 +108,15 @@ impl LocalPool {
 
     /// The most recent idle connection of this thread that is open and
     /// ready; the stale ones above it are closed.
-    fn checkout(&self, cx: &mut Context<'_>) -> Option<Box<Held>> {
+    ///
+    /// Polled without the task's waker: the connection returned is polled
+    /// again at once, with it, by the exchange (`send`), and the others are
+    /// closed; the task's waker would only make the request's handover wake
+    /// the task that is sending it, a needless second poll of the whole
+    /// connection.
+    fn checkout(&self) -> Option<Box<Held>> {
+        let mut quiet = Context::from_waker(Waker::noop());
+        let cx = &mut quiet;
         POOL.try_with(|pool| {
             let mut pool = pool.borrow_mut();
             let idle = pool.get_mut(&self.key)?;
@@ -197,7 +205,7 @@ impl LocalPool {
     ) -> Result<Response<ResponseBody>, SendError> {
         origin_form(&mut request);
         loop {
-            let pooled = poll_fn(|cx| Poll::Ready(self.checkout(cx))).await;
+            let pooled = self.checkout();
             let (mut held, fresh) = match pooled {
                 Some(held) => (held, false),
                 // Boxed: the dial (a TLS handshake's state included) would
@@ -361,7 +369,11 @@ impl Exchange {
         let Some(head) = &mut self.head else {
             return Poll::Pending;
         };
-        let result = ready!(head.as_mut().poll(cx));
+        // The head needs no waker: only the connection completes it (or
+        // fails it by ending), and the connection is polled here, just
+        // before, in this task. With the task's, the connection's handing
+        // the head over would wake the task that takes it: a second poll.
+        let result = ready!(head.as_mut().poll(&mut Context::from_waker(Waker::noop())));
         self.head = None;
         Poll::Ready(result.map(|response| (response, self.held.take())))
     }
