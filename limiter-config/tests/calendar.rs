@@ -4,7 +4,7 @@
 //! daylight-saving changes of Paris, the composite with a rate (all or
 //! nothing, headers stating the part that binds), a reload, and explain.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! adaptive rule's bounds keeps limiter, permits and waiters. `explain`
 //! reports a concurrency rule's requests in flight and limit.
 
-mod support;
+use crate::support;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

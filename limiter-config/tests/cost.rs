@@ -4,7 +4,7 @@
 //! layer, so the key's next request waits exactly as the debt says;
 //! `explain` shows the configured cost.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::Duration;

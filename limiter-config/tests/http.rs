@@ -3,7 +3,7 @@
 //! rule's key, mode and headers; unmatched requests pass; a reload moves
 //! the live rules.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 

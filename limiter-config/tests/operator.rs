@@ -1,7 +1,7 @@
 //! Shadow mode, the penalty box and explain, with exact values under a
 //! manual clock, through the rules' HTTP layer.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::Duration;

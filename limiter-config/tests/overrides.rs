@@ -4,7 +4,7 @@
 //! survive reloads (and a replacement of the rule's limiter), the file's
 //! are re-applied, and every refusal is typed.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! a free port: built into a `RedisLimiter`, shared by two rule sets (two
 //! processes), reloaded with the state kept on Redis, and served over HTTP.
 
-mod support;
+use crate::support;
 
 use limiter_test_support::redis as redis_support;
 

@@ -6,7 +6,7 @@
 //! denial by the script); a `tls` table on a plain URL is refused when the
 //! file is checked.
 
-mod support;
+use crate::support;
 
 use limiter_test_support::redis as redis_support;
 use limiter_test_support::tls as tls_support;

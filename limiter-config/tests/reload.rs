@@ -2,7 +2,7 @@
 //! edit changes nothing (and is counted), rules appear, disappear and are
 //! replaced as documented, and readers never see a mixed rule set.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -7,7 +7,7 @@
 //! `ManualClock` that does not move (so no key ever becomes idle: room is
 //! made by evicting limited keys).
 
-mod support;
+use crate::support;
 
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};

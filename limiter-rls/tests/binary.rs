@@ -5,7 +5,7 @@
 //! and statsd under envoyproxy/ratelimit's exact names, caught by a UDP
 //! listener the test runs.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::net::UdpSocket;

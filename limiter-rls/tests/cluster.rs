@@ -3,7 +3,7 @@
 //! descriptor refuses charges neither (GCRA: one script on the domain's
 //! slot; fixed windows: per-key calls with give-back).
 
-mod support;
+use crate::support;
 
 use limiter_test_support::redis as redis_support;
 

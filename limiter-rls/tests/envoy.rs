@@ -6,7 +6,7 @@
 //! traffic keeping state. One Envoy serves every scenario; each scenario
 //! uses its own descriptor values, so their counters never meet.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::sync::Arc;

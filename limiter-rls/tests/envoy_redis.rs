@@ -5,7 +5,7 @@
 //! keeps the limit in process, `error` fails the call (Envoy's
 //! `failure_mode_deny: false` then admits).
 
-mod support;
+use crate::support;
 
 use limiter_test_support::redis as redis_support;
 

@@ -5,7 +5,7 @@
 //! replaced on disk served to the next handshake. The CA and certificates
 //! are made by the test (rcgen).
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

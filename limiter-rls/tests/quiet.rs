@@ -7,7 +7,7 @@
 //! The clients set `TCP_NODELAY` on their own sockets, so only the
 //! server's side is tested.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

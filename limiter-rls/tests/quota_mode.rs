@@ -13,7 +13,7 @@
 //! which read the real clock: there the unit is a second, the requests
 //! start clear of a window's end, and "a unit later" is a real second.
 
-mod support;
+use crate::support;
 
 use limiter_test_support::redis as redis_support;
 

@@ -7,7 +7,7 @@
 //! only Redis can say under `RLS_REDIS_FAILURE_POLICY=error`); a wrong CA
 //! makes every request fail.
 
-mod support;
+use crate::support;
 
 use limiter_test_support::redis as redis_support;
 use limiter_test_support::tls as tls_support;

@@ -5,7 +5,7 @@
 //! directory) reloads too. (In-place edits, the ConfigMap `..data` swap, a
 //! bad file keeping the old config and state kept are in tests/envoy.rs.)
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

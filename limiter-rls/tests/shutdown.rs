@@ -4,7 +4,7 @@
 //! drain delay; a call in flight (held up by a blackholed Redis under a
 //! long `REDIS_TIMEOUT`) still gets its answer; the process exits 0.
 
-mod support;
+use crate::support;
 
 use std::net::TcpListener;
 use std::time::Duration;

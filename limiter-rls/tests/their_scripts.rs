@@ -19,7 +19,7 @@
 //! request the test waits until the server counted it (its Prometheus
 //! `total_hits`), as a client slower than `curl` in a loop would.
 
-mod support;
+use crate::support;
 
 use limiter_test_support::redis as redis_support;
 

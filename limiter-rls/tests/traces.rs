@@ -5,7 +5,7 @@
 //! client sends `ShouldRateLimit` with a `traceparent`.
 #![cfg(feature = "otel")]
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

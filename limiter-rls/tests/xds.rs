@@ -6,7 +6,7 @@
 //! ACK, NACK). The `limiter-rls` binary is the client; the last test puts
 //! a real Envoy in front of it.
 
-mod support;
+use crate::support;
 
 use std::pin::Pin;
 use std::time::Duration;

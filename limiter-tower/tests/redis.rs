@@ -14,13 +14,10 @@ use limiter_tower::key_encoding::EncodeKey;
 use limiter_tower::{Global, Mode, PeerIp, RateLimitLayer, RedisBackend};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
-mod support {
-    pub(crate) mod http;
-}
 use limiter_test_support::redis as redis_server;
 
+use crate::support::http::{client_from, get_from, hello, per_hour, serve};
 use redis_server::RedisServer;
-use support::http::{client_from, get_from, hello, per_hour, serve};
 
 /// One service instance: its own limiter and connection, keys under
 /// `prefix` (instances with the same prefix share their quotas).

@@ -15,10 +15,7 @@ use limiter_keyed::KeyedLimiter;
 use limiter_tower::{ClientIp, Global, Header, Mode, PeerIp, RateLimitLayer, Route};
 use tokio::sync::mpsc;
 
-mod support {
-    pub(crate) mod http;
-}
-use support::http::{client_from, get_from, hello, per_hour, serve};
+use crate::support::http::{client_from, get_from, hello, per_hour, serve};
 
 #[tokio::test]
 async fn over_the_limit_is_429_with_retry_after_and_problem_json() {

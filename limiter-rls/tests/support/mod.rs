@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-// Not every test binary that includes the support uses them.
+// Re-exports for the modules; not every one of them is used.
 #[allow(unused_imports)]
 pub(crate) use limiter_test_support::envoy::Envoy;
 #[allow(unused_imports)]
