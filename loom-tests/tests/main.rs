@@ -2,11 +2,12 @@
 //! its own, and each of those compiled and linked loom and the limiters
 //! again (in the loom build, where `--cfg loom` rebuilds every crate). Each
 //! model explores its own `loom::model`, so the modules share nothing but
-//! the process. Every module compiles only under `cfg(loom)`; run one with
+//! the process; `broken_variants` stays a binary of its own (Cargo.toml),
+//! as it flips a process-wide switch the other models would see. Every
+//! module compiles only under `cfg(loom)`; run one with
 //! `RUSTFLAGS="--cfg loom" cargo test --release -p loom-tests --test models <module>::`.
 
 mod adaptive_claim;
-mod broken_variants;
 mod calendar;
 mod concurrency_acquire;
 mod concurrency_partitions;
