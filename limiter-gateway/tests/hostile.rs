@@ -253,6 +253,23 @@ async fn a_broken_client_body_is_a_client_error_not_an_upstream_one() {
 }
 
 /// Reads until the gateway closes (bounded); the bytes it sent.
+/// A keep-alive connection that has had one GET answered.
+async fn served_once(addr: std::net::SocketAddr) -> TcpStream {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed before an answer: {head:?}");
+        head.extend_from_slice(&buf[..n]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 200"), "{head:?}");
+    s
+}
+
 async fn until_closed(s: &mut TcpStream) -> Vec<u8> {
     let mut out = Vec::new();
     tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut out))
@@ -312,8 +329,10 @@ async fn a_client_at_its_connection_cap_is_refused_and_others_are_not() {
         c.connections.max_per_client = 2;
     })
     .await;
-    let _a = TcpStream::connect(rig.addr()).await.unwrap();
-    let _b = TcpStream::connect(rig.addr()).await.unwrap();
+    // Each served once, so the gateway holds both before the third
+    // arrives (a connect alone may still wait in another worker's queue).
+    let _a = served_once(rig.addr()).await;
+    let _b = served_once(rig.addr()).await;
     // The third from the same address is closed at once.
     let mut third = TcpStream::connect(rig.addr()).await.unwrap();
     assert_eq!(until_closed(&mut third).await, b"");
