@@ -119,6 +119,10 @@ fn gateway_config(args: &Args) -> Result<GatewayConfig, String> {
     Ok(config)
 }
 
+/// See the workspace Cargo.toml's `mimalloc` entry.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let config = match gateway_config(&args) {

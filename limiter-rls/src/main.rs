@@ -12,6 +12,10 @@ use limiter_rls::settings::Settings;
 /// `limiter-rls --version`: the version and the commit it was built from.
 const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("LIMITER_COMMIT"), ")");
 
+/// See the workspace Cargo.toml's `mimalloc` entry.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     // The only arguments: everything else is configured by the environment,
     // as envoyproxy/ratelimit is. Both answer before anything is read or bound.

@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use crate::config::{Descriptor, LimitSpec, Rule, RuleSet};
 use crate::proto::{Entry, RateLimitOverride, Unit};
+use crate::stats::RuleCounters;
 
 /// The `full_key` of the rule made for a request's `limit` override, and so
 /// its Prometheus `rule` label: one fixed name, because the override's own
@@ -104,6 +105,7 @@ impl RuleSet {
                     name: String::new(),
                     replaces: Vec::new(),
                     detailed_metric: false,
+                    counters: RuleCounters::default(),
                 }),
                 stats_key: override_key(domain, entries),
                 share_patterns: Vec::new(),
@@ -115,8 +117,12 @@ impl RuleSet {
         let mut detailed = String::from(domain);
         let mut by_value = String::from(domain);
         let mut share: Vec<String> = Vec::new();
+        let mut final_key = String::new();
         for (i, entry) in entries.iter().enumerate() {
-            let final_key = format!("{}_{}", entry.key, entry.value);
+            final_key.clear();
+            final_key.push_str(&entry.key);
+            final_key.push('_');
+            final_key.push_str(&entry.value);
             detailed.push('.');
             detailed.push_str(&final_key);
             let mut next = level.map.get(&final_key);

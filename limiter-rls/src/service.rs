@@ -277,7 +277,7 @@ impl<B: CounterStore> RateLimitService<B> {
                     let check = &checks[c];
                     self.recorder.record(
                         &req.domain,
-                        &m.rule.full_key,
+                        &m.rule,
                         &m.stats_key,
                         Delta::of(
                             o.used_before,

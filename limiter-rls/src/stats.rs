@@ -15,6 +15,11 @@
 //!   `_`), aggregated and flushed every `STATS_FLUSH_INTERVAL` as
 //!   `name:value|c` lines (see `statsd`).
 
+use std::sync::OnceLock;
+
+use metrics::Counter;
+
+use crate::config::Rule;
 pub use crate::statsd::Statsd;
 
 /// The counter increments of one descriptor decision.
@@ -127,6 +132,46 @@ fn ipv4_at(b: &[u8]) -> Option<usize> {
     Some(i)
 }
 
+/// The Prometheus names of [`Delta`]'s fields, in its order.
+const COUNTERS: [&str; 5] = [
+    "ratelimit_rate_limit_total_hits_total",
+    "ratelimit_rate_limit_over_limit_total",
+    "ratelimit_rate_limit_near_limit_total",
+    "ratelimit_rate_limit_within_limit_total",
+    "ratelimit_rate_limit_shadow_mode_total",
+];
+
+/// Their statsd names of [`Delta`]'s fields, in its order.
+const STATSD_STATS: [&str; 5] = [
+    "total_hits",
+    "over_limit",
+    "near_limit",
+    "within_limit",
+    "shadow_mode",
+];
+
+/// A rule's Prometheus counters, registered (all five, so a scrape shows
+/// zeros) with the global `metrics` recorder at the rule's first decision
+/// and only incremented after: no label strings or registry lookup per
+/// decision. A reload registers the same series again.
+#[derive(Clone, Default)]
+pub(crate) struct RuleCounters(OnceLock<[Counter; 5]>);
+
+impl std::fmt::Debug for RuleCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RuleCounters")
+    }
+}
+
+/// A cache, not part of what a rule says.
+impl PartialEq for RuleCounters {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for RuleCounters {}
+
 /// Where decisions are counted.
 #[derive(Debug, Clone, Default)]
 pub struct Recorder {
@@ -139,27 +184,31 @@ impl Recorder {
         Recorder { statsd }
     }
 
-    /// Counts one descriptor decision.
-    pub fn record(&self, domain: &str, rule: &str, stats_key: &str, d: Delta) {
-        let labels = [("domain", domain.to_owned()), ("rule", rule.to_owned())];
-        for (name, v) in [
-            ("ratelimit_rate_limit_total_hits_total", d.total_hits),
-            ("ratelimit_rate_limit_over_limit_total", d.over_limit),
-            ("ratelimit_rate_limit_near_limit_total", d.near_limit),
-            ("ratelimit_rate_limit_within_limit_total", d.within_limit),
-            ("ratelimit_rate_limit_shadow_mode_total", d.shadow_mode),
-        ] {
-            metrics::counter!(name, &labels).increment(v);
+    /// Counts one descriptor decision of `rule` in `domain` (the rule's own
+    /// domain).
+    pub fn record(&self, domain: &str, rule: &Rule, stats_key: &str, d: Delta) {
+        let counters = rule.counters.0.get_or_init(|| {
+            let labels = [
+                ("domain", domain.to_owned()),
+                ("rule", rule.full_key.clone()),
+            ];
+            COUNTERS.map(|name| metrics::counter!(name, &labels))
+        });
+        let values = [
+            d.total_hits,
+            d.over_limit,
+            d.near_limit,
+            d.within_limit,
+            d.shadow_mode,
+        ];
+        for (counter, v) in counters.iter().zip(values) {
+            if v > 0 {
+                counter.increment(v);
+            }
         }
         if let Some(s) = &self.statsd {
             let base = format!("ratelimit.service.rate_limit.{}", sanitize(stats_key));
-            for (stat, v) in [
-                ("total_hits", d.total_hits),
-                ("over_limit", d.over_limit),
-                ("near_limit", d.near_limit),
-                ("within_limit", d.within_limit),
-                ("shadow_mode", d.shadow_mode),
-            ] {
+            for (stat, v) in STATSD_STATS.iter().zip(values) {
                 s.add(&format!("{base}.{stat}"), v);
             }
         }
@@ -224,6 +273,49 @@ mod tests {
         );
         // Already full: every hit is over.
         assert_eq!(Delta::of(10, 2, 10, true, false, 0.8).over_limit, 2);
+    }
+
+    #[test]
+    fn a_rule_counts_into_its_series_and_shows_zeros() {
+        use crate::proto::Entry;
+        let rules = crate::RuleSet::from_files(vec![(
+            "d.yaml".into(),
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 10}\n"
+                .into(),
+        )])
+        .unwrap();
+        let entry = Entry {
+            key: "k".into(),
+            value: "v".into(),
+        };
+        let m = rules.find("d", &[entry], None).unwrap();
+        let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = prometheus.handle();
+        metrics::with_local_recorder(&prometheus, || {
+            let r = Recorder::new(None);
+            r.record(
+                "d",
+                &m.rule,
+                &m.stats_key,
+                Delta::of(0, 2, 10, false, false, 0.8),
+            );
+            r.record(
+                "d",
+                &m.rule,
+                &m.stats_key,
+                Delta::of(9, 3, 10, true, false, 0.8),
+            );
+        });
+        let scrape = handle.render();
+        for line in [
+            r#"ratelimit_rate_limit_total_hits_total{domain="d",rule="d.k"} 5"#,
+            r#"ratelimit_rate_limit_within_limit_total{domain="d",rule="d.k"} 2"#,
+            r#"ratelimit_rate_limit_over_limit_total{domain="d",rule="d.k"} 2"#,
+            r#"ratelimit_rate_limit_near_limit_total{domain="d",rule="d.k"} 1"#,
+            r#"ratelimit_rate_limit_shadow_mode_total{domain="d",rule="d.k"} 0"#,
+        ] {
+            assert!(scrape.contains(line), "{line} not in {scrape}");
+        }
     }
 
     #[test]

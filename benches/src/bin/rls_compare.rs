@@ -485,6 +485,11 @@ async fn backend_call(backend: Arc<AnyStore>, parallel: usize, secs: f64) -> f64
     t0.elapsed().as_secs_f64() * 1e6 / n as f64
 }
 
+/// The allocator the limiter-rls binary ships with, so the server measured
+/// here is the one deployed.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let secs = if quick { 1.5 } else { 5.0 };

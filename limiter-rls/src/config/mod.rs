@@ -54,6 +54,7 @@ pub struct Rule {
     pub replaces: Vec<String>,
     /// `detailed_metric: true`: stats per full request value.
     pub detailed_metric: bool,
+    pub(crate) counters: crate::stats::RuleCounters,
 }
 
 /// One descriptor of the tree.

@@ -18,6 +18,7 @@ use limiter_rules::{Format, Node, Pos, Value, parse_tree};
 
 use super::{Descriptor, Level, LimitSpec, Rule, Wildcard};
 use crate::proto::Unit;
+use crate::stats::RuleCounters;
 
 const ROOT_FIELDS: &[&str] = &["domain", "descriptors"];
 const DESCRIPTOR_FIELDS: &[&str] = &[
@@ -383,5 +384,6 @@ fn rate_limit(
         name,
         replaces,
         detailed_metric,
+        counters: RuleCounters::default(),
     })
 }
