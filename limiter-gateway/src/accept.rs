@@ -128,7 +128,7 @@ pub(crate) async fn accept_loop(
             // The handshake runs on the connection's task, on first read.
             Some(t) => t.stream(stream),
         };
-        let service = layer.layer(shared.proxy.clone());
+        let service = layer.layer(shared.proxy.for_client(peer, https));
         serve(
             stream,
             peer,
