@@ -75,6 +75,7 @@ mod reply;
 mod response;
 mod server;
 mod settings;
+mod shutdown;
 mod state;
 mod tls;
 mod upgrade;
