@@ -45,13 +45,14 @@ const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto
 /// Removes the hop-by-hop headers of `headers`, those named by its
 /// `Connection` headers too.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // One pass over the message's few names instead of a lookup per
-    // hop-by-hop name: most messages carry none or one (`Connection`).
-    // Nothing is allocated on the way (a `Vec` of names and a parsed
-    // `HeaderName` per listed name cost about 1,500 instructions).
+    // One pass over the message's few names, matched as text (by length
+    // first), into a bitmask of `HOP_BY_HOP`; nothing allocated on the way
+    // (a `Vec` of names, a `HeaderName` parsed per listed name and a
+    // comparison with every hop-by-hop name cost about 1,800 instructions
+    // a request).
     let mut present = 0u8;
     for name in headers.keys() {
-        if let Some(i) = HOP_BY_HOP.iter().position(|h| h == name) {
+        if let Some(i) = hop_by_hop(name.as_str()) {
             present |= 1 << i;
         }
     }
@@ -59,21 +60,25 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
         return;
     }
     // `HOP_BY_HOP[0]` is `Connection`: the names it lists go too, looked
-    // up as text (a name that is no header name matches nothing).
-    if present & 1 != 0 {
-        let more: Vec<HeaderValue> = headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .skip(1)
-            .cloned()
-            .collect();
-        let first = headers.remove(header::CONNECTION);
+    // up as text (a name that is no header name matches nothing); those
+    // that are hop-by-hop anyway go below.
+    if present & 1 != 0
+        && let header::Entry::Occupied(line) = headers.entry(header::CONNECTION)
+    {
+        let mut values = line.remove_entry_mult().1;
+        let first = values.next();
+        let more: Vec<HeaderValue> = values.collect();
         for value in first.iter().chain(&more) {
             let Ok(value) = value.to_str() else {
                 continue;
             };
-            for name in value.split(',') {
-                headers.remove(name.trim());
+            for name in value.split(',').map(str::trim) {
+                if !HOP_BY_HOP
+                    .iter()
+                    .any(|h| name.eq_ignore_ascii_case(h.as_str()))
+                {
+                    headers.remove(name);
+                }
             }
         }
     }
@@ -81,6 +86,20 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
         if present & (1 << i) != 0 {
             headers.remove(name);
         }
+    }
+}
+
+/// The index of `name` (lower case, as a `HeaderName` is) in `HOP_BY_HOP`.
+fn hop_by_hop(name: &str) -> Option<usize> {
+    match name {
+        "connection" => Some(0),
+        "proxy-connection" => Some(1),
+        "keep-alive" => Some(2),
+        "te" => Some(3),
+        "trailer" => Some(4),
+        "transfer-encoding" => Some(5),
+        "upgrade" => Some(6),
+        _ => None,
     }
 }
 
@@ -410,5 +429,14 @@ mod tests {
         let hop = ClientHop::new("192.0.2.7".parse().unwrap(), "http");
         add_forwarding(&mut h, &hop, Version::HTTP_11, &incoming, &up, false);
         assert_eq!(h["forwarded"], "for=192.0.2.7;proto=http");
+    }
+
+    #[test]
+    fn the_text_match_agrees_with_the_hop_by_hop_list() {
+        for (i, name) in HOP_BY_HOP.iter().enumerate() {
+            assert_eq!(hop_by_hop(name.as_str()), Some(i));
+        }
+        assert_eq!(hop_by_hop("connectio"), None);
+        assert_eq!(hop_by_hop("host"), None);
     }
 }
