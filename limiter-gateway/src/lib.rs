@@ -65,6 +65,7 @@ pub mod echo;
 mod forward;
 mod framing;
 mod front;
+mod hop_by_hop;
 mod host;
 mod logs;
 mod paths;

@@ -47,8 +47,9 @@ use tower_service::Service;
 
 use crate::body::ClientBody;
 use crate::config::{GatewayConfig, GatewayConfigError, Upstream};
-use crate::forward::{ClientHop, add_forwarding, strip_hop_by_hop};
+use crate::forward::{ClientHop, add_forwarding};
 use crate::front::ForwardPath;
+use crate::hop_by_hop::strip_hop_by_hop;
 pub use crate::reply::{ProxyBody, problem};
 use crate::upstream::Balancer;
 use limiter_config::RouteTable;
