@@ -705,4 +705,36 @@ mod tests {
         drop(activity.begin());
         assert_eq!(count(), 2);
     }
+
+    /// A second head that stops halfway is held to the head deadline from
+    /// the read that waits for the rest (the deadline is armed there).
+    #[tokio::test(start_paused = true)]
+    async fn a_second_head_cut_short_expires_with_408() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut client, server) = tokio::io::duplex(256);
+        let activity = Arc::new(Activity::default());
+        let limits = ConnectionLimits {
+            head_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(60),
+            ..ConnectionLimits::default()
+        };
+        let mut guarded = Guarded::new(server, Arc::clone(&activity), limits, |_| {});
+        // A first request came and went, half a minute ago.
+        drop(activity.begin());
+        tokio::time::advance(Duration::from_secs(30)).await;
+        client.write_all(b"GET /b HTTP/1.1\r\n").await.unwrap();
+        let mut buf = [0u8; 64];
+        let n = guarded.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"GET /b HTTP/1.1\r\n");
+        assert_eq!(guarded.phase, Phase::Head);
+        // The rest never comes: expired after the head timeout, not the
+        // idle one, with a 408.
+        let started = tokio::time::Instant::now();
+        assert_eq!(guarded.read(&mut buf).await.unwrap(), 0);
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
+        assert_eq!(guarded.expired, Some(Expiry::Head));
+        let mut answer = vec![0u8; REQUEST_TIMEOUT.len()];
+        client.read_exact(&mut answer).await.unwrap();
+        assert_eq!(answer, REQUEST_TIMEOUT);
+    }
 }
