@@ -26,7 +26,6 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use limiter_config::RuleSet;
 use limiter_tower::PeerAddr;
 use tokio::net::TcpListener;
@@ -39,6 +38,7 @@ use crate::conn::{Activity, Backoff, Expiry, Guarded};
 use crate::front;
 use crate::logs::rule_of;
 use crate::proxy::ProxyBody;
+use crate::shutdown::{Shutdown, ShutdownWatch};
 use crate::state::{Settings, Shared};
 use crate::tls::{ClientTls, ServerStream, Terminator};
 
@@ -74,7 +74,7 @@ pub(crate) async fn accept_loop(
     rules: RuleSet,
     shared: Arc<Shared>,
     slots: Arc<Semaphore>,
-    graceful: Arc<GracefulShutdown>,
+    graceful: Arc<Shutdown>,
     mut stop: watch::Receiver<bool>,
 ) {
     let layer = rules.layer();
@@ -128,7 +128,7 @@ pub(crate) async fn accept_loop(
             // The handshake runs on the connection's task, on first read.
             Some(t) => t.stream(stream),
         };
-        let service = layer.layer(shared.proxy.clone());
+        let service = layer.layer(shared.proxy.for_client(peer, https));
         serve(
             stream,
             peer,
@@ -146,7 +146,7 @@ pub(crate) async fn accept_loop(
 const HYPER_MAX_HEADERS: usize = 100;
 
 /// Serves one client connection (its deadlines, its head checks, the
-/// rules and the proxy) on its own task, under `watcher`'s shutdown; the
+/// rules and the proxy) on its own task, under `watch`'s shutdown; the
 /// `hold`s (cap permits) are released when it ends.
 #[allow(clippy::too_many_arguments)]
 fn serve<S>(
@@ -156,7 +156,7 @@ fn serve<S>(
     service: S,
     shared: Arc<Shared>,
     settings: &Settings,
-    watcher: hyper_util::server::graceful::Watcher,
+    mut watch: ShutdownWatch,
     hold: impl Send + 'static,
 ) where
     S: Service<Request<Incoming>, Response = Response<ProxyBody>, Error = Infallible>
@@ -168,6 +168,7 @@ fn serve<S>(
 {
     let limits = settings.config.connections;
     let activity = Arc::new(Activity::default());
+    let polled = Arc::clone(&activity);
     let io = TokioIo::new(Guarded::new(stream, Arc::clone(&activity), limits, expired));
     let checks = settings.checks;
     let access = settings.config.log.access;
@@ -244,11 +245,20 @@ fn serve<S>(
         .keep_alive_timeout(limits.h2_ping_timeout.min(limiter_async::MAX_PERIOD))
         .max_header_list_size(u32::try_from(limits.max_head_bytes).unwrap_or(u32::MAX));
     let connection = builder.serve_connection_with_upgrades(io, svc).into_owned();
-    let watched = watcher.watch(connection);
     tokio::spawn(async move {
-        if let Err(e) = watched.await {
+        let mut connection = std::pin::pin!(connection);
+        let ended = std::future::poll_fn(|cx| {
+            if watch.poll_signalled(cx) {
+                connection.as_mut().graceful_shutdown();
+            }
+            polled.poll_connection(connection.as_mut(), cx)
+        })
+        .await;
+        if let Err(e) = ended {
             tracing::debug!(error = %e, %peer, "client connection ended with an error");
         }
+        // Shutdown waits for the watch: dropped once the connection ended.
+        drop(watch);
         drop(hold);
     });
 }

@@ -47,12 +47,24 @@
 //! reader; the reader registers its waker before loading with `Acquire`, so
 //! either it sees the decrement or the wake finds its waker
 //! ([`AtomicWaker`]'s contract).
+//!
+//! The last request's end wakes the connection's task only when that task
+//! is not polling its connection ([`Activity::poll_connection`]): an
+//! HTTP/1 response body ends inside that poll, and hyper flushes the
+//! stream after it, which observes the end (the wake cost one more poll of
+//! the whole connection, several thousand instructions a request). If the
+//! stream has not observed it when the poll returns, the task wakes itself.
+//! One word holds both bits (`POLLING`, `ENDED`), changed by
+//! read-modify-writes with `AcqRel`: the poll's clearing swap and the
+//! request end's `fetch_or` are ordered one way or the other, so either the
+//! end sees `POLLING` clear and wakes, or the swap sees `ENDED` and wakes.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -144,7 +156,14 @@ pub(crate) struct Activity {
     /// ordinal times two, plus one for `LengthRepeated`; 0 for none.
     ambiguous: AtomicU64,
     waker: AtomicWaker,
+    /// `POLLING` and `ENDED` (module doc).
+    wake: AtomicU8,
 }
+
+/// The connection's task is polling its connection.
+const POLLING: u8 = 1;
+/// The last request in flight ended during that poll, unobserved so far.
+const ENDED: u8 = 2;
 
 /// A request in flight; its drop ends it (held by the response body).
 #[derive(Debug)]
@@ -184,12 +203,32 @@ impl Activity {
         self.in_flight.fetch_add(1, Ordering::Release);
         InFlight(Arc::clone(self))
     }
+
+    /// Polls `connection`, the future this activity's stream belongs to,
+    /// from its task (module doc: the request ends it saves a wake for).
+    pub(crate) fn poll_connection<F: Future>(
+        &self,
+        connection: Pin<&mut F>,
+        cx: &mut Context<'_>,
+    ) -> Poll<F::Output> {
+        // AcqRel: the module doc's protocol.
+        self.wake.swap(POLLING, Ordering::AcqRel);
+        let polled = connection.poll(cx);
+        // AcqRel: the module doc's protocol.
+        if self.wake.swap(0, Ordering::AcqRel) & ENDED != 0 {
+            cx.waker().wake_by_ref();
+        }
+        polled
+    }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
         // Release, then wake: the module doc's protocol.
-        if self.0.in_flight.fetch_sub(1, Ordering::Release) == 1 {
+        if self.0.in_flight.fetch_sub(1, Ordering::Release) == 1
+            // AcqRel: the module doc's protocol.
+            && self.0.wake.fetch_or(ENDED, Ordering::AcqRel) & POLLING == 0
+        {
             self.0.waker.wake();
         }
     }
@@ -225,6 +264,10 @@ pub(crate) struct Guarded<S> {
     seen_started: u64,
     /// Bytes arrived in this head phase.
     partial: bool,
+    /// `timer` holds this phase's deadline. A head phase arms it only when
+    /// a read waits: most heads arrive whole, and their phase ends in the
+    /// poll that began it (one timer reset a request instead of two).
+    armed: bool,
     /// The first bytes were the HTTP/2 preface (`None` before any byte).
     h2: Option<bool>,
     expired: Option<Expiry>,
@@ -256,6 +299,7 @@ impl<S> Guarded<S> {
             phase: Phase::Head,
             seen_started: 0,
             partial: false,
+            armed: true,
             h2: None,
             expired: None,
             on_expiry,
@@ -272,6 +316,16 @@ impl<S> Guarded<S> {
 
     /// Moves the phase on from what the service and the read tell.
     fn observe(&mut self, got_bytes: bool) {
+        let was_busy = self.phase == Phase::Busy;
+        self.observe_phase(got_bytes);
+        if was_busy && self.phase != Phase::Busy {
+            // Relaxed: the stream saw the end itself; a flag for the poll
+            // that ends on this thread (module doc).
+            self.activity.wake.fetch_and(!ENDED, Ordering::Relaxed);
+        }
+    }
+
+    fn observe_phase(&mut self, got_bytes: bool) {
         // Relaxed: see Activity::tunnel.
         if self.activity.tunnel.load(Ordering::Relaxed) {
             self.phase = Phase::Busy;
@@ -291,20 +345,21 @@ impl<S> Guarded<S> {
             self.phase = Phase::Busy;
         }
         match self.phase {
+            Phase::Busy if got_bytes => {
+                self.phase = Phase::Head;
+                self.partial = true;
+                self.armed = false;
+            }
             Phase::Busy => {
                 self.phase = Phase::Idle;
                 self.partial = false;
                 self.reset(self.limits.idle_timeout);
-                if got_bytes {
-                    self.phase = Phase::Head;
-                    self.partial = true;
-                    self.reset(self.limits.head_timeout);
-                }
+                self.armed = true;
             }
             Phase::Idle if got_bytes => {
                 self.phase = Phase::Head;
                 self.partial = true;
-                self.reset(self.limits.head_timeout);
+                self.armed = false;
             }
             Phase::Head if got_bytes => self.partial = true,
             Phase::Idle | Phase::Head => {}
@@ -344,6 +399,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Guarded<S> {
         // Register before reading the counters (module doc).
         this.activity.waker.register(cx.waker());
         this.observe(got_bytes);
+        if result.is_pending() && this.phase != Phase::Busy && !this.armed {
+            this.reset(this.limits.head_timeout);
+            this.armed = true;
+        }
         if result.is_pending()
             && this.phase != Phase::Busy
             && this.timer.as_mut().poll(cx).is_ready()
@@ -395,7 +454,17 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        let this = &mut *self;
+        if this.phase == Phase::Busy && this.expired.is_none() {
+            // hyper flushes after a response's end: the idle deadline
+            // starts here, in the poll that ended it (module doc).
+            this.observe(false);
+            if this.phase != Phase::Busy && this.timer.as_mut().poll(cx).is_ready() {
+                // Already due: the next read expires it.
+                cx.waker().wake_by_ref();
+            }
+        }
+        Pin::new(&mut this.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -579,5 +648,93 @@ mod tests {
         assert!(counts.admit("192.0.2.2".parse().unwrap(), 2).is_some());
         drop(a);
         assert!(counts.admit(ip, 2).is_some());
+    }
+
+    /// Counts its wakes.
+    struct Wakes(AtomicUsize);
+
+    impl std::task::Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            // Relaxed: a single-threaded test.
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_end_wakes_the_task_only_when_its_stream_cannot_see_it() {
+        let (_client, server) = tokio::io::duplex(64);
+        let activity = Arc::new(Activity::default());
+        let limits = ConnectionLimits::default();
+        let mut guarded = Guarded::new(server, Arc::clone(&activity), limits, |_| {});
+        let wakes = Arc::new(Wakes(AtomicUsize::new(0)));
+        let waker = std::task::Waker::from(Arc::clone(&wakes));
+        let mut cx = Context::from_waker(&waker);
+        // Relaxed: a single-threaded test.
+        let count = || wakes.0.load(Ordering::Relaxed);
+        let mut byte = [0u8; 1];
+        // A request in flight: the stream turns busy (and registers).
+        let mut request = Some(activity.begin());
+        let mut buf = ReadBuf::new(&mut byte);
+        assert!(
+            Pin::new(&mut guarded)
+                .poll_read(&mut cx, &mut buf)
+                .is_pending()
+        );
+        assert_eq!(guarded.phase, Phase::Busy);
+        // It ends inside the connection's poll, the stream flushed after
+        // it (HTTP/1): no wake, and the stream is idle.
+        {
+            let mut connection = std::pin::pin!(std::future::poll_fn(|cx| {
+                drop(request.take());
+                let _ = Pin::new(&mut guarded).poll_flush(cx);
+                Poll::<()>::Pending
+            }));
+            let _ = activity.poll_connection(connection.as_mut(), &mut cx);
+        }
+        assert_eq!(count(), 0);
+        assert_eq!(guarded.phase, Phase::Idle);
+        // Inside it, the stream not flushed: the task wakes itself.
+        let mut request = Some(activity.begin());
+        let mut connection = std::pin::pin!(std::future::poll_fn(|_| {
+            drop(request.take());
+            Poll::<()>::Pending
+        }));
+        let _ = activity.poll_connection(connection.as_mut(), &mut cx);
+        assert_eq!(count(), 1);
+        // Outside it (an HTTP/2 stream's own task): the end wakes it.
+        drop(activity.begin());
+        assert_eq!(count(), 2);
+    }
+
+    /// A second head that stops halfway is held to the head deadline from
+    /// the read that waits for the rest (the deadline is armed there).
+    #[tokio::test(start_paused = true)]
+    async fn a_second_head_cut_short_expires_with_408() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut client, server) = tokio::io::duplex(256);
+        let activity = Arc::new(Activity::default());
+        let limits = ConnectionLimits {
+            head_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(60),
+            ..ConnectionLimits::default()
+        };
+        let mut guarded = Guarded::new(server, Arc::clone(&activity), limits, |_| {});
+        // A first request came and went, half a minute ago.
+        drop(activity.begin());
+        tokio::time::advance(Duration::from_secs(30)).await;
+        client.write_all(b"GET /b HTTP/1.1\r\n").await.unwrap();
+        let mut buf = [0u8; 64];
+        let n = guarded.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"GET /b HTTP/1.1\r\n");
+        assert_eq!(guarded.phase, Phase::Head);
+        // The rest never comes: expired after the head timeout, not the
+        // idle one, with a 408.
+        let started = tokio::time::Instant::now();
+        assert_eq!(guarded.read(&mut buf).await.unwrap(), 0);
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
+        assert_eq!(guarded.expired, Some(Expiry::Head));
+        let mut answer = vec![0u8; REQUEST_TIMEOUT.len()];
+        client.read_exact(&mut answer).await.unwrap();
+        assert_eq!(answer, REQUEST_TIMEOUT);
     }
 }

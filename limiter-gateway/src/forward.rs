@@ -1,12 +1,5 @@
-//! Header hygiene between the two hops: hop-by-hop headers out, forwarding
-//! headers in.
-//!
-//! Hop-by-hop (RFC 9110 §7.6.1): `Connection` and every header it names,
-//! and `Proxy-Connection`, `Keep-Alive`, `TE`, `Transfer-Encoding`,
-//! `Upgrade` (and `Trailer`, which RFC 9110 §6.6.2 ties to the hop's
-//! chunked coding), removed in both directions. `Content-Length` is end to
-//! end and stays; when it is absent hyper re-frames the stream as chunked
-//! on the next hop.
+//! The forwarding headers a request gets on its way upstream (the other
+//! half of the header hygiene between the hops is module `hop_by_hop`).
 //!
 //! Forwarding (appended to what earlier proxies wrote, never replacing
 //! it): `X-Forwarded-For: <peer ip>`, `X-Forwarded-Proto: http` (or
@@ -21,50 +14,13 @@
 
 use std::io::Write;
 use std::net::IpAddr;
+use std::sync::Mutex;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Uri, Version};
 
-/// The hop-by-hop headers every message loses (besides those named in
-/// `Connection`). A `static`: a `const` array would be built and dropped
-/// again at each use, for every header of every message.
-pub(crate) static HOP_BY_HOP: [HeaderName; 7] = [
-    header::CONNECTION,
-    HeaderName::from_static("proxy-connection"),
-    HeaderName::from_static("keep-alive"),
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-];
-
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
-
-/// Removes the hop-by-hop headers of `headers`, those named by its
-/// `Connection` headers first.
-pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // One pass over the message's few names instead of a lookup per
-    // hop-by-hop name: most messages carry none or one (`Connection`).
-    let mut gone: Vec<HeaderName> = headers
-        .keys()
-        .filter(|k| HOP_BY_HOP.contains(k))
-        .cloned()
-        .collect();
-    if gone.is_empty() {
-        return;
-    }
-    let named = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok());
-    gone.extend(named.collect::<Vec<_>>());
-    for name in &gone {
-        headers.remove(name);
-    }
-}
 
 /// Adds `value` to the list header `name`: a new line when the message
 /// has none (the common case), else joined to what earlier hops wrote.
@@ -98,16 +54,103 @@ fn via(version: Version) -> HeaderValue {
     })
 }
 
-/// Appends the forwarding headers for a request from `peer` that arrived
-/// over `proto` (`http` or `https`), and sets `Host` as the module doc says.
+/// The forwarding values of one client connection, computed once at
+/// accept: its peer and proto never change, and its requests nearly always
+/// name one `Host`, so `Forwarded`'s value is kept for the last one seen.
+/// A request clones the values (a reference count each), never formats.
+#[derive(Debug)]
+pub(crate) struct ClientHop {
+    /// `X-Forwarded-For`'s element: the address (IPv6 bare).
+    xff: HeaderValue,
+    /// `Forwarded`'s element without `host`: `for=<peer>;proto=<proto>`.
+    forwarded: HeaderValue,
+    proto: &'static str,
+    /// The last `Host` and the `Forwarded` element naming it. An owned
+    /// copy of the host: a clone of the request's value would hold hyper's
+    /// read buffer.
+    last_host: Mutex<Option<(Box<[u8]>, HeaderValue)>>,
+}
+
+impl ClientHop {
+    /// The values for a connection from `peer` over `proto` (`http` or
+    /// `https`).
+    pub(crate) fn new(peer: IpAddr, proto: &'static str) -> ClientHop {
+        let mut buf = Vec::with_capacity(64);
+        buf.extend_from_slice(b"for=");
+        match peer {
+            IpAddr::V4(v4) => push_v4(&mut buf, v4),
+            IpAddr::V6(v6) => {
+                let _ = write!(buf, "\"[{v6}]\"");
+            }
+        }
+        // `X-Forwarded-For` takes an IPv6 address without quotes and brackets.
+        let ip = if peer.is_ipv6() {
+            6..buf.len() - 2
+        } else {
+            4..buf.len()
+        };
+        let xff = HeaderValue::from_bytes(&buf[ip]);
+        buf.extend_from_slice(b";proto=");
+        buf.extend_from_slice(proto.as_bytes());
+        // An address and a static proto: visible ASCII, always a value.
+        let forwarded = HeaderValue::from_bytes(&buf);
+        ClientHop {
+            xff: xff.unwrap_or_else(|_| HeaderValue::from_static("unknown")),
+            forwarded: forwarded.unwrap_or_else(|_| HeaderValue::from_static("for=unknown")),
+            proto,
+            last_host: Mutex::new(None),
+        }
+    }
+
+    /// `Forwarded`'s element for a request with `host` (none when the
+    /// host is no text).
+    fn forwarded(&self, host: Option<&HeaderValue>) -> HeaderValue {
+        let Some(host) = host else {
+            return self.forwarded.clone();
+        };
+        // Contended only between HTTP/2 streams: they build their own.
+        let mut last = self.last_host.try_lock().ok();
+        if let Some(Some((name, value))) = last.as_deref()
+            && **name == *host.as_bytes()
+        {
+            return value.clone();
+        }
+        let Ok(text) = host.to_str() else {
+            return self.forwarded.clone();
+        };
+        let value = self.forwarded_with_host(text);
+        if let Some(last) = last.as_deref_mut() {
+            *last = Some((host.as_bytes().into(), value.clone()));
+        }
+        value
+    }
+
+    /// `for=<peer>;proto=<proto>;host=<host>`, the host quoted unless it is
+    /// a token (without the quotes and backslashes it may carry).
+    fn forwarded_with_host(&self, host: &str) -> HeaderValue {
+        let mut buf = Vec::with_capacity(self.forwarded.len() + host.len() + 8);
+        buf.extend_from_slice(self.forwarded.as_bytes());
+        if is_token(host) {
+            buf.extend_from_slice(b";host=");
+            buf.extend_from_slice(host.as_bytes());
+        } else {
+            buf.extend_from_slice(b";host=\"");
+            buf.extend(host.bytes().filter(|&b| b != b'"' && b != b'\\'));
+            buf.push(b'"');
+        }
+        HeaderValue::from_bytes(&buf).unwrap_or_else(|_| self.forwarded.clone())
+    }
+}
+
+/// Appends the forwarding headers for a request on the connection `hop`
+/// that arrived over `version`, and sets `Host` as the module doc says.
 pub(crate) fn add_forwarding(
     headers: &mut HeaderMap,
-    peer: IpAddr,
+    hop: &ClientHop,
     version: Version,
     incoming: &Uri,
     upstream: &Uri,
     rewrite_host: bool,
-    proto: &'static str,
 ) {
     if !headers.contains_key(header::HOST)
         && let Some(v) = incoming
@@ -116,38 +159,14 @@ pub(crate) fn add_forwarding(
     {
         headers.insert(header::HOST, v);
     }
-    // One buffer: the address, then `Forwarded`'s element.
-    let mut buf = Vec::with_capacity(96);
-    match peer {
-        IpAddr::V4(v4) => push_v4(&mut buf, v4),
-        IpAddr::V6(v6) => {
-            let _ = write!(buf, "\"[{v6}]\"");
-        }
-    }
-    let end = buf.len();
-    buf.extend_from_slice(b"for=");
-    buf.extend_from_within(..end);
-    // `X-Forwarded-For` takes an IPv6 address without quotes and brackets.
-    let ip = if peer.is_ipv6() { 2..end - 2 } else { 0..end };
-    buf.extend_from_slice(b";proto=");
-    buf.extend_from_slice(proto.as_bytes());
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-    if let Some(host) = host.filter(|h| is_token(h)) {
-        buf.extend_from_slice(b";host=");
-        buf.extend_from_slice(host.as_bytes());
-    } else if let Some(host) = host {
-        buf.extend_from_slice(b";host=\"");
-        buf.extend(host.bytes().filter(|&b| b != b'"' && b != b'\\'));
-        buf.push(b'"');
-    }
-    let forwarded = HeaderValue::from_bytes(&buf[end..]);
-    if let Ok(v) = HeaderValue::from_bytes(&buf[ip]) {
-        append(headers, X_FORWARDED_FOR, v);
-    }
-    if let Ok(v) = forwarded {
-        append(headers, header::FORWARDED, v);
-    }
-    append(headers, X_FORWARDED_PROTO, HeaderValue::from_static(proto));
+    let forwarded = hop.forwarded(headers.get(header::HOST));
+    append(headers, X_FORWARDED_FOR, hop.xff.clone());
+    append(headers, header::FORWARDED, forwarded);
+    append(
+        headers,
+        X_FORWARDED_PROTO,
+        HeaderValue::from_static(hop.proto),
+    );
     append(headers, header::VIA, via(version));
     if rewrite_host
         && let Some(v) = upstream
@@ -165,46 +184,20 @@ fn is_token(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
-/// `ip` in dotted decimal, as its `Display` writes it (the formatting
-/// machinery costs about 1,300 instructions a request, this about 60).
+/// `ip` in dotted decimal, as its `Display` writes it (each octet through
+/// `itoa`, as limiter-tower's key encoding writes it).
 fn push_v4(buf: &mut Vec<u8>, ip: std::net::Ipv4Addr) {
     for (i, octet) in ip.octets().into_iter().enumerate() {
         if i > 0 {
             buf.push(b'.');
         }
-        if octet >= 100 {
-            buf.push(b'0' + octet / 100);
-        }
-        if octet >= 10 {
-            buf.push(b'0' + octet / 10 % 10);
-        }
-        buf.push(b'0' + octet % 10);
+        buf.extend_from_slice(itoa::Buffer::new().format(octet).as_bytes());
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn connection_named_headers_go_too() {
-        let mut h = HeaderMap::new();
-        h.insert("connection", "keep-alive, X-Secret".parse().unwrap());
-        h.append("connection", "x-other".parse().unwrap());
-        h.insert("x-secret", "1".parse().unwrap());
-        h.insert("x-other", "1".parse().unwrap());
-        h.insert("keep-alive", "timeout=5".parse().unwrap());
-        h.insert("te", "trailers".parse().unwrap());
-        h.insert("transfer-encoding", "chunked".parse().unwrap());
-        h.insert("upgrade", "websocket".parse().unwrap());
-        h.insert("proxy-connection", "close".parse().unwrap());
-        h.insert("content-length", "5".parse().unwrap());
-        h.insert("x-kept", "1".parse().unwrap());
-        strip_hop_by_hop(&mut h);
-        let mut left: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
-        left.sort_unstable();
-        assert_eq!(left, ["content-length", "x-kept"]);
-    }
 
     #[test]
     fn forwarding_appends() {
@@ -216,12 +209,11 @@ mod tests {
         let incoming: Uri = "/x".parse().unwrap();
         add_forwarding(
             &mut h,
-            "2001:db8::1".parse().unwrap(),
+            &ClientHop::new("2001:db8::1".parse().unwrap(), "http"),
             Version::HTTP_11,
             &incoming,
             &up,
             false,
-            "http",
         );
         assert_eq!(h["x-forwarded-for"], "198.51.100.1, 2001:db8::1");
         assert_eq!(h["x-forwarded-proto"], "http");
@@ -233,12 +225,11 @@ mod tests {
         assert_eq!(h["host"], "example.com:8080");
         add_forwarding(
             &mut h,
-            "192.0.2.7".parse().unwrap(),
+            &ClientHop::new("192.0.2.7".parse().unwrap(), "https"),
             Version::HTTP_2,
             &incoming,
             &up,
             true,
-            "https",
         );
         assert_eq!(h["host"], "10.0.0.9:3000");
         assert_eq!(h["x-forwarded-for"], "198.51.100.1, 2001:db8::1, 192.0.2.7");
@@ -264,12 +255,11 @@ mod tests {
         let peer = "192.0.2.7".parse().unwrap();
         add_forwarding(
             &mut h,
-            peer,
+            &ClientHop::new(peer, "http"),
             Version::HTTP_11,
             &incoming,
             &up,
             false,
-            "http",
         );
         assert_eq!(h["forwarded"], "for=192.0.2.7;proto=http;host=\"abc:80\"");
     }
@@ -281,15 +271,62 @@ mod tests {
         let up: Uri = "http://10.0.0.9:3000".parse().unwrap();
         add_forwarding(
             &mut h,
-            "192.0.2.7".parse().unwrap(),
+            &ClientHop::new("192.0.2.7".parse().unwrap(), "http"),
             Version::HTTP_2,
             &incoming,
             &up,
             false,
-            "http",
         );
         assert_eq!(h["host"], "api.example");
         assert_eq!(h["forwarded"], "for=192.0.2.7;proto=http;host=api.example");
         assert_eq!(h["via"], "2 limiter-gateway");
+    }
+
+    /// The request's own `Host`, every time: a connection's cached element
+    /// follows it when it changes, and a request without one gets none.
+    #[test]
+    fn forwarded_follows_each_requests_host_on_one_connection() {
+        let up: Uri = "http://10.0.0.9:3000".parse().unwrap();
+        let incoming: Uri = "/x".parse().unwrap();
+        for (peer, proto, xff, element) in [
+            ("192.0.2.7", "http", "192.0.2.7", "for=192.0.2.7;proto=http"),
+            (
+                "2001:db8::1",
+                "https",
+                "2001:db8::1",
+                "for=\"[2001:db8::1]\";proto=https",
+            ),
+        ] {
+            let hop = ClientHop::new(peer.parse().unwrap(), proto);
+            for host in [Some("a.example"), Some("a.example"), None, Some("b:80")] {
+                for _ in 0..2 {
+                    let mut h = HeaderMap::new();
+                    if let Some(host) = host {
+                        h.insert("host", HeaderValue::from_static(host));
+                    }
+                    add_forwarding(&mut h, &hop, Version::HTTP_11, &incoming, &up, false);
+                    let expected = match host {
+                        Some("b:80") => format!("{element};host=\"b:80\""),
+                        Some(host) => format!("{element};host={host}"),
+                        None => element.to_owned(),
+                    };
+                    assert_eq!(h["forwarded"], expected.as_str());
+                    assert_eq!(h["x-forwarded-for"], xff);
+                    assert_eq!(h["x-forwarded-proto"], proto);
+                    assert_eq!(h.get("host").map(|v| v.to_str().unwrap()), host);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_host_that_is_no_text_is_left_out_of_forwarded() {
+        let mut h = HeaderMap::new();
+        h.insert("host", HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap());
+        let up: Uri = "http://10.0.0.9:3000".parse().unwrap();
+        let incoming: Uri = "/x".parse().unwrap();
+        let hop = ClientHop::new("192.0.2.7".parse().unwrap(), "http");
+        add_forwarding(&mut h, &hop, Version::HTTP_11, &incoming, &up, false);
+        assert_eq!(h["forwarded"], "for=192.0.2.7;proto=http");
     }
 }

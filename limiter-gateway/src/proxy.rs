@@ -47,8 +47,9 @@ use tower_service::Service;
 
 use crate::body::ClientBody;
 use crate::config::{GatewayConfig, GatewayConfigError, Upstream};
-use crate::forward::{add_forwarding, strip_hop_by_hop};
+use crate::forward::{ClientHop, add_forwarding};
 use crate::front::ForwardPath;
+use crate::hop_by_hop::strip_hop_by_hop;
 pub use crate::reply::{ProxyBody, problem};
 use crate::upstream::Balancer;
 use limiter_config::RouteTable;
@@ -99,6 +100,10 @@ struct Shared {
 #[derive(Clone)]
 pub struct Proxy {
     shared: Arc<ArcSwap<Shared>>,
+    /// The forwarding values of the one connection this clone serves (see
+    /// [`Proxy::for_client`]); without them each request's extensions
+    /// (`PeerAddr`, `ClientTls`) are read.
+    hop: Option<Arc<ClientHop>>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -120,7 +125,18 @@ impl Proxy {
     pub fn new(config: GatewayConfig) -> Result<Proxy, GatewayConfigError> {
         Ok(Proxy {
             shared: Arc::new(ArcSwap::from_pointee(Shared::new(config)?)),
+            hop: None,
         })
+    }
+
+    /// This proxy for the requests of one client connection from `peer`
+    /// (over TLS if `https`): its forwarding values are computed here, once.
+    pub(crate) fn for_client(&self, peer: SocketAddr, https: bool) -> Proxy {
+        let proto = if https { "https" } else { "http" };
+        Proxy {
+            shared: Arc::clone(&self.shared),
+            hop: Some(Arc::new(ClientHop::new(peer.ip(), proto))),
+        }
     }
 
     /// Puts `config`'s upstreams (new pools, their health checks started)
@@ -225,11 +241,16 @@ impl Service<Request<Incoming>> for Proxy {
 
     fn call(&mut self, request: Request<Incoming>) -> Self::Future {
         let shared = self.shared.load_full();
-        Box::pin(async move { Ok(forward(&shared, request).await) })
+        let hop = self.hop.clone();
+        Box::pin(async move { Ok(forward(&shared, hop.as_deref(), request).await) })
     }
 }
 
-async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<ProxyBody> {
+async fn forward(
+    shared: &Shared,
+    hop: Option<&ClientHop>,
+    request: Request<Incoming>,
+) -> Response<ProxyBody> {
     let config = &shared.config;
     let Some(&index) = shared.routes.get(request.method(), request.uri().path()) else {
         return problem(StatusCode::NOT_FOUND, "no upstream serves this path");
@@ -245,20 +266,27 @@ async fn forward(shared: &Shared, request: Request<Incoming>) -> Response<ProxyB
             "the request target cannot be forwarded",
         );
     };
-    let peer = parts
-        .extensions
-        .get::<PeerAddr>()
-        .map_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)), |p| p.0);
     strip_hop_by_hop(&mut parts.headers);
-    let tls = parts.extensions.get::<crate::tls::ClientTls>().is_some();
+    let own;
+    let hop = match hop {
+        Some(hop) => hop,
+        None => {
+            let peer = parts
+                .extensions
+                .get::<PeerAddr>()
+                .map_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)), |p| p.0);
+            let tls = parts.extensions.get::<crate::tls::ClientTls>().is_some();
+            own = ClientHop::new(peer.ip(), if tls { "https" } else { "http" });
+            &own
+        }
+    };
     add_forwarding(
         &mut parts.headers,
-        peer.ip(),
+        hop,
         parts.version,
         &parts.uri,
         &upstream.url,
         upstream.rewrite_host,
-        if tls { "https" } else { "http" },
     );
     if let Some(u) = &upgrade {
         u.restore_request(&mut parts.headers);

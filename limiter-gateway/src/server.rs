@@ -24,7 +24,6 @@ use http::Request;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use limiter_config::RuleSet;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
@@ -38,6 +37,7 @@ use crate::conn::{Backoff, ClientCounts, Throttled, listener_cap};
 use crate::dashboard::Dashboard;
 use crate::logs::RejectionLog;
 use crate::proxy::Proxy;
+use crate::shutdown::Shutdown;
 use crate::state::{Settings, Shared};
 use crate::tls::Terminator;
 use crate::workers::{self, Workers};
@@ -62,7 +62,7 @@ pub struct Running {
     accept: Vec<JoinHandle<()>>,
     admin_task: Option<JoinHandle<()>>,
     /// One per worker: its connections.
-    graceful: Vec<Arc<GracefulShutdown>>,
+    graceful: Vec<Arc<Shutdown>>,
     shared: Arc<Shared>,
     /// Last: dropping it stops the worker runtimes.
     workers: Workers,
@@ -117,9 +117,7 @@ impl Gateway {
             .workers
             .map_or_else(workers::default_count, std::num::NonZeroUsize::get);
         let workers = Workers::start(count)?;
-        let graceful: Vec<_> = (0..count)
-            .map(|_| Arc::new(GracefulShutdown::new()))
-            .collect();
+        let graceful: Vec<_> = (0..count).map(|_| Arc::new(Shutdown::default())).collect();
         let proxy = Proxy::new(self.config.clone())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let tls = match &self.config.tls {
@@ -310,7 +308,7 @@ impl Running {
             let _ = task.await;
         }
         // Every accept loop, the only other holders, has ended above.
-        let graceful: Option<Vec<GracefulShutdown>> = self
+        let graceful: Option<Vec<Shutdown>> = self
             .graceful
             .into_iter()
             .map(|g| Arc::try_unwrap(g).ok())

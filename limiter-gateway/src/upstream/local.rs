@@ -216,6 +216,7 @@ impl LocalPool {
             let mut exchange = Exchange {
                 held: Some(held),
                 head: Some(head),
+                polled: false,
             };
             match poll_fn(|cx| exchange.poll_head(cx)).await {
                 Ok((response, held)) => {
@@ -354,13 +355,30 @@ pub(super) type Head = Pin<Box<dyn Future<Output = Result<Response<Incoming>, Un
 struct Exchange {
     held: Option<Box<Held>>,
     head: Option<Head>,
+    /// Polled before: the request is written, the head may be there.
+    polled: bool,
 }
 
 impl Exchange {
     /// The response head, with the connection unless it has ended.
     fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<Result<Answered, Unsent>> {
-        // The connection first: it writes the request and reads the head
-        // that the response future then takes.
+        // Once the request is written, first without the task's waker: the
+        // connection reading the head hands the body its first frame and
+        // registers for its taking, which would wake the task that takes
+        // it (a second poll). The task's waker only while nothing came.
+        let mut quiet = Context::from_waker(Waker::noop());
+        if std::mem::replace(&mut self.polled, true)
+            && let Poll::Ready(answered) = self.step(&mut quiet)
+        {
+            return Poll::Ready(answered);
+        }
+        self.step(cx)
+    }
+
+    /// Polls the connection with `cx` (it writes the request and reads the
+    /// head), then the head: with no waker, as only the connection, polled
+    /// just before in this task, completes it (or fails it by ending).
+    fn step(&mut self, cx: &mut Context<'_>) -> Poll<Result<Answered, Unsent>> {
         if let Some(held) = &mut self.held
             && Pin::new(&mut held.conn).poll(cx).is_ready()
         {
@@ -369,10 +387,6 @@ impl Exchange {
         let Some(head) = &mut self.head else {
             return Poll::Pending;
         };
-        // The head needs no waker: only the connection completes it (or
-        // fails it by ending), and the connection is polled here, just
-        // before, in this task. With the task's, the connection's handing
-        // the head over would wake the task that takes it: a second poll.
         let result = ready!(head.as_mut().poll(&mut Context::from_waker(Waker::noop())));
         self.head = None;
         Poll::Ready(result.map(|response| (response, self.held.take())))
