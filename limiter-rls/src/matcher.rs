@@ -18,9 +18,8 @@
 
 use std::sync::Arc;
 
-use crate::config::{Descriptor, LimitSpec, Rule, RuleSet};
+use crate::config::{Descriptor, LimitSpec, Rule, RuleCounters, RuleSet};
 use crate::proto::{Entry, RateLimitOverride, Unit};
-use crate::stats::RuleCounters;
 
 /// The `full_key` of the rule made for a request's `limit` override, and so
 /// its Prometheus `rule` label: one fixed name, because the override's own

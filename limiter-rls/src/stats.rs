@@ -15,10 +15,6 @@
 //!   `_`), aggregated and flushed every `STATS_FLUSH_INTERVAL` as
 //!   `name:value|c` lines (see `statsd`).
 
-use std::sync::OnceLock;
-
-use metrics::Counter;
-
 use crate::config::Rule;
 pub use crate::statsd::Statsd;
 
@@ -149,28 +145,6 @@ const STATSD_STATS: [&str; 5] = [
     "within_limit",
     "shadow_mode",
 ];
-
-/// A rule's Prometheus counters, registered (all five, so a scrape shows
-/// zeros) with the global `metrics` recorder at the rule's first decision
-/// and only incremented after: no label strings or registry lookup per
-/// decision. A reload registers the same series again.
-#[derive(Clone, Default)]
-pub(crate) struct RuleCounters(OnceLock<[Counter; 5]>);
-
-impl std::fmt::Debug for RuleCounters {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RuleCounters")
-    }
-}
-
-/// A cache, not part of what a rule says.
-impl PartialEq for RuleCounters {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for RuleCounters {}
 
 /// Where decisions are counted.
 #[derive(Debug, Clone, Default)]

@@ -16,7 +16,9 @@ mod schema;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use metrics::Counter;
 
 pub use error::{ConfigError, ConfigErrors, Problem};
 pub use limiter_rules::{Fixable, Pos};
@@ -54,8 +56,30 @@ pub struct Rule {
     pub replaces: Vec<String>,
     /// `detailed_metric: true`: stats per full request value.
     pub detailed_metric: bool,
-    pub(crate) counters: crate::stats::RuleCounters,
+    pub(crate) counters: RuleCounters,
 }
+
+/// A rule's Prometheus counters (`stats::Recorder::record`), registered (all five, so a scrape shows
+/// zeros) with the global `metrics` recorder at the rule's first decision
+/// and only incremented after: no label strings or registry lookup per
+/// decision. A reload registers the same series again.
+#[derive(Clone, Default)]
+pub(crate) struct RuleCounters(pub(crate) OnceLock<[Counter; 5]>);
+
+impl std::fmt::Debug for RuleCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RuleCounters")
+    }
+}
+
+/// A cache, not part of what a rule says.
+impl PartialEq for RuleCounters {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for RuleCounters {}
 
 /// One descriptor of the tree.
 #[derive(Debug, Clone, Default)]

@@ -16,9 +16,8 @@ use std::sync::Arc;
 use super::error::{ConfigError, Problem};
 use limiter_rules::{Format, Node, Pos, Value, parse_tree};
 
-use super::{Descriptor, Level, LimitSpec, Rule, Wildcard};
+use super::{Descriptor, Level, LimitSpec, Rule, RuleCounters, Wildcard};
 use crate::proto::Unit;
-use crate::stats::RuleCounters;
 
 const ROOT_FIELDS: &[&str] = &["domain", "descriptors"];
 const DESCRIPTOR_FIELDS: &[&str] = &[
