@@ -6,7 +6,7 @@
 //! starts fresh. Quota: `requests_per_unit` per unit with a burst of
 //! `requests_per_unit` (emission interval `t = unit / requests_per_unit`,
 //! rounded up). All or nothing is `limiter_core::composite::try_acquire_all` over the
-//! keys' [`KeyLimit`](limiter_keyed::KeyLimit)s (one key is its own decision): the one composite
+//! keys' [`KeyLimit`](limiter_keyed::KeyLimit)s: the one composite
 //! mechanism of the workspace (exact when single-threaded, stricter never
 //! looser under a race; see its docs). A key's reset time is the time
 //! until its bucket is full again, `tat − now`, exact to the nanosecond.
@@ -29,7 +29,7 @@ use core::time::Duration;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
-use limiter_core::{Clock, Headroom, Quota, composite::Limit, composite::try_acquire_all};
+use limiter_core::{Clock, Quota, composite::Limit, composite::try_acquire_all};
 use limiter_keyed::{ChargeKeyAfter, KeyedError, KeyedLimiter};
 use tokio::time::Instant;
 
@@ -133,11 +133,6 @@ impl<C: Clock + Clone + 'static> MemoryGcra<C> {
         let Ok((_, left)) = limiter.reserve_n_with_headroom(key, 0, Duration::ZERO) else {
             return full;
         };
-        Self::state_of(left, q)
-    }
-
-    /// The state a decision that left `left` under `q` reports.
-    fn state_of(left: Headroom, q: Quota) -> PartState {
         let missing_after_next =
             u64::from(q.burst().saturating_sub(left.remaining.saturating_add(1)));
         let rest = Duration::from_nanos(q.period_nanos().saturating_mul(missing_after_next));
@@ -161,19 +156,6 @@ impl<C: Clock + Clone + 'static> CounterStore for MemoryGcra<C> {
     }
 
     async fn try_all(&self, parts: &[Part], _deadline: Instant) -> Result<Charge, BackendError> {
-        // One part charging hits: its own decision is all or nothing, and it
-        // reports the headroom it left (one lookup of the key, not four).
-        if let [p] = parts
-            && p.hits > 0
-        {
-            let l = self.limiter(p.limit)?;
-            return Ok(
-                match l.reserve_n_with_headroom(&p.key, p.hits, Duration::ZERO) {
-                    Ok((_, left)) => Charge::Granted(vec![Self::state_of(left, l.quota())]),
-                    Err(_) => Charge::Refused,
-                },
-            );
-        }
         let limiters = parts
             .iter()
             .map(|p| self.limiter(p.limit))

@@ -59,10 +59,10 @@ pub struct Rule {
     pub(crate) counters: RuleCounters,
 }
 
-/// A rule's Prometheus counters (`stats::Recorder::record`), registered (all five, so a scrape shows
-/// zeros) with the global `metrics` recorder at the rule's first decision
-/// and only incremented after: no label strings or registry lookup per
-/// decision. A reload registers the same series again.
+/// A rule's Prometheus counters (`stats::Recorder::record`), registered
+/// (all five, so a scrape shows zeros) with the global `metrics` recorder at
+/// the rule's first decision and only incremented after: no label strings or
+/// registry lookup per decision. A reload registers the same series again.
 #[derive(Clone, Default)]
 pub(crate) struct RuleCounters(pub(crate) OnceLock<[Counter; 5]>);
 
